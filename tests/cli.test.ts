@@ -1,0 +1,166 @@
+/**
+ * The CLI conventions a user and a script rely on, exercised through the real entry point (`bun main.ts`).
+ */
+import { spawnSync } from "node:child_process";
+import { mkdtempSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import { beforeAll, describe, expect, it } from "vitest";
+
+const root = resolve(__dirname, "..");
+const bun = join(root, "node_modules/.bin/bun");
+const pkg = JSON.parse(readFileSync(join(root, "package.json"), "utf8"));
+let home: string;
+let work: string;
+
+function evolve(args: string[], opts: { env?: Record<string, string>; cwd?: string } = {}) {
+  const r = spawnSync(bun, [join(root, "main.ts"), ...args], {
+    cwd: opts.cwd ?? work,
+    encoding: "utf8",
+    env: { ...process.env, EVOLVE_HOME: home, NO_COLOR: "", ...opts.env },
+  });
+  return { code: r.status, stdout: r.stdout, stderr: r.stderr };
+}
+
+beforeAll(() => {
+  home = mkdtempSync(join(tmpdir(), "evolve-cli-home-"));
+  work = mkdtempSync(join(tmpdir(), "evolve-cli-work-"));
+});
+
+describe("global conventions", () => {
+  it("prints the package version", () => {
+    const r = evolve(["--version"]);
+    expect(r.code).toBe(0);
+    expect(r.stdout.trim()).toBe(`evolve ${pkg.version}`);
+  });
+
+  it("shows help with examples for the program and for a command", () => {
+    const top = evolve(["--help"]);
+    expect(top.code).toBe(0);
+    expect(top.stdout).toMatch(/Examples:/);
+    expect(top.stdout).toMatch(/dataset/);
+    const sub = evolve(["task", "validate", "--help"]);
+    expect(sub.code).toBe(0);
+    expect(sub.stdout).toMatch(/--json/);
+    expect(sub.stdout).toMatch(/Examples:/);
+  });
+
+  it("refuses an unknown command with exit 2 and a one-line coded error", () => {
+    const r = evolve(["frobnicate"]);
+    expect(r.code).toBe(2);
+    const lines = r.stderr.trim().split("\n");
+    expect(lines[0]).toMatch(/^error\[usage\]: unknown command 'frobnicate'/);
+    expect(lines[1]).toMatch(/hint:/);
+    expect(r.stderr).not.toMatch(/at .*\.ts:\d+/);
+  });
+
+  it("treats a command group without a subcommand as a usage error", () => {
+    expect(evolve(["task"]).code).toBe(2);
+  });
+
+  it("reports a missing required option as a usage error", () => {
+    const r = evolve(["dataset", "publish", "."]);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toMatch(/^error\[usage\]: required option '--name <name>'/);
+  });
+
+  it("ends quietly when its output is piped into head", () => {
+    const r = spawnSync("bash", ["-c", `"${bun}" "${join(root, "main.ts")}" --help | head -n 1`], {
+      encoding: "utf8",
+      env: { ...process.env, EVOLVE_HOME: home },
+    });
+    expect(r.status).toBe(0);
+    expect(r.stdout.split("\n").filter(Boolean)).toHaveLength(1);
+    expect(r.stderr).toBe("");
+  });
+
+  it("uses colour on a TTY only, and never with NO_COLOR", () => {
+    const dir = join(work, "color-task");
+    expect(evolve(["task", "init", dir]).code).toBe(0);
+    const piped = evolve(["task", "validate", dir]);
+    expect(piped.stdout).not.toMatch(/\x1b\[/);
+    const hasScript = spawnSync("script", ["--version"]).status === 0;
+    if (!hasScript) return;
+    const cmd = `"${bun}" "${join(root, "main.ts")}" task validate "${dir}"`;
+    const tty = spawnSync("script", ["-qec", cmd, "/dev/null"], { encoding: "utf8", env: { ...process.env, EVOLVE_HOME: home, NO_COLOR: "" } });
+    expect(tty.stdout).toMatch(/\x1b\[32m/);
+    const noColor = spawnSync("script", ["-qec", cmd, "/dev/null"], { encoding: "utf8", env: { ...process.env, EVOLVE_HOME: home, NO_COLOR: "1" } });
+    expect(noColor.stdout).not.toMatch(/\x1b\[/);
+  });
+});
+
+describe("task init", () => {
+  it("writes a single-step task that validates", () => {
+    const dir = join(work, "hello");
+    const r = evolve(["task", "init", dir]);
+    expect(r.code).toBe(0);
+    const v = evolve(["task", "validate", dir, "--json"]);
+    expect(v.code).toBe(0);
+    const doc = JSON.parse(v.stdout);
+    expect(doc.ok).toBe(true);
+    expect(doc.tasks[0].findings.filter((f: { severity: string }) => f.severity !== "note")).toEqual([]);
+    expect(readFileSync(join(dir, "task.toml"), "utf8")).toMatch(/name = "local\/hello"/);
+  });
+
+  it("writes a multi-step task that validates", () => {
+    const dir = join(work, "three-steps");
+    expect(evolve(["task", "init", dir, "--steps", "3", "--name", "acme/three"]).code).toBe(0);
+    const v = evolve(["task", "validate", dir, "--json"]);
+    expect(v.code).toBe(0);
+    const toml = readFileSync(join(dir, "task.toml"), "utf8");
+    expect(toml.match(/\[\[steps\]\]/g)).toHaveLength(3);
+    expect(JSON.parse(v.stdout).tasks[0].name).toBe("acme/three");
+  });
+
+  it("never overwrites an existing directory", () => {
+    const dir = join(work, "taken");
+    mkdirSync(dir);
+    writeFileSync(join(dir, "notes.txt"), "mine");
+    const r = evolve(["task", "init", dir]);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toMatch(/^error\[task_init_exists\]/);
+    expect(readFileSync(join(dir, "notes.txt"), "utf8")).toBe("mine");
+  });
+
+  it("refuses a bad step count and a bad name", () => {
+    expect(evolve(["task", "init", join(work, "x1"), "--steps", "two"]).stderr).toMatch(/^error\[task_init_steps_invalid\]/);
+    expect(evolve(["task", "init", join(work, "x2"), "--name", "no-slash"]).stderr).toMatch(/^error\[task_name_invalid\]/);
+  });
+});
+
+describe("task validate", () => {
+  it("exits 1 and names the rule when a task is refused", () => {
+    const dir = join(work, "latest");
+    expect(evolve(["task", "init", dir]).code).toBe(0);
+    const toml = readFileSync(join(dir, "task.toml"), "utf8").replace("[environment]\n", '[environment]\ndocker_image = "ubuntu:latest"\n');
+    writeFileSync(join(dir, "task.toml"), toml);
+    const human = evolve(["task", "validate", dir]);
+    expect(human.code).toBe(1);
+    expect(human.stdout).toMatch(/docker_image_latest/);
+    expect(human.stdout).toMatch(/task\.toml:\d+/);
+    expect(human.stdout).toMatch(/1 refused/);
+    const json = JSON.parse(evolve(["task", "validate", dir, "--json"]).stdout);
+    expect(json.ok).toBe(false);
+    const f = json.tasks[0].findings.find((x: { code: string }) => x.code === "docker_image_latest");
+    expect(f).toMatchObject({ severity: "error", file: "task.toml" });
+    expect(f.line).toBeGreaterThan(0);
+  });
+
+  it("accepts --secret for a template without a default", () => {
+    const dir = join(work, "secret");
+    expect(evolve(["task", "init", dir]).code).toBe(0);
+    const toml = readFileSync(join(dir, "task.toml"), "utf8") + '\n[environment.env]\nGITHUB_TOKEN = "${GITHUB_TOKEN}"\n';
+    writeFileSync(join(dir, "task.toml"), toml);
+    const without = evolve(["task", "validate", dir]);
+    expect(without.code).toBe(1);
+    expect(without.stdout).toMatch(/secret_required/);
+    expect(without.stdout).toMatch(/--secret GITHUB_TOKEN/);
+    expect(evolve(["task", "validate", dir, "--secret", "GITHUB_TOKEN"]).code).toBe(0);
+  });
+
+  it("reports a path that is not a task", () => {
+    const r = evolve(["task", "validate", join(work, "does-not-exist")]);
+    expect(r.code).toBe(1);
+    expect(r.stdout).toMatch(/not_a_directory|task_toml_missing/);
+  });
+});
