@@ -1,0 +1,57 @@
+# Shared steps for .ci/run and scripts/setup.sh. Source it; every function is idempotent so reruns are fast.
+# shellcheck shell=bash
+
+# Repository root, whatever directory the caller started in.
+EVOLVE_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+export EVOLVE_ROOT
+
+# Runs one named step and prints how long it took, so slow steps show up in CI logs.
+step() {
+  local name="$1"; shift
+  local t0=$SECONDS
+  echo "==> ${name}"
+  "$@"
+  echo "<== ${name} ($((SECONDS - t0)) s)"
+}
+
+# True when we may install system packages (root, or sudo without a password).
+_as_root() {
+  if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo -n "$@"; fi
+}
+
+_APT_UPDATED=0
+# Installs Debian packages that are not installed yet; runs `apt-get update` at most once per process.
+apt_ensure() {
+  local missing=()
+  local p
+  for p in "$@"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  [ ${#missing[@]} -eq 0 ] && return 0
+  if [ "$_APT_UPDATED" -eq 0 ]; then
+    _as_root env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+    _APT_UPDATED=1
+  fi
+  echo "installing: ${missing[*]}"
+  _as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+}
+
+# npm ci brings the pinned toolchain (bun, deno, vitest, tsc) with the runtime deps.
+npm_deps() {
+  (cd "$EVOLVE_ROOT" && npm ci --no-audit --no-fund)
+}
+
+# Podman with runc and the containers.conf drop-in this machine needs (see reference/toolchain.md).
+container_engine() {
+  bash "$EVOLVE_ROOT/scripts/ci/podman.sh"
+}
+
+# Locally built base images under the names task Dockerfiles use; no registry is reachable.
+base_images() {
+  bash "$EVOLVE_ROOT/scripts/ci/base-images.sh"
+}
+
+# The single binary at dist/evolve.
+build_binary() {
+  (cd "$EVOLVE_ROOT" && npm run --silent build)
+}
