@@ -39,7 +39,7 @@ else
   rm -rf "$work"/root/var/cache/apt/archives/*.deb "$work"/root/var/lib/apt/lists/* "$work"/root/var/log/*.log
   echo "debootstrap: $((SECONDS - t0)) s"
   tar -C "$work/root" --numeric-owner -cf - . \
-    | podman import --change 'CMD ["/bin/bash"]' - debian:bookworm-slim >/dev/null
+    | podman import -q --change 'CMD ["/bin/bash"]' - debian:bookworm-slim >/dev/null
   tag_all debian:bookworm-slim "${debian_names[@]:1}"
   rm -rf "$work"; trap - EXIT
   echo "built debian:bookworm-slim ($((SECONDS - t0)) s)"
@@ -61,7 +61,7 @@ else
   printf 'root:x:0:0:root:/root:/bin/sh\n' >"$work/root/etc/passwd"
   printf 'root:x:0:\n' >"$work/root/etc/group"
   tar -C "$work/root" --numeric-owner -cf - . \
-    | podman import --change 'CMD ["/bin/sh"]' --change 'ENV PATH=/bin' - busybox:latest >/dev/null
+    | podman import -q --change 'CMD ["/bin/sh"]' --change 'ENV PATH=/bin' - busybox:latest >/dev/null
   tag_all busybox:latest "${busybox_names[@]:1}"
   rm -rf "$work"; trap - EXIT
   echo "built busybox:latest"

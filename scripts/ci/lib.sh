@@ -5,13 +5,26 @@
 EVOLVE_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 export EVOLVE_ROOT
 
+_STEP_NAMES=()
+_STEP_SECS=()
+_STEPS_T0=$SECONDS
 # Runs one named step and prints how long it took, so slow steps show up in CI logs.
 step() {
   local name="$1"; shift
   local t0=$SECONDS
   echo "==> ${name}"
   "$@"
+  _STEP_NAMES+=("$name")
+  _STEP_SECS+=("$((SECONDS - t0))")
   echo "<== ${name} ($((SECONDS - t0)) s)"
+}
+
+# Prints every step's time and the total.
+step_summary() {
+  local i
+  echo "---- timings ----"
+  for i in "${!_STEP_NAMES[@]}"; do printf '%6s s  %s\n' "${_STEP_SECS[$i]}" "${_STEP_NAMES[$i]}"; done
+  printf '%6s s  total\n' "$((SECONDS - _STEPS_T0))"
 }
 
 # True when we may install system packages (root, or sudo without a password).
@@ -54,4 +67,11 @@ base_images() {
 # The single binary at dist/evolve.
 build_binary() {
   (cd "$EVOLVE_ROOT" && npm run --silent build)
+}
+
+# The README's example: validate every fixture task, then publish them as the dataset example@1.0.
+example() {
+  local tasks=("$EVOLVE_ROOT"/fixtures/tasks/valid/*/)
+  (cd "$EVOLVE_ROOT" && dist/evolve task validate "${tasks[@]}")
+  (cd "$EVOLVE_ROOT" && dist/evolve dataset publish fixtures/tasks/valid --name example --version 1.0)
 }
