@@ -66,15 +66,17 @@ const INITS = new Set(["tini", "dumb-init", "catatonit"]);
  * `cat`, or an init wrapper around one of those) rather than starting a service.
  */
 export function isKeepAlive(words: readonly string[]): boolean {
-  let w = words.map((x) => x.replace(/^.*\//, "")); // basename of each word, "/bin/sh" → "sh"
-  if (w[0] === "env") w = w.slice(1);
-  while (w.length > 0 && INITS.has(w[0])) {
+  const base = (x: string | undefined) => (x ?? "").replace(/^.*\//, ""); // "/bin/sh" → "sh"
+  let w = [...words];
+  if (base(w[0]) === "env") w = w.slice(1);
+  while (w.length > 0 && INITS.has(base(w[0]))) {
     w = w.slice(1);
     if (w[0] === "--") w = w.slice(1);
     if (w.length === 0) return true; // the init would run CMD, which the platform never runs
   }
   if (w.length === 0) return true;
-  const [cmd, ...rest] = w;
+  const cmd = base(w[0]);
+  const rest = w.slice(1);
   if (SHELLS.has(cmd)) {
     if (rest.length === 0) return true;
     // `sh -c "sleep infinity"` and friends

@@ -48,7 +48,12 @@ export async function validateTasks(dirs: readonly string[], opts: ValidateOptio
   return results;
 }
 
-function report(dir: string, name: string, findings: Finding[]): TaskReport {
+function report(dir: string, name: string, unsorted: Finding[]): TaskReport {
+  // file by file, top to bottom, the way an author fixes them
+  const findings = unsorted
+    .map((f, i) => ({ f, i }))
+    .sort((a, b) => (a.f.file < b.f.file ? -1 : a.f.file > b.f.file ? 1 : 0) || (a.f.line ?? 0) - (b.f.line ?? 0) || a.i - b.i)
+    .map((x) => x.f);
   return { dir, name, ok: !findings.some((f) => f.severity === "error"), findings };
 }
 
