@@ -187,6 +187,7 @@ describe("unknown and deprecated keys", () => {
     expect(codes(fs)).toEqual(["unknown_key"]);
     expect(fs[0].hint).not.toContain("did you mean");
     expect(didYouMean("gpu", ["gpus", "cpus"])).toBe("gpus");
+    expect(didYouMean("os_type", ["os", "cpus", "tpu", "workdir"])).toBe("os");
   });
 
   it("warns on legacy keys but still honours them", async () => {
@@ -202,6 +203,8 @@ describe("unknown and deprecated keys", () => {
   it("accepts Harbor keys beyond the spec", async () => {
     const fs = await findings(
       `source = "tb"\nartifacts = ["/app/out", { source = "/app/log", destination = "log", exclude = ["*.tmp"] }]\n` +
+        `[task]\nname = "org/t"\nversion = "0.1.0"\n[[task.authors]]\nname = "A"\nemail = "a@example.com"\n` +
+        `[environment.healthcheck]\ncommand = "test -f /ready"\ninterval_sec = 0\nretries = 1\n` +
         `[agent]\nnetwork_mode = "allowlist"\nallowed_hosts = ["pypi.org"]\n` +
         `[[verifier.collect]]\ncommand = "cp x y"\n[environment]\nskills_dir = "/skills"\nworkdir = "/app"\n[environment.tpu]\ntype = "v5e"\ntopology = "2x2"\n`,
     );
@@ -382,10 +385,13 @@ describe("verifier rules", () => {
   });
 
   it("parses uvx calls and PEP-723 headers", () => {
-    expect(uvxCalls("uvx --with pytest==8 --with pytest-json-ctrf pytest --ctrf x\nuv tool run --from ruff==0.5 ruff check\nuvx --offline black")).toEqual([
+    expect(
+      uvxCalls("uvx --with pytest==8 --with pytest-json-ctrf pytest --ctrf x\nuv tool run --from ruff==0.5 ruff check\nuvx -p 3.13 -w numpy==2 \\\n  -w scipy \\\n  pytest -rA\nuvx --offline black"),
+    ).toEqual([
       { line: 1, packages: ["pytest", "pytest-json-ctrf", "pytest"], offline: false },
       { line: 2, packages: ["ruff"], offline: false },
-      { line: 3, packages: ["black"], offline: true },
+      { line: 3, packages: ["numpy", "scipy", "pytest"], offline: false },
+      { line: 6, packages: ["black"], offline: true },
     ]);
     expect(pep723Dependencies(`# /// script\n# requires-python = ">=3.11"\n# ///\n`)).toEqual([]);
     expect(pep723Dependencies("import os\n")).toBeUndefined();

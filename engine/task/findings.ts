@@ -103,9 +103,12 @@ export function didYouMean(key: string, known: readonly string[]): string | unde
     }
   }
   if (best === undefined) return undefined;
+  // `os_type` → `os`, `timeout` → `timeout_sec`: a known key plus or minus a `_suffix`
+  const affix = known.find((c) => c.length >= 2 && (k.startsWith(c.toLowerCase() + "_") || c.toLowerCase().startsWith(k + "_")));
   // allow about a third of the key's length in edits, at least one; also catch `gpu` vs `gpus`-style prefixes
   const limit = Math.max(1, Math.floor(Math.max(key.length, best.length) / 3));
   if (bestD <= limit) return best;
+  if (affix !== undefined) return affix;
   if (key.length >= 4 && (best.startsWith(k) || k.startsWith(best))) return best;
   return undefined;
 }

@@ -26,12 +26,14 @@ function build(strict: boolean) {
   const seconds = z.number().positive();
   const envTable = z.record(z.string(), z.string());
 
+  // real tasks use interval_sec = 0 (retry at once), so healthcheck spacing only has to be non-negative
+  const spacing = z.number().nonnegative();
   const healthcheck = obj({
     command: z.string(),
-    interval_sec: seconds.default(5),
+    interval_sec: spacing.default(5),
     timeout_sec: seconds.default(30),
-    start_period_sec: z.number().nonnegative().default(0),
-    start_interval_sec: seconds.default(5),
+    start_period_sec: spacing.default(0),
+    start_interval_sec: spacing.default(5),
     retries: z.number().int().nonnegative().default(3),
   });
 
@@ -108,6 +110,8 @@ function build(strict: boolean) {
 
   const task = obj({
     name: z.string(),
+    // package version, written by newer Harbor (schema_version 1.4) task templates
+    version: z.string().optional(),
     description: z.string().default(""),
     authors: z.array(obj({ name: z.string(), email: z.string().optional() })).default([]),
     keywords: z.array(z.string()).default([]),

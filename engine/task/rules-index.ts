@@ -54,8 +54,21 @@ export interface UvxCall {
 /** Finds `uvx …` / `uv tool run …` calls in a script and the packages each resolves. */
 export function uvxCalls(text: string): UvxCall[] {
   const calls: UvxCall[] = [];
+  // join `\` continuations so a call spread over lines is read whole, keeping its first line's number
+  const logical: { text: string; line: number }[] = [];
+  let pending: { text: string; line: number } | undefined;
   text.split(/\r?\n/).forEach((raw, i) => {
-    const line = raw.replace(/(^|\s)#.*$/, "");
+    const body = raw.replace(/(^|\s)#.*$/, "");
+    const cont = /\\\s*$/.test(body);
+    const piece = body.replace(/\\\s*$/, " ");
+    pending = pending ? { text: pending.text + piece, line: pending.line } : { text: piece, line: i + 1 };
+    if (!cont) {
+      logical.push(pending);
+      pending = undefined;
+    }
+  });
+  if (pending) logical.push(pending);
+  logical.forEach(({ text: line, line: lineNo }) => {
     const words = line.split(/[\s;&|()`"']+/).filter((w) => w.length > 0);
     for (let w = 0; w < words.length; w++) {
       let j: number;
@@ -79,7 +92,7 @@ export function uvxCalls(text: string): UvxCall[] {
         packages.push(from ?? requirementName(t));
         break;
       }
-      calls.push({ line: i + 1, packages, offline });
+      calls.push({ line: lineNo, packages, offline });
     }
   });
   return calls;
@@ -100,7 +113,7 @@ export async function checkVerifierIndex(dir: string, stepNames: readonly string
     const uvLine = lines.findIndex((l) => /(^|[\s;&|(`])(uv\s+run|uvx|uv\s+tool\s+run)\b/.test(l.replace(/(^|\s)#.*$/, "")));
     if (uvLine >= 0 && usesUvRun === undefined) usesUvRun = { file: f, line: uvLine + 1 };
     for (const call of uvxCalls(text)) {
-      const missing = call.packages.filter((p) => !allowed.has(p));
+      const missing = [...new Set(call.packages.filter((p) => !allowed.has(p)))];
       if (call.offline || missing.length === 0) continue;
       out.add(
         "verifier_needs_index",
@@ -118,7 +131,7 @@ export async function checkVerifierIndex(dir: string, stepNames: readonly string
   }
   if (usesUvRun === undefined) return;
   for (const h of headers) {
-    const missing = h.deps.map(requirementName).filter((p) => !allowed.has(p));
+    const missing = [...new Set(h.deps.map(requirementName).filter((p) => !allowed.has(p)))];
     if (missing.length === 0) continue;
     out.add(
       "verifier_needs_index",
