@@ -31,6 +31,10 @@ function podmanReady(): boolean {
   return r.status === 0;
 }
 
+/** A test title that says why it is skipped, only when it is. */
+const title = (name: string, skip: boolean, reason: string): string => (skip ? `${name} (skipped: ${reason})` : name);
+const noFixture = "no fixture task in fixtures/tasks/";
+
 let dir: string; // holds only the binary and copies of fixtures
 let home: string;
 
@@ -51,7 +55,7 @@ function copyTask(src: string): string {
   return dest;
 }
 
-describe.skipIf(!hasBinary)("dist/evolve (skipped: dist/evolve not built; run npm run build)", () => {
+describe.skipIf(!hasBinary)(title("dist/evolve", !hasBinary, "dist/evolve not built; run npm run build"), () => {
   beforeAll(() => {
     dir = mkdtempSync(join(tmpdir(), "evolve-bin-"));
     home = mkdtempSync(join(tmpdir(), "evolve-bin-home-"));
@@ -84,13 +88,13 @@ describe.skipIf(!hasBinary)("dist/evolve (skipped: dist/evolve not built; run np
     expect(lines[1]).toMatch(/hint:/);
   });
 
-  it.skipIf(!validTask)("validates a valid task (skipped: no fixtures/tasks/valid/*)", () => {
+  it.skipIf(!validTask)(title("validates a valid task", !validTask, noFixture + "valid"), () => {
     const r = evolve(["task", "validate", copyTask(validTask!)]);
     expect(r.stderr).toBe("");
     expect(r.code).toBe(0);
   });
 
-  it.skipIf(!invalidTask)("refuses an invalid task with exit 1 (skipped: no fixtures/tasks/invalid/*)", () => {
+  it.skipIf(!invalidTask)(title("refuses an invalid task with exit 1", !invalidTask, noFixture + "invalid"), () => {
     const r = evolve(["task", "validate", copyTask(invalidTask!), "--json"]);
     expect(r.code).toBe(1);
     expect(() => JSON.parse(r.stdout)).not.toThrow();
@@ -105,7 +109,7 @@ describe.skipIf(!hasBinary)("dist/evolve (skipped: dist/evolve not built; run np
     expect(list).toEqual([]);
   });
 
-  it.skipIf(!validTask)("stores a published dataset and lists it (skipped: no fixtures/tasks/valid/*)", () => {
+  it.skipIf(!validTask)(title("stores a published dataset and lists it", !validTask, noFixture + "valid"), () => {
     const tasks = join(dir, "publish");
     cpSync(validTask!, join(tasks, "one"), { recursive: true });
     const pub = evolve(["dataset", "publish", tasks, "--name", "smoke", "--version", "1.0"]);
@@ -115,7 +119,9 @@ describe.skipIf(!hasBinary)("dist/evolve (skipped: dist/evolve not built; run np
     expect(r.stdout).toContain("smoke");
   });
 
-  describe.skipIf(!podmanReady())("in a Debian container without network (skipped: no podman or debian:bookworm-slim)", () => {
+  const noBox = !podmanReady();
+  const boxTitle = title("in a Debian container without network", noBox, "no podman or no image debian:bookworm-slim");
+  describe.skipIf(noBox)(boxTitle, () => {
     function inBox(args: string[]) {
       const r = spawnSync(
         "podman",
