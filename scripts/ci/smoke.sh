@@ -28,7 +28,9 @@ expect() {
     printf '%s\n' "$out" | tail -n 40
     exit 1
   fi
-  echo "ok (exit $rc): $*"
+  local cmd="$*"
+  [ ${#cmd} -le 120 ] || cmd="${cmd:0:117}..."
+  echo "ok (exit $rc): $cmd"
 }
 
 cd "$scratch"
