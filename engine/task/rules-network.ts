@@ -44,7 +44,9 @@ function checkPolicy(t: Record<string, unknown> | undefined, path: KeyPath, out:
     out.toml(
       "allowed_hosts_without_allowlist",
       [...path, "allowed_hosts"],
-      `[${where}] allowed_hosts is set but network_mode is ${showValue(t.network_mode)}: hosts apply only with network_mode = "allowlist"`,
+      `[${where}] allowed_hosts is set but network_mode is ${
+        t.network_mode === undefined ? (isBaseline ? 'not set (defaults to "public")' : "not set") : showValue(t.network_mode)
+      }: hosts apply only with network_mode = "allowlist"`,
       legacy ? `replace allow_internet with network_mode = "allowlist"` : `set network_mode = "allowlist" in [${where}], or remove allowed_hosts`,
     );
   }
