@@ -32,8 +32,8 @@ _as_root() {
   if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo -n "$@"; fi
 }
 
-_APT_UPDATED=0
-# Installs Debian packages that are not installed yet; runs `apt-get update` at most once per process.
+# Installs Debian packages that are not installed yet. `apt-get update` runs at most once an hour (a stamp file
+# records it; apt's own list files keep the archive's dates), so the scripts that call this in turn update once.
 apt_ensure() {
   local missing=()
   local p
@@ -41,9 +41,10 @@ apt_ensure() {
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
   done
   [ ${#missing[@]} -eq 0 ] && return 0
-  if [ "$_APT_UPDATED" -eq 0 ]; then
+  local stamp=/tmp/.evolve-apt-updated
+  if [ -z "$(find "$stamp" -mmin -60 2>/dev/null)" ]; then
     _as_root env DEBIAN_FRONTEND=noninteractive apt-get update -qq
-    _APT_UPDATED=1
+    touch "$stamp"
   fi
   echo "installing: ${missing[*]}"
   _as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
