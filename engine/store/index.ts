@@ -1,0 +1,6 @@
+/** The embedded store: the one module that opens LMDB. See docs/store.md. */
+export { openStore, Store } from "./store.ts";
+export { newId, idTime } from "./ids.ts";
+export { taskBlobDir, trialDir } from "./paths.ts";
+export { SCHEMA_VERSION } from "./migrations.ts";
+export * from "./records.ts";

@@ -1,0 +1,93 @@
+/**
+ * The shapes of everything the store holds. Every write and every read goes through these schemas, so a record
+ * that does not fit (a bug upstream, or bytes damaged on disk) is caught at the store's edge instead of leaking
+ * half-valid data into the engine. Fields are added here as later features need them; a change that old records
+ * cannot satisfy needs a migration in migrations.ts and a schema version bump.
+ */
+import { z } from "zod";
+
+const isoTime = z.string().min(1);
+
+/** What a task declares that listings and schedulers need without reading task.toml again. */
+export const TaskSummarySchema = z.object({
+  steps: z.number().int().nonnegative(),
+  gpus: z.number().int().nonnegative(),
+  gpu_types: z.array(z.string()),
+  agent_timeout_sec: z.number().nonnegative().nullable(),
+  verifier_timeout_sec: z.number().nonnegative().nullable(),
+  network_mode: z.string().min(1),
+  verifier_mode: z.string().min(1),
+  docker_image: z.string().nullable(),
+});
+
+/** A stored task: content-addressed by its digest (see engine/task/digest.ts); the files live in the blob dir. */
+export const TaskRecordSchema = z.object({
+  digest: z.string().regex(/^sha256:[0-9a-f]{64}$/),
+  name: z.string().min(1),
+  stored_at: isoTime,
+  summary: TaskSummarySchema,
+});
+
+/** One published version of a dataset. Its content never changes once stored: a new content is a new version. */
+export const DatasetRecordSchema = z.object({
+  name: z.string().min(1),
+  version: z.string().min(1),
+  digest: z.string().regex(/^sha256:[0-9a-f]{64}$/),
+  tasks: z.array(z.object({ name: z.string().min(1), digest: z.string().min(1) })),
+  status: z.enum(["active"]),
+  created_at: isoTime,
+  updated_at: isoTime,
+});
+
+/** A job: a batch of trials started together. `config` is the run's resolved settings, owned by engine/job. */
+export const JobRecordSchema = z.object({
+  id: z.string().min(1),
+  created_at: isoTime,
+  status: z.string().min(1),
+  dataset: z.string().optional(),
+  config: z.unknown(),
+});
+
+const ExceptionSchema = z.object({
+  type: z.string(),
+  message: z.string(),
+  traceback: z.string(),
+  occurred_at: isoTime,
+});
+
+/** One trial: one agent on one task. Statuses and phases are the trial runner's vocabulary, not the store's. */
+export const TrialRecordSchema = z.object({
+  id: z.string().min(1),
+  job_id: z.string().min(1),
+  task_digest: z.string().min(1),
+  agent: z.string().min(1),
+  model: z.string().optional(),
+  status: z.string().min(1),
+  attempt_phase: z.string().optional(),
+  phase_timings: z.record(z.string(), z.object({ started_at: isoTime, finished_at: isoTime.optional() })),
+  rewards: z.record(z.string(), z.number()).nullable().optional(),
+  exception: ExceptionSchema.nullable().optional(),
+  spend: z
+    .object({ live_usd: z.number(), final_usd: z.number().nullable(), source: z.string() })
+    .optional(),
+  tokens: z.record(z.string(), z.number()).optional(),
+  step_results: z.array(z.looseObject({ name: z.string() })).optional(),
+  created_at: isoTime,
+  updated_at: isoTime,
+});
+
+/** One parsed trace event. `seq` is its position in the trial's trace, 0-based, gapless, and a resume cursor. */
+export const TraceEventSchema = z.object({
+  seq: z.number().int().nonnegative(),
+  type: z.string().min(1),
+  data: z.unknown(),
+});
+
+export type TaskSummaryRecord = z.infer<typeof TaskSummarySchema>;
+export type TaskRecord = z.infer<typeof TaskRecordSchema>;
+export type DatasetRecord = z.infer<typeof DatasetRecordSchema>;
+export type JobRecord = z.infer<typeof JobRecordSchema>;
+export type TrialRecord = z.infer<typeof TrialRecordSchema>;
+export type TraceEvent = z.infer<typeof TraceEventSchema>;
+/** An event before the store gives it a position. */
+export type NewTraceEvent = Omit<TraceEvent, "seq">;
