@@ -1,0 +1,356 @@
+/**
+ * Datasets: named, versioned lists of tasks, published from a folder of task directories into the store. A
+ * version's content is immutable once published (republishing it with other content is refused), and tasks are
+ * stored once per content digest however many datasets use them. Pure engine: never prints.
+ */
+import { createHash } from "node:crypto";
+import { chmod, copyFile, mkdir, readdir, rename, rm, stat } from "node:fs/promises";
+import { existsSync, renameSync, rmSync } from "node:fs";
+import { dirname, join } from "node:path";
+import { loadConfig } from "./config.ts";
+import { EvolveError } from "./errors.ts";
+import { newId, taskBlobDir, type DatasetRecord, type Store, type TaskSummaryRecord } from "./store/index.ts";
+import type { TaskReport } from "./task/codes.ts";
+import { digestFiles, listTaskFiles, type TaskFile } from "./task/digest.ts";
+import { summarizeTask } from "./task/model.ts";
+import { validateTasks } from "./task/validate.ts";
+
+const NAME_RE = /^[a-z0-9][a-z0-9._/-]*$/;
+const VERSION_RE = /^[^\s@]+$/;
+
+/** Publish refused because tasks have error findings; `reports` holds every task's report, in folder order. */
+export class DatasetInvalidError extends EvolveError {
+  constructor(readonly reports: TaskReport[]) {
+    const bad = reports.filter((r) => !r.ok).length;
+    super(
+      "dataset_invalid",
+      `${bad} of ${reports.length} task${reports.length === 1 ? "" : "s"} ${bad === 1 ? "has" : "have"} errors; nothing was published`,
+      "fix the findings listed above, or check one task with `evolve task validate <dir>`",
+      1,
+    );
+    this.name = "DatasetInvalidError";
+  }
+}
+
+/** A dataset reference as users type it: `name` or `name@version`. */
+export interface DatasetRef {
+  name: string;
+  version?: string;
+}
+
+/** Refuses a dataset name that is not lowercase `[a-z0-9][a-z0-9._/-]*`. */
+export function checkDatasetName(name: string): void {
+  if (!NAME_RE.test(name) || name.length > 200) {
+    throw new EvolveError(
+      "dataset_name_invalid",
+      `dataset name ${JSON.stringify(name)} is not valid`,
+      "use lowercase letters, digits and . _ / -, starting with a letter or digit (e.g. my-org/swe-lite)",
+    );
+  }
+}
+
+/** Refuses an empty version or one with whitespace or `@`. */
+export function checkDatasetVersion(version: string): void {
+  if (!VERSION_RE.test(version) || version.length > 128) {
+    throw new EvolveError(
+      "dataset_version_invalid",
+      `dataset version ${JSON.stringify(version)} is not valid`,
+      "use a non-empty version without spaces or @ (e.g. 1.0.0 or 2026-06-01)",
+    );
+  }
+}
+
+/** Parses `name` or `name@version`, refusing malformed names and versions. */
+export function parseDatasetRef(ref: string): DatasetRef {
+  const at = ref.indexOf("@");
+  const name = at < 0 ? ref : ref.slice(0, at);
+  checkDatasetName(name);
+  if (at < 0) return { name };
+  const version = ref.slice(at + 1);
+  checkDatasetVersion(version);
+  return { name, version };
+}
+
+/** Options for {@link publishDataset}. */
+export interface PublishOptions {
+  name: string;
+  version: string;
+  /** Validate every task first (default true). Only a caller that has just validated the same tree passes false. */
+  validate?: boolean;
+}
+
+/** What a publish did. `unchanged`: this name@version already held exactly this content. */
+export interface PublishResult {
+  status: "published" | "unchanged";
+  dataset: DatasetRecord;
+}
+
+/** The `sha256:` digest of a dataset's content: its (task name, task digest) pairs sorted by name. */
+export function datasetDigest(tasks: readonly { name: string; digest: string }[]): string {
+  const hash = createHash("sha256");
+  const sorted = [...tasks].sort((a, b) => Buffer.compare(Buffer.from(a.name), Buffer.from(b.name)));
+  for (const t of sorted) hash.update(`${t.name}\0${t.digest}\n`, "utf8");
+  return `sha256:${hash.digest("hex")}`;
+}
+
+/** The task directories of a dataset folder: the folder itself if it has task.toml, else its visible subfolders. */
+async function findTaskDirs(dir: string): Promise<string[]> {
+  let st;
+  try {
+    st = await stat(dir);
+  } catch (e) {
+    throw new EvolveError("dataset_dir_invalid", `cannot read ${dir}: ${firstLine(e)}`, "give a folder of task directories");
+  }
+  if (!st.isDirectory()) throw new EvolveError("dataset_dir_invalid", `${dir} is not a directory`, "give a folder of task directories");
+  if (existsSync(join(dir, "task.toml"))) return [dir];
+  const entries = await readdir(dir, { withFileTypes: true });
+  // Every visible subfolder counts, task.toml or not: a task with a misspelt task.toml must be refused, not
+  // silently left out of the dataset.
+  const dirs = entries
+    .filter((e) => !e.name.startsWith(".") && (e.isDirectory() || (e.isSymbolicLink() && existsSync(join(dir, e.name, ".")))))
+    .map((e) => e.name)
+    .sort((a, b) => Buffer.compare(Buffer.from(a), Buffer.from(b)))
+    .map((n) => join(dir, n));
+  if (dirs.length === 0) {
+    throw new EvolveError("dataset_empty", `${dir} holds no task directories`, "a dataset folder holds one sub-folder per task, each with a task.toml");
+  }
+  return dirs;
+}
+
+interface PreparedTask {
+  name: string;
+  dir: string;
+  digest: string;
+  files: TaskFile[];
+  summary: TaskSummaryRecord;
+}
+
+/**
+ * Copies a task's files to its blob folder unless it is already there. The copy is made in a temporary folder in
+ * the same parent and renamed into place, so a reader never sees half a task; its digest is recomputed from the
+ * copy, so the blob is exactly what its name says even if the source changed meanwhile.
+ */
+async function storeBlob(home: string, t: PreparedTask): Promise<void> {
+  const final = taskBlobDir(home, t.digest);
+  if (existsSync(final)) return;
+  const tmp = join(dirname(final), `.tmp-${newId()}`);
+  try {
+    await mkdir(tmp, { recursive: true });
+    for (const f of t.files) {
+      const to = join(tmp, ...f.path.split("/"));
+      await mkdir(dirname(to), { recursive: true });
+      await copyFile(f.abs, to);
+      await chmod(to, f.executable ? 0o755 : 0o644);
+    }
+    const copied = await digestFiles(await listTaskFiles(tmp));
+    if (copied !== t.digest) {
+      throw new EvolveError("task_changed", `${t.dir} changed while it was being published`, "retry once nothing is writing to the task", 2);
+    }
+    try {
+      await rename(tmp, final);
+    } catch (e) {
+      // Another publisher stored the same content first: same digest, same bytes, keep theirs.
+      if (!existsSync(final)) throw e;
+    }
+  } finally {
+    await rm(tmp, { recursive: true, force: true });
+  }
+}
+
+/**
+ * Publishes the tasks in `dir` as dataset `name@version`. Every task is validated (ceilings from the home's
+ * config, secrets deferred to run time); any error finding refuses the whole publish with a
+ * {@link DatasetInvalidError}. Tasks are stored by content digest. Republishing a version with the same content
+ * is a no-op; with other content it is refused (`dataset_version_exists`) and the stored version stays intact.
+ */
+export async function publishDataset(store: Store, home: string, dir: string, opts: PublishOptions): Promise<PublishResult> {
+  checkDatasetName(opts.name);
+  checkDatasetVersion(opts.version);
+  const dirs = await findTaskDirs(dir);
+
+  if (opts.validate !== false) {
+    const config = loadConfig(home);
+    const reports = await validateTasks(dirs, { ceilings: config.ceilings, secrets: "deferred" });
+    if (reports.some((r) => !r.ok)) throw new DatasetInvalidError(reports);
+  }
+
+  const tasks: PreparedTask[] = [];
+  const seen = new Map<string, string>();
+  for (const d of dirs) {
+    const { name, ...summary } = await summarizeTask(d);
+    const other = seen.get(name);
+    if (other !== undefined) {
+      throw new EvolveError(
+        "dataset_task_duplicate",
+        `two tasks are named ${name}: ${other} and ${d}`,
+        "give each task a distinct [task] name (or folder name)",
+        1,
+      );
+    }
+    seen.set(name, d);
+    const files = await listTaskFiles(d);
+    tasks.push({ name, dir: d, files, summary, digest: await digestFiles(files) });
+  }
+  const entries = tasks.map((t) => ({ name: t.name, digest: t.digest }));
+  const digest = datasetDigest(entries);
+
+  const settled = (existing: DatasetRecord | undefined): PublishResult | undefined => {
+    if (!existing) return undefined;
+    if (existing.digest === digest) return { status: "unchanged", dataset: existing };
+    throw new EvolveError(
+      "dataset_version_exists",
+      `${opts.name}@${opts.version} is already published with different content`,
+      "publish under a new version (e.g. bump it); a published version never changes",
+      1,
+    );
+  };
+  const early = settled(store.getDataset(opts.name, opts.version));
+  if (early) return early;
+
+  // A concurrent `dataset delete` may collect a blob between our copy and our commit; it does so under the
+  // store's write lock, so checking inside our transaction and copying again is enough.
+  for (let attempt = 0; ; attempt++) {
+    for (const t of tasks) await storeBlob(home, t);
+    const result = store.transaction((): PublishResult | "retry" => {
+      const again = settled(store.getDataset(opts.name, opts.version));
+      if (again) return again;
+      if (tasks.some((t) => !existsSync(taskBlobDir(home, t.digest)))) return "retry";
+      const now = new Date().toISOString();
+      for (const t of tasks) {
+        if (!store.getTask(t.digest)) store.putTask({ digest: t.digest, name: t.name, stored_at: now, summary: t.summary });
+      }
+      const rec: DatasetRecord = {
+        name: opts.name,
+        version: opts.version,
+        digest,
+        tasks: entries,
+        status: "active",
+        created_at: now,
+        updated_at: now,
+      };
+      store.putDataset(rec);
+      return { status: "published", dataset: rec };
+    });
+    if (result !== "retry") return result;
+    if (attempt >= 3) throw new EvolveError("store_busy", "task files kept disappearing during publish", "retry the publish", 2);
+  }
+}
+
+/** One row of `dataset list`. */
+export interface DatasetRow {
+  name: string;
+  version: string;
+  task_count: number;
+  status: DatasetRecord["status"];
+  digest: string;
+  created_at: string;
+  updated_at: string;
+}
+
+/** Every published name@version, newest first. */
+export function listDatasets(store: Store): DatasetRow[] {
+  return store
+    .listDatasets()
+    .map((d) => ({
+      name: d.name,
+      version: d.version,
+      task_count: d.tasks.length,
+      status: d.status,
+      digest: d.digest,
+      created_at: d.created_at,
+      updated_at: d.updated_at,
+    }))
+    .sort((a, b) => cmp(b.updated_at, a.updated_at) || cmp(a.name, b.name) || cmp(b.version, a.version));
+}
+
+/** The versions a ref names: exactly one for `name@version`, every version (newest first) for `name`. */
+function resolve(store: Store, ref: string): DatasetRecord[] {
+  const r = parseDatasetRef(ref);
+  const found =
+    r.version !== undefined
+      ? [store.getDataset(r.name, r.version)].filter((d): d is DatasetRecord => d !== undefined)
+      : store.listDatasets(r.name).sort((a, b) => cmp(b.created_at, a.created_at) || cmp(b.version, a.version));
+  if (found.length === 0) {
+    throw new EvolveError("dataset_not_found", `no dataset ${ref}`, "see `evolve dataset list`", 2);
+  }
+  return found;
+}
+
+/** One task of a shown dataset. */
+export interface ShownTask {
+  name: string;
+  digest: string;
+  summary: TaskSummaryRecord;
+}
+
+/** A dataset version with each task's summary. `ref` is `name@version`, or `name` for its newest version. */
+export function showDataset(store: Store, ref: string): { dataset: DatasetRecord; tasks: ShownTask[] } {
+  const dataset = resolve(store, ref)[0];
+  const tasks = dataset.tasks.map((t) => {
+    const rec = store.getTask(t.digest);
+    if (!rec) {
+      throw new EvolveError(
+        "store_corrupt",
+        `${dataset.name}@${dataset.version} lists task ${t.name} (${t.digest}) but the store has no such task`,
+        "republish the dataset under a new version",
+      );
+    }
+    return { name: t.name, digest: t.digest, summary: rec.summary };
+  });
+  return { dataset, tasks };
+}
+
+/** What a delete removed: `name@version` strings, and the task digests no longer used by anything. */
+export interface DeleteResult {
+  versions: string[];
+  tasks_removed: string[];
+}
+
+/**
+ * Deletes `name@version`, or every version of a bare `name`. Task records and blob folders that no remaining
+ * dataset version and no trial refers to are removed in the same write transaction (blobs are first renamed
+ * out of the way under the lock, then erased after commit); anything still referenced is kept.
+ */
+export function deleteDataset(store: Store, ref: string): DeleteResult {
+  const home = store.home;
+  const trash: { from: string; to: string }[] = [];
+  const result = store.transaction((): DeleteResult => {
+    try {
+      return collect();
+    } catch (e) {
+      // The transaction rolls the records back; put the blobs we already moved back beside them.
+      for (const t of trash.reverse()) renameSync(t.to, t.from);
+      trash.length = 0;
+      throw e;
+    }
+  });
+  for (const t of trash) rmSync(t.to, { recursive: true, force: true });
+  return result;
+
+  function collect(): DeleteResult {
+    const victims = resolve(store, ref);
+    for (const d of victims) store.deleteDataset(d.name, d.version);
+    const candidates = new Set(victims.flatMap((d) => d.tasks.map((t) => t.digest)));
+    for (const d of store.listDatasets()) for (const t of d.tasks) candidates.delete(t.digest);
+    for (const t of store.listTrials()) candidates.delete(t.task_digest);
+    const removed = [...candidates].sort();
+    for (const digest of removed) {
+      store.deleteTask(digest);
+      const blob = taskBlobDir(home, digest);
+      if (existsSync(blob)) {
+        const to = join(dirname(blob), `.trash-${newId()}`);
+        renameSync(blob, to);
+        trash.push({ from: blob, to });
+      }
+    }
+    return { versions: victims.map((d) => `${d.name}@${d.version}`), tasks_removed: removed };
+  }
+}
+
+function cmp(a: string, b: string): number {
+  return a < b ? -1 : a > b ? 1 : 0;
+}
+
+function firstLine(e: unknown): string {
+  return String((e as Error)?.message ?? e).split("\n")[0];
+}
