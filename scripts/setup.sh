@@ -5,10 +5,10 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 source scripts/ci/lib.sh
+summary_on_exit
 
 step "npm ci" npm_deps
 step "podman + runc" container_engine
 step "base images" base_images
 step "build dist/evolve" build_binary
 step "example" example
-step_summary

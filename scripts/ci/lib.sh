@@ -8,23 +8,32 @@ export EVOLVE_ROOT
 _STEP_NAMES=()
 _STEP_SECS=()
 _STEPS_T0=$SECONDS
+_CURRENT_STEP=""
 # Runs one named step and prints how long it took, so slow steps show up in CI logs.
 step() {
   local name="$1"; shift
   local t0=$SECONDS
+  _CURRENT_STEP="$name"
   echo "==> ${name}"
   "$@"
+  _CURRENT_STEP=""
   _STEP_NAMES+=("$name")
   _STEP_SECS+=("$((SECONDS - t0))")
   echo "<== ${name} ($((SECONDS - t0)) s)"
 }
 
-# Prints every step's time and the total.
-step_summary() {
-  local i
+# Prints every finished step's time and the total, and which step failed if one did.
+_step_summary() {
+  local rc=$? i
   echo "---- timings ----"
   for i in "${!_STEP_NAMES[@]}"; do printf '%6s s  %s\n' "${_STEP_SECS[$i]}" "${_STEP_NAMES[$i]}"; done
   printf '%6s s  total\n' "$((SECONDS - _STEPS_T0))"
+  if [ "$rc" -ne 0 ]; then echo "FAILED (exit $rc) in step: ${_CURRENT_STEP:-?}"; fi
+}
+
+# Call once at the top of a script made of steps: the summary then prints on success and on failure alike.
+summary_on_exit() {
+  trap _step_summary EXIT
 }
 
 # True when we may install system packages (root, or sudo without a password).
