@@ -1,4 +1,4 @@
-import { spawn } from "node:child_process";
+import { spawn, spawnSync } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
@@ -81,6 +81,20 @@ it("two processes writing one store at once lose nothing, and trace positions st
       if (d.k > 0) expect(events[s - 1].data).toEqual({ ...d, k: d.k - 1 });
     }
     expect(store.lastEventSeq("shared-trial")).toBe(totalEvents - 1);
+  } finally {
+    await store.close();
+  }
+});
+
+it("a reader sees another process's commit after refresh(), without yielding", async () => {
+  const store = openStore(home);
+  try {
+    expect(store.getJob("late-0")).toBeUndefined();
+    writeFileSync(join(home, "go"), "");
+    const r = spawnSync(BUN, [WRITER, home, "late", "1"], { encoding: "utf8" });
+    expect(r.status, r.stderr).toBe(0);
+    store.refresh();
+    expect(store.getJob("late-0")?.config).toEqual({ tag: "late", i: 0 });
   } finally {
     await store.close();
   }

@@ -221,6 +221,15 @@ export class Store {
     return -1;
   }
 
+  /**
+   * Drops this process's read snapshot. Reads within one synchronous turn of the event loop share a snapshot
+   * (lmdb-js renews it on the next turn), so a caller that must see another process's commit without yielding
+   * first calls this. Writes never need it: they always see the latest state.
+   */
+  refresh(): void {
+    this.root.resetReadTxn();
+  }
+
   /** Closes the environment. Idempotent. */
   async close(): Promise<void> {
     if (this.closed) return;
