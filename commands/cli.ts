@@ -19,6 +19,8 @@ export function buildProgram(version: string, setExit: (code: number) => void): 
     .version(`evolve ${version}`, "-V, --version", "print the version")
     .helpOption("-h, --help", "show help")
     .showSuggestionAfterError(true)
+    // Program options only before the command name, so `dataset publish --version 1.0` is the dataset's version.
+    .enablePositionalOptions()
     .addHelpText(
       "after",
       examples([

@@ -164,3 +164,68 @@ describe("task validate", () => {
     expect(r.stdout).toMatch(/not_a_directory|task_toml_missing/);
   });
 });
+
+describe("dataset commands", () => {
+  const valid = join(root, "fixtures/tasks/valid");
+
+  it("publishes, lists, shows and deletes a dataset version", () => {
+    const pub = evolve(["dataset", "publish", valid, "--name", "demo", "--version", "1.0", "--json"]);
+    expect(pub.code).toBe(0);
+    const published = JSON.parse(pub.stdout);
+    expect(published.status).toBe("published");
+    expect(published.dataset.tasks.length).toBeGreaterThanOrEqual(10);
+
+    const again = JSON.parse(evolve(["dataset", "publish", valid, "--name", "demo", "--version", "1.0", "--json"]).stdout);
+    expect(again.status).toBe("unchanged");
+
+    const list = JSON.parse(evolve(["dataset", "list", "--json"]).stdout);
+    expect(list).toContainEqual(expect.objectContaining({ name: "demo", version: "1.0", task_count: published.dataset.tasks.length }));
+    expect(evolve(["dataset", "list"]).stdout).toMatch(/^NAME\s+VERSION\s+TASKS\s+STATUS\s+UPDATED/);
+
+    const show = JSON.parse(evolve(["dataset", "show", "demo", "--json"]).stdout);
+    const gpu = show.tasks.find((t: { name: string }) => t.name === "gpu" || /gpu/.test(t.name));
+    expect(gpu.summary.gpus).toBeGreaterThan(0);
+    const human = evolve(["dataset", "show", "demo@1.0"]);
+    expect(human.stdout).toMatch(/AGENT TIMEOUT/);
+    expect(human.stdout).toMatch(/no-network/);
+
+    const del = evolve(["dataset", "delete", "demo@1.0"]);
+    expect(del.code).toBe(0);
+    expect(del.stdout).toMatch(/deleted demo@1.0/);
+    expect(JSON.parse(evolve(["dataset", "list", "--json"]).stdout)).toEqual([]);
+  });
+
+  it("refuses a publish with an invalid task, listing it, and stores nothing", () => {
+    const dir = join(work, "mixed");
+    mkdirSync(dir);
+    expect(evolve(["task", "init", join(dir, "good")]).code).toBe(0);
+    expect(evolve(["task", "init", join(dir, "bad")]).code).toBe(0);
+    const toml = join(dir, "bad", "task.toml");
+    writeFileSync(toml, readFileSync(toml, "utf8").replace('[environment]\n', '[environment]\nos = "windows"\n'));
+    const r = evolve(["dataset", "publish", dir, "--name", "mixed", "--version", "1"]);
+    expect(r.code).toBe(1);
+    expect(r.stdout).toMatch(/os_unsupported/);
+    expect(r.stderr).toMatch(/^error\[dataset_invalid\]/);
+    expect(evolve(["dataset", "show", "mixed"]).code).toBe(2);
+  });
+
+  it("refuses new content under an existing version and keeps the stored one", () => {
+    const dir = join(work, "versioned");
+    mkdirSync(dir);
+    expect(evolve(["task", "init", join(dir, "one")]).code).toBe(0);
+    expect(evolve(["dataset", "publish", dir, "--name", "ver", "--version", "1"]).code).toBe(0);
+    const before = evolve(["dataset", "show", "ver@1", "--json"]).stdout;
+    writeFileSync(join(dir, "one", "instruction.md"), "Changed.\n");
+    const r = evolve(["dataset", "publish", dir, "--name", "ver", "--version", "1"]);
+    expect(r.code).not.toBe(0);
+    expect(r.stderr).toMatch(/^error\[dataset_version_exists\]/);
+    expect(evolve(["dataset", "show", "ver@1", "--json"]).stdout).toBe(before);
+    expect(evolve(["dataset", "publish", dir, "--name", "ver", "--version", "2"]).code).toBe(0);
+  });
+
+  it("reports an unknown dataset with exit 2", () => {
+    const r = evolve(["dataset", "show", "nope@9"]);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toMatch(/^error\[dataset_not_found\]/);
+  });
+});
