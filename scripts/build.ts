@@ -13,7 +13,7 @@
  * Usage: bun scripts/build.ts [--entry main.ts] [--outfile dist/evolve] [--no-minify] [--no-bytecode] [--no-splitting]
  */
 import type { BunPlugin } from "bun";
-import { existsSync, readFileSync, rmSync, statSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs";
 import { createRequire } from "node:module";
 import { dirname, join, relative, resolve } from "node:path";
 import { parseArgs } from "node:util";
@@ -119,8 +119,10 @@ async function main(): Promise<number> {
     console.error("error[build_failed]: bun build failed (messages above)");
     return 1;
   }
-  // Bun embeds the source map in the binary (stack traces name source files) and also leaves a copy beside it.
-  rmSync(`${outfile}.map`, { force: true });
+  // Bun embeds the source maps in the binary (stack traces name source files) and also leaves copies beside it,
+  // one per chunk: the binary is the only thing the build is meant to leave behind.
+  const outDir = dirname(outfile);
+  for (const f of readdirSync(outDir)) if (f.endsWith(".map")) rmSync(join(outDir, f), { force: true });
   const mb = (statSync(outfile).size / 1024 / 1024).toFixed(1);
   console.log(`built ${relative(ROOT, outfile)} (${mb} MiB) in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
   return 0;

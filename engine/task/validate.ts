@@ -301,7 +301,7 @@ async function checkLayout(dir: string, raw: Raw, out: Findings): Promise<string
     else if (instr !== undefined && instr.trim() === "") out.add("instruction_empty", "instruction.md", "instruction.md is empty", "say what done looks like, with absolute paths");
     if (!(await isFile(join(dir, "tests", "test.sh")))) out.add("test_script_missing", "tests/test.sh", "the task has no tests/test.sh", "add tests/test.sh that writes /logs/verifier/reward.txt");
   } else {
-    await checkStepDirs(dir, raw, declared, stepDirs, out);
+    await checkStepDirs(dir, declared, stepDirs, out);
   }
 
   // environment
@@ -361,7 +361,7 @@ async function checkLayout(dir: string, raw: Raw, out: Findings): Promise<string
   return services;
 }
 
-async function checkStepDirs(dir: string, raw: Raw, declared: (string | undefined)[], stepDirs: string[], out: Findings): Promise<void> {
+async function checkStepDirs(dir: string, declared: (string | undefined)[], stepDirs: string[], out: Findings): Promise<void> {
   if (await isFile(join(dir, "instruction.md"))) {
     out.add("steps_root_files_ignored", "instruction.md", "this multi-step task also has a root instruction.md, which is never shown", "move it into steps/<name>/instruction.md or delete it");
   }
@@ -392,5 +392,4 @@ async function checkStepDirs(dir: string, raw: Raw, declared: (string | undefine
       out.add("test_script_missing", `steps/${name}/tests/test.sh`, `step "${name}" has no tests/test.sh (and there is no shared tests/test.sh)`, `add steps/${name}/tests/test.sh`);
     }
   }
-  void raw;
 }
