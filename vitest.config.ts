@@ -5,5 +5,6 @@ export default defineConfig({
     include: ["tests/**/*.test.ts"],
     testTimeout: 60_000,
     hookTimeout: 120_000,
+    reporters: ["default", "./tests/support/summary-reporter.ts"],
   },
 });
