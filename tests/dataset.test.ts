@@ -11,9 +11,9 @@ import {
   publishDataset,
   showDataset,
 } from "../engine/dataset.ts";
-import { EvolveError } from "../engine/errors.ts";
 import { openStore, taskBlobDir, type Store } from "../engine/store/index.ts";
 import { taskDigest } from "../engine/task/digest.ts";
+import { expectCode } from "./support/expect-code.ts";
 
 const root = mkdtempSync(join(tmpdir(), "evolve-dataset-"));
 let n = 0;
@@ -72,17 +72,6 @@ function snapshot(dir: string): Record<string, string> {
   };
   walk("");
   return out;
-}
-
-async function expectCode(p: () => unknown, code: string): Promise<EvolveError> {
-  try {
-    await p();
-  } catch (e) {
-    expect(e).toBeInstanceOf(EvolveError);
-    expect((e as EvolveError).code).toBe(code);
-    return e as EvolveError;
-  }
-  throw new Error(`expected EvolveError ${code}`);
 }
 
 async function withStore<T>(home: string, fn: (s: Store) => Promise<T>): Promise<T> {

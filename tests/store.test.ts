@@ -5,6 +5,7 @@ import { open } from "lmdb";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { EvolveError } from "../engine/errors.ts";
 import { idTime, newId, openStore, SCHEMA_VERSION, type Store, type TrialRecord } from "../engine/store/index.ts";
+import { expectCode } from "./support/expect-code.ts";
 
 let root: string;
 let n = 0;
@@ -43,17 +44,6 @@ async function raw(home: string, fn: (dbs: (name: string, encoding?: "json" | "b
   const env = open({ path: join(home, "store"), maxDbs: 16, encoding: "json" });
   env.transactionSync(() => fn((name, encoding = "json") => env.openDB(name, { encoding })));
   await env.close();
-}
-
-async function expectCode(p: () => unknown, code: string): Promise<EvolveError> {
-  try {
-    await p();
-  } catch (e) {
-    expect(e).toBeInstanceOf(EvolveError);
-    expect((e as EvolveError).code).toBe(code);
-    return e as EvolveError;
-  }
-  throw new Error(`expected EvolveError ${code}`);
 }
 
 describe("ids", () => {
