@@ -8,7 +8,7 @@ import { join } from "node:path";
 import { parse } from "smol-toml";
 import { z } from "zod";
 import type { Ceilings } from "./task/codes.ts";
-import { EvolveError } from "./errors.ts";
+import { EvolveError, firstLine } from "./errors.ts";
 
 /** Ceilings that fit a large single GPU box; raise them in config.toml for bigger fleets. */
 export const DEFAULT_CEILINGS: Ceilings = { cpus: 64, memory_mb: 512 * 1024, storage_mb: 2 * 1024 * 1024, gpus: 8 };
@@ -45,7 +45,7 @@ export function loadConfig(home: string = evolveHome()): Config {
   try {
     raw = parse(readFileSync(file, "utf8"));
   } catch (e) {
-    throw new EvolveError("config_invalid", `${file} is not valid TOML: ${(e as Error).message.split("\n")[0]}`, "fix or remove the file");
+    throw new EvolveError("config_invalid", `${file} is not valid TOML: ${firstLine(e)}`, "fix or remove the file");
   }
   const r = ConfigSchema.safeParse(raw);
   if (!r.success) {

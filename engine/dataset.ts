@@ -8,7 +8,7 @@ import { chmod, copyFile, mkdir, readdir, rename, rm, stat } from "node:fs/promi
 import { existsSync, renameSync, rmSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { loadConfig } from "./config.ts";
-import { EvolveError } from "./errors.ts";
+import { EvolveError, firstLine } from "./errors.ts";
 import { newId, taskBlobDir, type DatasetRecord, type Store, type TaskSummaryRecord } from "./store/index.ts";
 import type { TaskReport } from "./task/codes.ts";
 import { digestFiles, listTaskFiles, type TaskFile } from "./task/digest.ts";
@@ -349,8 +349,4 @@ export function deleteDataset(store: Store, ref: string): DeleteResult {
 
 function cmp(a: string, b: string): number {
   return a < b ? -1 : a > b ? 1 : 0;
-}
-
-function firstLine(e: unknown): string {
-  return String((e as Error)?.message ?? e).split("\n")[0];
 }

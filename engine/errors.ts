@@ -14,3 +14,8 @@ export class EvolveError extends Error {
     this.name = "EvolveError";
   }
 }
+
+/** The first line of an error's message (or of any thrown value), for one-line error messages. */
+export function firstLine(e: unknown): string {
+  return String((e as Error)?.message ?? e).split("\n")[0];
+}

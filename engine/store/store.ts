@@ -8,7 +8,7 @@ import { mkdirSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { open, type RootDatabase } from "lmdb";
 import type { z } from "zod";
-import { EvolveError } from "../errors.ts";
+import { EvolveError, firstLine } from "../errors.ts";
 import { migrate, SCHEMA_KEY, SCHEMA_VERSION, type Dbs } from "./migrations.ts";
 import {
   DatasetRecordSchema,
@@ -26,10 +26,6 @@ import {
 
 const MAX_SEQ = Number.MAX_SAFE_INTEGER;
 const StoredEventSchema = TraceEventSchema.omit({ seq: true });
-
-function firstLine(e: unknown): string {
-  return String((e as Error)?.message ?? e).split("\n")[0];
-}
 
 /** The store of one evolve home. Obtain it with {@link openStore}; close it when done. */
 export class Store {

@@ -19,7 +19,7 @@ import { createHash, type Hash } from "node:crypto";
 import { createReadStream } from "node:fs";
 import { lstat, readdir, stat } from "node:fs/promises";
 import { join } from "node:path";
-import { EvolveError } from "../errors.ts";
+import { EvolveError, firstLine } from "../errors.ts";
 
 /** One file of a task tree, as the digest sees it. */
 export interface TaskFile {
@@ -103,8 +103,4 @@ export async function digestFiles(files: readonly TaskFile[]): Promise<string> {
 /** `sha256:<hex>` over a task directory's files; see the module comment for the exact algorithm. */
 export async function taskDigest(dir: string): Promise<string> {
   return digestFiles(await listTaskFiles(dir));
-}
-
-function firstLine(e: unknown): string {
-  return String((e as Error)?.message ?? e).split("\n")[0];
 }

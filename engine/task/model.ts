@@ -7,7 +7,7 @@ import { readFile } from "node:fs/promises";
 import { basename, join } from "node:path";
 import { parse } from "smol-toml";
 import { z } from "zod";
-import { EvolveError } from "../errors.ts";
+import { EvolveError, firstLine } from "../errors.ts";
 
 /** The three network policies of platform-tasks.md. */
 export const NETWORK_MODES = ["no-network", "allowlist", "public"] as const;
@@ -160,10 +160,6 @@ export function parseTaskToml(text: string): TaskConfig {
     throw new EvolveError("task_invalid", `task.toml: ${i.path.join(".") || "(root)"}: ${i.message}`, "run `evolve task validate`", 1);
   }
   return r.data;
-}
-
-function firstLine(e: unknown): string {
-  return String((e as Error)?.message ?? e).split("\n")[0];
 }
 
 /**

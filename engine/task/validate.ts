@@ -4,6 +4,7 @@
  */
 import { basename, join } from "node:path";
 import { parse, TomlError } from "smol-toml";
+import { firstLine } from "../errors.ts";
 import type { Finding, TaskReport, ValidateOptions } from "./codes.ts";
 import { classifyImageRef, composeServices, commandWords, effectiveEntrypoint, isKeepAlive, parseDockerfile, userGroupLines } from "./dockerfile.ts";
 import { isDir, isFile, readText, subdirs } from "./files.ts";
@@ -29,7 +30,7 @@ export async function validateTask(dir: string, opts: ValidateOptions): Promise<
     return report(dir, name, r.findings.list);
   } catch (e) {
     // a rule bug must not take the whole batch down; refuse the task and say why
-    out.add("invalid_value", "task.toml", `the validator failed on this task: ${String((e as Error)?.message ?? e).split("\n")[0]}`, "please report this as an evolve bug");
+    out.add("invalid_value", "task.toml", `the validator failed on this task: ${firstLine(e)}`, "please report this as an evolve bug");
     return report(dir, name, out.list);
   }
 }
@@ -77,7 +78,7 @@ async function run(dir: string, opts: ValidateOptions, early: Findings): Promise
     parsed = true;
   } catch (e) {
     const line = e instanceof TomlError ? e.line : undefined;
-    const msg = String((e as Error)?.message ?? e).split("\n")[0];
+    const msg = firstLine(e);
     out.add("toml_parse_error", "task.toml", `task.toml is not valid TOML: ${msg}`, "fix the syntax at the given line (see toml.io)", line);
   }
   if (parsed) {
