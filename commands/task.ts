@@ -1,7 +1,7 @@
 /**
  * `evolve task validate` and `evolve task init`: argument handling and printing only.
  */
-import { basename, relative } from "node:path";
+import { basename } from "node:path";
 import { loadConfig } from "../engine/config.ts";
 import type { Finding, TaskReport } from "../engine/task/codes.ts";
 import { scaffoldTask } from "../engine/task/scaffold.ts";
@@ -36,7 +36,7 @@ function printFinding(f: Finding): void {
 export function printReports(reports: TaskReport[], opts: { onlyProblems?: boolean } = {}): void {
   for (const r of reports) {
     if (opts.onlyProblems && r.ok && r.findings.length === 0) continue;
-    const shown = relative(process.cwd(), r.dir) || r.dir;
+    const shown = r.dir; // as the user typed it
     const label = r.name && r.name !== basename(r.dir) ? `${shown} ${style.dim(`(${r.name})`)}` : shown;
     out(`${r.ok ? style.green("✓") : style.red("✗")} ${label}`);
     const order = { error: 0, warning: 1, note: 2 } as const;
