@@ -232,3 +232,28 @@ describe("dataset commands", () => {
     expect(r.stderr).toMatch(/^error\[dataset_not_found\]/);
   });
 });
+
+describe("configuration", () => {
+  it("refuses tasks above the ceilings set in $EVOLVE_HOME/config.toml", () => {
+    const cfgHome = mkdtempSync(join(tmpdir(), "evolve-cli-cfg-"));
+    const dir = join(work, "four-cpus");
+    expect(evolve(["task", "init", dir]).code).toBe(0);
+    writeFileSync(join(dir, "task.toml"), readFileSync(join(dir, "task.toml"), "utf8").replace("cpus = 1", "cpus = 4"));
+    expect(evolve(["task", "validate", dir], { env: { EVOLVE_HOME: cfgHome } }).code).toBe(0);
+    writeFileSync(join(cfgHome, "config.toml"), "[ceilings]\ncpus = 2\n");
+    const r = evolve(["task", "validate", dir], { env: { EVOLVE_HOME: cfgHome } });
+    expect(r.code).toBe(1);
+    expect(r.stdout).toMatch(/resources_exceed_ceiling/);
+    expect(r.stdout).toMatch(/ceiling of 2/);
+  });
+
+  it("stops with a one-line environment error on a malformed config.toml", () => {
+    const cfgHome = mkdtempSync(join(tmpdir(), "evolve-cli-cfg-"));
+    writeFileSync(join(cfgHome, "config.toml"), "[ceilings]\ncpus = \"many\"\n");
+    const r = evolve(["task", "validate", join(work, "hello")], { env: { EVOLVE_HOME: cfgHome } });
+    expect(r.code).toBe(2);
+    expect(r.stderr).toMatch(/^error\[config_invalid\]: .*ceilings\.cpus/);
+    writeFileSync(join(cfgHome, "config.toml"), "[ceilings\n");
+    expect(evolve(["dataset", "list"], { env: { EVOLVE_HOME: cfgHome } }).stderr).toMatch(/^error\[config_invalid\]: .*not valid TOML/);
+  });
+});
