@@ -190,7 +190,14 @@ describe("unknown and deprecated keys", () => {
     expect(didYouMean("os_type", ["os", "cpus", "tpu", "workdir"])).toBe("os");
   });
 
-  it("warns on legacy keys but still honours them", async () => {
+  it("suggests the key other tools call by another name", async () => {
+    const fs = await findings(`[environment]\nimage = "python:3.11-slim"\n[agent]\ntimeout = 60\n`);
+    expect(codes(fs)).toEqual(["unknown_key", "unknown_key"]);
+    expect(fs.find((f) => f.line === 2)?.hint).toBe("did you mean `docker_image`?");
+    expect(fs.find((f) => f.line === 4)?.hint).toBe("did you mean `timeout_sec`?");
+  });
+
+  it("notes legacy keys but still honours them", async () => {
     const fs = await findings(`version = "1.0"\n[environment]\nallow_internet = false\nmemory = "2G"\nstorage = "10G"\n`);
     expect(codes(fs)).toEqual(["deprecated_key", "deprecated_key", "deprecated_key", "deprecated_key"]);
     expect(fs.find((f) => f.line === 3)?.hint).toContain(`network_mode = "no-network"`);

@@ -36,7 +36,7 @@ export const FINDING_CODES = {
   missing_required_key: { severity: "error", summary: "a table lacks a key it requires" },
   task_name_invalid: { severity: "error", summary: "[task] name is not `org/name`" },
   unknown_key: { severity: "warning", summary: "a key evolve and Harbor do not know (did-you-mean given)" },
-  deprecated_key: { severity: "warning", summary: "a legacy key (allow_internet, memory, storage, version) that still works" },
+  deprecated_key: { severity: "note", summary: "a legacy key (allow_internet, memory, storage, version) that still works" },
 
   // Images
   docker_image_untagged: { severity: "error", summary: "docker_image has no tag or digest" },

@@ -8,8 +8,8 @@ import { parse } from "smol-toml";
 import { readText, walkFiles } from "./files.ts";
 import type { Findings } from "./findings.ts";
 
-/** Packages the no-network verifier box can resolve on a judge task. */
-export const JUDGE_PACKAGES = new Set(["rewardkit", "litellm"]);
+/** Packages the no-network verifier box can resolve on a judge task (PEP 503 names; rewardkit ships on PyPI as harbor-rewardkit). */
+export const JUDGE_PACKAGES = new Set(["rewardkit", "harbor-rewardkit", "litellm"]);
 
 /** The distribution name of a requirement (`pytest==8.4.1`, `foo[bar]>=1`, `pkg@1.0`) normalised per PEP 503. */
 export function requirementName(req: string): string {

@@ -3,7 +3,7 @@
  * a shared verifier that cannot differ from the agent box, and MCP servers reachable under the task's own
  * declarations (platform-tasks.md, "Network access", "Verifier network", "MCP servers").
  */
-import { arr, type Findings, showPath, showValue, str, tbl } from "./findings.ts";
+import { arr, didYouMean, type Findings, showPath, showValue, str, tbl } from "./findings.ts";
 import { baselineNetwork, NETWORK_MODES, type NetworkMode, verifierMode } from "./model.ts";
 import type { KeyPath } from "./toml-lines.ts";
 
@@ -162,6 +162,21 @@ export function checkMcp(raw: Record<string, unknown>, composeServices: readonly
     }
     const host = url.hostname.toLowerCase();
     if (LOCAL_HOSTS.has(host) || /^127\./.test(host) || composeServices.includes(url.hostname)) return;
+    // A one-label name is no public host whatever the policy: it can only be a compose service, and not this one.
+    if (!host.includes(".") && !host.includes(":")) {
+      const guess = didYouMean(host, composeServices);
+      out.toml(
+        "mcp_url_unreachable",
+        [...path, "url"],
+        `${label} url host "${host}" is not a compose service of this task (services: ${composeServices.join(", ") || "none, no docker-compose.yaml"})`,
+        composeServices.length === 0
+          ? `add environment/docker-compose.yaml with a "${host}" service, or use localhost`
+          : guess
+            ? `did you mean "${guess}"?`
+            : `use one of the service names, or add a "${host}" service to environment/docker-compose.yaml`,
+      );
+      return;
+    }
     const reachable =
       policy.mode === "public" || (policy.mode === "allowlist" && hostAllowed(host, policy.hosts));
     if (!reachable) {

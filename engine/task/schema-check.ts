@@ -60,6 +60,14 @@ export function checkSchema(raw: unknown, out: Findings): boolean {
   return false;
 }
 
+// Names other tools use for a key, too far from ours for an edit-distance guess.
+const ALIASES: Record<string, string> = {
+  image: "docker_image",
+  internet: "network_mode",
+  network: "network_mode",
+  timeout: "timeout_sec",
+};
+
 function reportIssue(issue: z.core.$ZodIssue, raw: unknown, out: Findings): void {
   const path = issue.path.filter((p): p is string | number => typeof p !== "symbol");
   const where = showPath(path);
@@ -69,7 +77,8 @@ function reportIssue(issue: z.core.$ZodIssue, raw: unknown, out: Findings): void
       const known = knownKeys(path);
       for (const key of issue.keys) {
         const kp = [...path, key];
-        const guess = didYouMean(key, known);
+        const alias = ALIASES[key.toLowerCase()];
+        const guess = alias !== undefined && known.includes(alias) ? alias : didYouMean(key, known);
         const table = path.length === 0 ? "the top level" : `[${showPath(path)}]`;
         out.toml(
           "unknown_key",
