@@ -8,7 +8,12 @@
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-MIRROR="${EVOLVE_DEBIAN_MIRROR:-http://deb.debian.org/debian}"
+# The archive apt on this host already uses (deb822 or one-line sources), else debootstrap's own default.
+host_mirror() {
+  { grep -hm1 '^URIs:' /etc/apt/sources.list.d/*.sources 2>/dev/null | awk '{print $2}'
+    grep -hm1 '^deb ' /etc/apt/sources.list 2>/dev/null | awk '{print $2}'; } | grep -v security | head -n 1
+}
+MIRROR="${EVOLVE_DEBIAN_MIRROR:-$(host_mirror || true)}"
 rebuild="${EVOLVE_REBUILD_IMAGES:-0}"
 
 # Exists under every name given?
@@ -33,7 +38,7 @@ else
   work="$(mktemp -d /var/tmp/evolve-rootfs.XXXXXX)"
   trap 'rm -rf "$work"' EXIT
   t0=$SECONDS
-  debootstrap --variant=minbase --include=git,python3,ca-certificates bookworm "$work/root" "$MIRROR" \
+  debootstrap --variant=minbase --include=git,python3,ca-certificates bookworm "$work/root" ${MIRROR:+"$MIRROR"} \
     >"$work/debootstrap.log" 2>&1 || { tail -n 30 "$work/debootstrap.log"; exit 1; }
   # Leave apt pointed at the archive (tasks may apt-get install) but drop caches: they only make the image big.
   rm -rf "$work"/root/var/cache/apt/archives/*.deb "$work"/root/var/lib/apt/lists/* "$work"/root/var/log/*.log
