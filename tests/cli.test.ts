@@ -257,3 +257,30 @@ describe("configuration", () => {
     expect(evolve(["dataset", "list"], { env: { EVOLVE_HOME: cfgHome } }).stderr).toMatch(/^error\[config_invalid\]: .*not valid TOML/);
   });
 });
+
+describe("store guard rails", () => {
+  it("refuses a store written by a newer evolve and leaves it as it was", async () => {
+    const newer = mkdtempSync(join(tmpdir(), "evolve-cli-newer-"));
+    expect(evolve(["dataset", "list"], { env: { EVOLVE_HOME: newer } }).code).toBe(0);
+    const { open } = await import("lmdb");
+    const env = open({ path: join(newer, "store"), maxDbs: 16 });
+    const meta = env.openDB("meta", { encoding: "json" });
+    await meta.put("schema_version", 99);
+    await env.close();
+    const r = evolve(["dataset", "list"], { env: { EVOLVE_HOME: newer } });
+    expect(r.code).toBe(2);
+    expect(r.stderr).toMatch(/^error\[store_too_new\]: .*schema 99/);
+    expect(r.stderr).toMatch(/hint: upgrade evolve/);
+    const again = open({ path: join(newer, "store"), maxDbs: 16 });
+    expect(again.openDB("meta", { encoding: "json" }).get("schema_version")).toBe(99);
+    await again.close();
+  });
+
+  it("reports a home it cannot use as an environment error", () => {
+    const file = join(work, "not-a-dir");
+    writeFileSync(file, "x");
+    const r = evolve(["dataset", "list"], { env: { EVOLVE_HOME: file } });
+    expect(r.code).toBe(2);
+    expect(r.stderr).toMatch(/^error\[store_unavailable\]/);
+  });
+});
