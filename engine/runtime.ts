@@ -14,19 +14,6 @@ declare const Deno: unknown;
 export const runtime: RuntimeName = typeof Bun !== "undefined" ? "bun" : typeof Deno !== "undefined" ? "deno" : "node";
 
 /**
- * True inside the single binary built by `bun build --compile`: its modules live under Bun's virtual `/$bunfs/`
- * file system, so paths relative to the sources (fixtures, package.json) do not exist on disk.
- */
-export function isCompiledBinary(): boolean {
-  return runtime === "bun" && import.meta.url.includes("$bunfs");
-}
-
-/** The program name to show in help and hints: `evolve` for the binary, the script otherwise. */
-export function programName(): string {
-  return "evolve";
-}
-
-/**
  * Makes a closed stdout/stderr (`evolve … | head`) end the process quietly with status 0 instead of a stack
  * trace. Node and Deno report EPIPE as an 'error' event on the stream; Bun may throw it from write().
  */
