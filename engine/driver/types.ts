@@ -1,0 +1,101 @@
+/**
+ * The container engine behind one interface. Podman and Docker both implement it by speaking the Docker-compatible
+ * REST API over a unix socket (fast: no CLI start-up per step); build and compose go through the engine's CLI.
+ * Nothing above this folder knows which engine runs.
+ */
+
+/** Which engine implementation is in use. */
+export type EngineKind = "podman" | "docker";
+
+/** Labels every container/network evolve creates carries, so `evolve gc` can find what no live trial owns. */
+export const LABEL_MANAGED = "dev.evolve.managed";
+export const LABEL_TRIAL = "dev.evolve.trial";
+export const LABEL_JOB = "dev.evolve.job";
+export const LABEL_TASK_DIGEST = "dev.evolve.task-digest";
+
+/** A bind mount of a host folder (the trial's own folders only; see the security defaults). */
+export interface Mount {
+  host: string;
+  container: string;
+  readOnly?: boolean;
+}
+
+/** How to create one container. */
+export interface ContainerSpec {
+  name?: string;
+  image: string;
+  /** Replaces the image's CMD (never its ENTRYPOINT): the box is kept alive with e.g. ["sleep", "infinity"]. */
+  cmd: string[];
+  env?: Record<string, string>;
+  workdir?: string;
+  user?: string;
+  labels: Record<string, string>;
+  mounts?: Mount[];
+  /** "none" = loopback only; "default" = the engine's default network with egress; or a named network. */
+  network: "none" | "default" | string;
+  /** Extra /etc/hosts entries ("name:ip"). */
+  extraHosts?: string[];
+  cpus?: number;
+  memoryMb?: number;
+  /** GPU devices (CDI names such as "nvidia.com/gpu=all"). */
+  devices?: string[];
+  /** Network aliases on a named network (compose-style service names). */
+  aliases?: string[];
+}
+
+/** The result of a finished exec. */
+export interface ExecResult {
+  exitCode: number;
+  stdout: string;
+  stderr: string;
+  /** True when the command was killed because it ran past `timeoutMs`. */
+  timedOut: boolean;
+}
+
+/** How to run one command in a running container. */
+export interface ExecOptions {
+  user?: string;
+  workdir?: string;
+  env?: Record<string, string>;
+  /** Kill the command (and report timedOut) after this long. */
+  timeoutMs?: number;
+  /** Bytes fed to the command's stdin. */
+  stdin?: string | Uint8Array;
+}
+
+/** What `inspect` tells about a container. */
+export interface ContainerState {
+  id: string;
+  running: boolean;
+  /** Exit code once the main process has ended. */
+  exitCode: number | null;
+  labels: Record<string, string>;
+}
+
+/** A container engine reached through its REST socket. */
+export interface Engine {
+  readonly kind: EngineKind;
+  /** Engine version and the socket in use, for `doctor` and trial records. */
+  info(): Promise<{ kind: EngineKind; version: string; socket: string }>;
+  imageExists(ref: string): Promise<boolean>;
+  /** Labels of a local image, or undefined when absent. */
+  imageLabels(ref: string): Promise<Record<string, string> | undefined>;
+  /** Builds `dockerfile` (relative to `context`) as `tag`; output lines go to `log`. Throws EngineError on failure/timeout. */
+  build(opts: { context: string; dockerfile?: string; tag: string; labels: Record<string, string>; timeoutMs: number; log?: (line: string) => void }): Promise<void>;
+  create(spec: ContainerSpec): Promise<string>;
+  start(id: string): Promise<void>;
+  inspect(id: string): Promise<ContainerState | undefined>;
+  exec(id: string, cmd: string[], opts?: ExecOptions): Promise<ExecResult>;
+  /** Copies a host folder's contents into `containerDir` (created if missing), owned by root. */
+  copyIn(id: string, hostDir: string, containerDir: string): Promise<void>;
+  /** Stops (if running) and removes a container with its anonymous volumes. Missing is fine. */
+  remove(id: string): Promise<void>;
+  /** Containers carrying every given label (value "" matches any value). */
+  list(labels: Record<string, string>): Promise<ContainerState[]>;
+  createNetwork(name: string, opts: { internal: boolean; labels: Record<string, string> }): Promise<string>;
+  connect(network: string, id: string, aliases?: string[]): Promise<void>;
+  disconnect(network: string, id: string): Promise<void>;
+  removeNetwork(name: string): Promise<void>;
+  listNetworks(labels: Record<string, string>): Promise<{ name: string; labels: Record<string, string> }[]>;
+  close(): Promise<void>;
+}

@@ -1,0 +1,73 @@
+/**
+ * The trial runner's vocabulary, shared by engine/trial (one trial) and engine/job (many). Statuses are exactly
+ * platform-trials.md's; phases are the `attempt_phase` values a running trial reports.
+ */
+import type { Engine } from "../driver/types.ts";
+import type { Store } from "../store/index.ts";
+
+/** A trial's status (platform-trials.md "Statuses"). */
+export type TrialStatus =
+  | "QUEUED"
+  | "RUNNING"
+  | "SCORING"
+  | "SCORED"
+  | "SCORING_ERROR"
+  | "INFRASTRUCTURE_ERROR"
+  | "BUDGET"
+  | "INDETERMINATE"
+  | "CANCELLED";
+
+/** Statuses a trial never leaves. */
+export const SETTLED_STATUSES: ReadonlySet<TrialStatus> = new Set([
+  "SCORED",
+  "SCORING_ERROR",
+  "INFRASTRUCTURE_ERROR",
+  "BUDGET",
+  "INDETERMINATE",
+  "CANCELLED",
+]);
+
+/** The steps of one attempt, in order. */
+export const PHASES = ["prepare", "build", "boot", "install", "agent", "verify", "persist"] as const;
+export type Phase = (typeof PHASES)[number];
+
+/** The built-in agents; installed CLIs (claude, codex, …) plug in through the harness seam later. */
+export type AgentName = "oracle" | "nop" | (string & {});
+
+/** Everything needed to run one trial. Secret values live only in memory: never in the store or the trial tree. */
+export interface TrialRequest {
+  trialId: string;
+  jobId: string;
+  /** evolve's home (trial tree under <home>/trials/<id>/). */
+  home: string;
+  task: {
+    /** Folder holding the task's files (a stored blob dir, or the user's folder for `run -p`). */
+    dir: string;
+    digest: string;
+    name: string;
+    /** Dataset `name@version` when run from a dataset. */
+    source?: string;
+  };
+  agent: { name: AgentName; model?: string };
+  /** Multiplies agent and verifier timeouts (`--timeout-multiplier`). */
+  timeoutMultiplier: number;
+  /** Attached secrets by env name (`--secret NAME` reads NAME from evolve's own environment). */
+  secrets: Record<string, string>;
+  forceBuild?: boolean;
+  /** Which attempt of this trial this is (1-based), for automatic INFRASTRUCTURE_ERROR retries. */
+  attempt?: number;
+}
+
+/** Live notifications from a running trial, for progress displays and `run --json`. */
+export type TrialEvent =
+  | { kind: "status"; trialId: string; status: TrialStatus }
+  | { kind: "phase"; trialId: string; phase: Phase; at: string }
+  | { kind: "log"; trialId: string; stream: "system" | "build"; line: string };
+
+/** What a trial runner needs from its caller. */
+export interface TrialDeps {
+  engine: Engine;
+  store: Store;
+  signal?: AbortSignal;
+  onEvent?: (e: TrialEvent) => void;
+}
