@@ -158,22 +158,10 @@ async function storeBlob(home: string, t: PreparedTask): Promise<void> {
 }
 
 /**
- * Publishes the tasks in `dir` as dataset `name@version`. Every task is validated (ceilings from the home's
- * config, secrets deferred to run time); any error finding refuses the whole publish with a
- * {@link DatasetInvalidError}. Tasks are stored by content digest. Republishing a version with the same content
- * is a no-op; with other content it is refused (`dataset_version_exists`) and the stored version stays intact.
+ * Reads each task directory once: its summary, its file list and its digest. Two tasks with one name are refused
+ * (`dataset_task_duplicate`), since name is how users and listings tell tasks apart.
  */
-export async function publishDataset(store: Store, home: string, dir: string, opts: PublishOptions): Promise<PublishResult> {
-  checkDatasetName(opts.name);
-  checkDatasetVersion(opts.version);
-  const dirs = await findTaskDirs(dir);
-
-  if (opts.validate !== false) {
-    const config = loadConfig(home);
-    const reports = await validateTasks(dirs, { ceilings: config.ceilings, secrets: "deferred" });
-    if (reports.some((r) => !r.ok)) throw new DatasetInvalidError(reports);
-  }
-
+async function prepareTasks(dirs: readonly string[]): Promise<PreparedTask[]> {
   const tasks: PreparedTask[] = [];
   const seen = new Map<string, string>();
   for (const d of dirs) {
@@ -191,6 +179,70 @@ export async function publishDataset(store: Store, home: string, dir: string, op
     const files = await listTaskFiles(d);
     tasks.push({ name, dir: d, files, summary, digest: await digestFiles(files) });
   }
+  return tasks;
+}
+
+/** A task as stored: its name, its content digest and the immutable folder holding its files. */
+export interface StoredTask {
+  name: string;
+  digest: string;
+  dir: string;
+}
+
+/**
+ * Imports the task(s) under `dir` (one task, or a folder of tasks) into the store without making a dataset, so a
+ * job runs from immutable copies (`run -p`): the user's folder may change while the job runs or before it resumes.
+ * Validation uses the secrets the caller will attach; any error refuses the whole import (DatasetInvalidError).
+ */
+export async function importTasks(store: Store, home: string, dir: string, opts: { secrets: ReadonlySet<string> }): Promise<StoredTask[]> {
+  const dirs = await findTaskDirs(dir);
+  const config = loadConfig(home);
+  const reports = await validateTasks(dirs, { ceilings: config.ceilings, secrets: opts.secrets });
+  if (reports.some((r) => !r.ok)) throw new DatasetInvalidError(reports);
+  const tasks = await prepareTasks(dirs);
+  await commitTasks(store, home, tasks, () => undefined);
+  return tasks.map((t) => ({ name: t.name, digest: t.digest, dir: taskBlobDir(home, t.digest) }));
+}
+
+/**
+ * Copies the tasks' blobs into place, then in one write transaction records the tasks and runs `then` (which
+ * may throw to abort everything). A concurrent `dataset delete` may collect a blob between the copy and the
+ * commit; it does so under the store's write lock, so checking inside the transaction and copying again is enough.
+ */
+async function commitTasks<R>(store: Store, home: string, tasks: readonly PreparedTask[], then: () => R): Promise<R> {
+  for (let attempt = 0; ; attempt++) {
+    for (const t of tasks) await storeBlob(home, t);
+    const result = store.transaction((): { value: R } | "retry" => {
+      if (tasks.some((t) => !existsSync(taskBlobDir(home, t.digest)))) return "retry";
+      const now = new Date().toISOString();
+      for (const t of tasks) {
+        if (!store.getTask(t.digest)) store.putTask({ digest: t.digest, name: t.name, stored_at: now, summary: t.summary });
+      }
+      return { value: then() };
+    });
+    if (result !== "retry") return result.value;
+    if (attempt >= 3) throw new EvolveError("store_busy", "task files kept disappearing while being stored", "retry", 2);
+  }
+}
+
+/**
+ * Publishes the tasks in `dir` as dataset `name@version`. Every task is validated (ceilings from the home's
+ * config, secrets deferred to run time); any error finding refuses the whole publish with a
+ * {@link DatasetInvalidError}. Tasks are stored by content digest. Republishing a version with the same content
+ * is a no-op; with other content it is refused (`dataset_version_exists`) and the stored version stays intact.
+ */
+export async function publishDataset(store: Store, home: string, dir: string, opts: PublishOptions): Promise<PublishResult> {
+  checkDatasetName(opts.name);
+  checkDatasetVersion(opts.version);
+  const dirs = await findTaskDirs(dir);
+
+  if (opts.validate !== false) {
+    const config = loadConfig(home);
+    const reports = await validateTasks(dirs, { ceilings: config.ceilings, secrets: "deferred" });
+    if (reports.some((r) => !r.ok)) throw new DatasetInvalidError(reports);
+  }
+
+  const tasks = await prepareTasks(dirs);
   const entries = tasks.map((t) => ({ name: t.name, digest: t.digest }));
   const digest = datasetDigest(entries);
 
@@ -207,33 +259,22 @@ export async function publishDataset(store: Store, home: string, dir: string, op
   const early = settled(store.getDataset(opts.name, opts.version));
   if (early) return early;
 
-  // A concurrent `dataset delete` may collect a blob between our copy and our commit; it does so under the
-  // store's write lock, so checking inside our transaction and copying again is enough.
-  for (let attempt = 0; ; attempt++) {
-    for (const t of tasks) await storeBlob(home, t);
-    const result = store.transaction((): PublishResult | "retry" => {
-      const again = settled(store.getDataset(opts.name, opts.version));
-      if (again) return again;
-      if (tasks.some((t) => !existsSync(taskBlobDir(home, t.digest)))) return "retry";
-      const now = new Date().toISOString();
-      for (const t of tasks) {
-        if (!store.getTask(t.digest)) store.putTask({ digest: t.digest, name: t.name, stored_at: now, summary: t.summary });
-      }
-      const rec: DatasetRecord = {
-        name: opts.name,
-        version: opts.version,
-        digest,
-        tasks: entries,
-        status: "active",
-        created_at: now,
-        updated_at: now,
-      };
-      store.putDataset(rec);
-      return { status: "published", dataset: rec };
-    });
-    if (result !== "retry") return result;
-    if (attempt >= 3) throw new EvolveError("store_busy", "task files kept disappearing during publish", "retry the publish", 2);
-  }
+  return commitTasks(store, home, tasks, (): PublishResult => {
+    const again = settled(store.getDataset(opts.name, opts.version));
+    if (again) return again;
+    const now = new Date().toISOString();
+    const rec: DatasetRecord = {
+      name: opts.name,
+      version: opts.version,
+      digest,
+      tasks: entries,
+      status: "active",
+      created_at: now,
+      updated_at: now,
+    };
+    store.putDataset(rec);
+    return { status: "published", dataset: rec };
+  });
 }
 
 /** One row of `dataset list`. */
