@@ -46,6 +46,10 @@ export const JobRecordSchema = z.object({
   status: z.string().min(1),
   dataset: z.string().optional(),
   config: z.unknown(),
+  updated_at: isoTime.optional(),
+  finished_at: isoTime.optional(),
+  /** The process running the job now: a job whose runner is gone was interrupted and can be resumed. */
+  runner: z.object({ pid: z.number().int(), host: z.string(), started_at: isoTime }).nullable().optional(),
 });
 
 const ExceptionSchema = z.object({
