@@ -1,0 +1,273 @@
+/**
+ * Jobs: many trials run together with bounded concurrency. A job and all its trials are written to the store
+ * before the first container starts, so the plan survives a crash: `resumeJob` re-runs every trial that had not
+ * settled (half-finished ones start over) and keeps the settled ones, so each trial ends exactly once.
+ * Infrastructure errors are retried automatically a few times; nothing here ever invents a reward.
+ */
+import { hostname } from "node:os";
+import { EvolveError } from "../errors.ts";
+import type { Engine } from "../driver/types.ts";
+import { newId, type JobRecord, type Store, type TrialRecord } from "../store/index.ts";
+import { taskBlobDir } from "../store/index.ts";
+import { SETTLED_STATUSES, type TrialDeps, type TrialEvent, type TrialRequest, type TrialStatus } from "../trial/types.ts";
+
+/** A job's status: RUNNING while a runner works on it, INTERRUPTED when that runner died, then a final state. */
+export type JobStatus = "RUNNING" | "INTERRUPTED" | "COMPLETED" | "CANCELLED";
+
+/** What a job runs, as stored in its record (secret names only, never values). */
+export interface JobConfig {
+  agent: { name: string; model?: string };
+  /** Trials per task (`-k`). */
+  attempts: number;
+  /** Trials at once (`-n`). */
+  concurrency: number;
+  timeout_multiplier: number;
+  secret_names: string[];
+  force_build: boolean;
+  /** Automatic re-runs of a trial that ended in INFRASTRUCTURE_ERROR. */
+  max_retries: number;
+  /** Where the tasks came from: a folder (`-p`) or a dataset (`-d name@version`). */
+  source: { kind: "path"; path: string } | { kind: "dataset"; ref: string };
+  tasks: { name: string; digest: string }[];
+}
+
+/** Runs one trial; engine/trial's runTrial in production. Injected so the job layer does not import the runner eagerly. */
+export type TrialRunner = (req: TrialRequest, deps: TrialDeps) => Promise<TrialRecord>;
+
+/** Live notifications while a job runs. */
+export type JobEvent =
+  | TrialEvent
+  | { kind: "trial_settled"; trial: TrialRecord }
+  | { kind: "retry"; trialId: string; attempt: number; reason: string }
+  | { kind: "job"; jobId: string; status: JobStatus };
+
+/** What running a job needs. */
+export interface JobDeps {
+  store: Store;
+  engine: Engine;
+  home: string;
+  runTrial: TrialRunner;
+  /** Secret values by name, read by the caller from its own environment; kept in memory only. */
+  secrets: Record<string, string>;
+  signal?: AbortSignal;
+  onEvent?: (e: JobEvent) => void;
+  /** Wait before an automatic retry (ms); tests shorten it. */
+  retryDelayMs?: number;
+}
+
+const now = () => new Date().toISOString();
+
+/** Reads a job's config back with its types (records keep it opaque). */
+export function jobConfig(job: JobRecord): JobConfig {
+  return job.config as JobConfig;
+}
+
+/**
+ * Records a new job and one QUEUED trial per task and attempt, in one transaction, and returns the job. Trials are
+ * ordered attempt-major (every task once, then every task again), so a partial job covers tasks evenly.
+ */
+export function createJob(store: Store, config: JobConfig, dataset?: string): JobRecord {
+  if (config.tasks.length === 0) throw new EvolveError("job_empty", "the job has no tasks", "check -p / -d and -l");
+  const at = now();
+  const job: JobRecord = { id: newId(), created_at: at, updated_at: at, status: "RUNNING", dataset, config, runner: null };
+  store.transaction(() => {
+    store.putJob(job);
+    for (let a = 0; a < config.attempts; a++) {
+      for (const t of config.tasks) {
+        store.putTrial({
+          id: newId(),
+          job_id: job.id,
+          task_digest: t.digest,
+          task_name: t.name,
+          agent: config.agent.name,
+          model: config.agent.model,
+          status: "QUEUED",
+          phase_timings: {},
+          created_at: at,
+          updated_at: at,
+        } as TrialRecord);
+      }
+    }
+  });
+  return job;
+}
+
+/** True when the process that was running a job still exists on this host. */
+export function runnerAlive(job: JobRecord): boolean {
+  const r = job.runner;
+  if (!r || r.host !== hostname()) return false;
+  try {
+    process.kill(r.pid, 0);
+    return true;
+  } catch (e) {
+    return (e as NodeJS.ErrnoException).code === "EPERM";
+  }
+}
+
+/** The job's status as a user should see it: a RUNNING job whose runner died is INTERRUPTED. */
+export function effectiveStatus(job: JobRecord): JobStatus {
+  if (job.status === "RUNNING" && !runnerAlive(job)) return "INTERRUPTED";
+  return job.status as JobStatus;
+}
+
+/**
+ * Runs every trial of a job that has not settled, `concurrency` at a time, and returns the job's trials at the end.
+ * Used both for a fresh job and for `job resume`: a trial left QUEUED, RUNNING or SCORING by a dead runner is run
+ * again from the start. Refuses a job that another live process is running.
+ */
+export async function runJob(jobId: string, deps: JobDeps): Promise<TrialRecord[]> {
+  const { store } = deps;
+  const job = claim(store, jobId);
+  const config = jobConfig(job);
+  const missing = config.secret_names.filter((n) => deps.secrets[n] === undefined);
+  if (missing.length > 0) {
+    release(store, jobId, "INTERRUPTED");
+    throw new EvolveError("secret_not_attached", `secret ${missing.join(", ")} is not set in this environment`, `export ${missing[0]}=… before running`);
+  }
+  deps.onEvent?.({ kind: "job", jobId, status: "RUNNING" });
+  // `job cancel` from another process marks the job CANCELLED in the store; the runner notices and stops.
+  const stop = new AbortController();
+  const outer = deps.signal;
+  const onAbort = () => stop.abort();
+  outer?.addEventListener("abort", onAbort, { once: true });
+  if (outer?.aborted) stop.abort();
+  const watch = setInterval(() => {
+    if (store.getJob(jobId)?.status === "CANCELLED") stop.abort();
+  }, 1000);
+  deps = { ...deps, signal: stop.signal };
+  const pending = store.listTrials(jobId).filter((t) => !SETTLED_STATUSES.has(t.status as TrialStatus));
+  const byDigest = new Map(config.tasks.map((t) => [t.digest, t.name]));
+
+  let next = 0;
+  const worker = async () => {
+    while (next < pending.length) {
+      const trial = pending[next++];
+      if (deps.signal?.aborted) {
+        settleCancelled(store, trial);
+        deps.onEvent?.({ kind: "trial_settled", trial: store.getTrial(trial.id)! });
+        continue;
+      }
+      await runWithRetries(trial, byDigest.get(trial.task_digest) ?? trial.task_digest, config, deps);
+    }
+  };
+  try {
+    await Promise.all(Array.from({ length: Math.max(1, Math.min(config.concurrency, pending.length)) }, worker));
+  } finally {
+    clearInterval(watch);
+    outer?.removeEventListener("abort", onAbort);
+    const status: JobStatus = stop.signal.aborted ? "CANCELLED" : "COMPLETED";
+    release(store, jobId, status);
+    deps.onEvent?.({ kind: "job", jobId, status });
+  }
+  return store.listTrials(jobId);
+}
+
+async function runWithRetries(trial: TrialRecord, taskName: string, config: JobConfig, deps: JobDeps): Promise<void> {
+  const { store } = deps;
+  for (let attempt = 1; ; attempt++) {
+    const req: TrialRequest = {
+      trialId: trial.id,
+      jobId: trial.job_id,
+      home: deps.home,
+      task: {
+        dir: taskBlobDir(deps.home, trial.task_digest),
+        digest: trial.task_digest,
+        name: taskName,
+        source: config.source.kind === "dataset" ? config.source.ref : undefined,
+      },
+      agent: config.agent,
+      timeoutMultiplier: config.timeout_multiplier,
+      secrets: pick(deps.secrets, config.secret_names),
+      forceBuild: config.force_build && attempt === 1,
+      attempt,
+    };
+    let result: TrialRecord;
+    try {
+      result = await deps.runTrial(req, { engine: deps.engine, store, signal: deps.signal, onEvent: deps.onEvent });
+    } catch (e) {
+      // The runner settles trials itself; reaching here means it could not even record the failure.
+      result = settleInfraError(store, trial, e);
+    }
+    const retriable = result.status === "INFRASTRUCTURE_ERROR" && attempt <= config.max_retries && !deps.signal?.aborted;
+    if (!retriable) {
+      deps.onEvent?.({ kind: "trial_settled", trial: result });
+      return;
+    }
+    deps.onEvent?.({ kind: "retry", trialId: trial.id, attempt: attempt + 1, reason: result.exception?.message ?? "infrastructure error" });
+    await new Promise((r) => setTimeout(r, deps.retryDelayMs ?? 1000 * attempt));
+  }
+}
+
+function pick(all: Record<string, string>, names: readonly string[]): Record<string, string> {
+  return Object.fromEntries(names.filter((n) => all[n] !== undefined).map((n) => [n, all[n]]));
+}
+
+function settleCancelled(store: Store, trial: TrialRecord): void {
+  const at = now();
+  store.putTrial({
+    ...trial,
+    status: "CANCELLED",
+    exception: { type: "CancelledError", message: "the job was cancelled before this trial started", traceback: "", occurred_at: at },
+    updated_at: at,
+  });
+}
+
+function settleInfraError(store: Store, trial: TrialRecord, e: unknown): TrialRecord {
+  const at = now();
+  const err = e as Error;
+  const rec: TrialRecord = {
+    ...(store.getTrial(trial.id) ?? trial),
+    status: "INFRASTRUCTURE_ERROR",
+    exception: { type: err?.name ?? "Error", message: String(err?.message ?? e), traceback: String(err?.stack ?? ""), occurred_at: at },
+    updated_at: at,
+  };
+  store.putTrial(rec);
+  return rec;
+}
+
+/** Marks the job as run by this process; refuses when another live process runs it or it has ended. */
+function claim(store: Store, jobId: string): JobRecord {
+  return store.transaction(() => {
+    const job = store.getJob(jobId);
+    if (!job) throw new EvolveError("job_not_found", `no job ${jobId}`, "see `evolve job list`");
+    if (job.runner && runnerAlive(job) && job.runner.pid !== process.pid) {
+      throw new EvolveError("job_busy", `job ${jobId} is being run by process ${job.runner.pid}`, "wait for it, or `evolve job cancel` it");
+    }
+    if (job.status === "CANCELLED") throw new EvolveError("job_cancelled", `job ${jobId} was cancelled`, "start a new job with `evolve run`");
+    const claimed: JobRecord = { ...job, status: "RUNNING", runner: { pid: process.pid, host: hostname(), started_at: now() }, updated_at: now() };
+    store.putJob(claimed);
+    return claimed;
+  });
+}
+
+function release(store: Store, jobId: string, status: JobStatus): void {
+  store.transaction(() => {
+    const job = store.getJob(jobId);
+    if (!job) return;
+    const at = now();
+    const final = status === "COMPLETED" || status === "CANCELLED";
+    store.putJob({ ...job, status, runner: null, updated_at: at, finished_at: final ? at : job.finished_at });
+  });
+}
+
+/**
+ * Cancels a job: trials not yet started settle CANCELLED at once; a live runner sees the job's status and stops
+ * its running trials (they settle CANCELLED too). Returns how many trials were cancelled here.
+ */
+export function cancelJob(store: Store, jobId: string): { cancelled: number; runnerPid: number | null } {
+  return store.transaction(() => {
+    const job = store.getJob(jobId);
+    if (!job) throw new EvolveError("job_not_found", `no job ${jobId}`, "see `evolve job list`");
+    let cancelled = 0;
+    const live = runnerAlive(job);
+    for (const t of store.listTrials(jobId)) {
+      if (t.status === "QUEUED" || (!live && !SETTLED_STATUSES.has(t.status as TrialStatus))) {
+        settleCancelled(store, t);
+        cancelled++;
+      }
+    }
+    const at = now();
+    store.putJob({ ...job, status: "CANCELLED", updated_at: at, finished_at: at, runner: live ? job.runner : null });
+    return { cancelled, runnerPid: live ? job.runner!.pid : null };
+  });
+}
