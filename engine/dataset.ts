@@ -305,7 +305,8 @@ export function listDatasets(store: Store): DatasetRow[] {
 }
 
 /** The versions a ref names: exactly one for `name@version`, every version (newest first) for `name`. */
-function resolve(store: Store, ref: string): DatasetRecord[] {
+/** The versions `ref` names, newest first: one for `name@version`, every version for a bare `name`. */
+export function resolveDataset(store: Store, ref: string): DatasetRecord[] {
   const r = parseDatasetRef(ref);
   const found =
     r.version !== undefined
@@ -326,7 +327,7 @@ export interface ShownTask {
 
 /** A dataset version with each task's summary. `ref` is `name@version`, or `name` for its newest version. */
 export function showDataset(store: Store, ref: string): { dataset: DatasetRecord; tasks: ShownTask[] } {
-  const dataset = resolve(store, ref)[0];
+  const dataset = resolveDataset(store, ref)[0];
   const tasks = dataset.tasks.map((t) => {
     const rec = store.getTask(t.digest);
     if (!rec) {
@@ -369,7 +370,7 @@ export function deleteDataset(store: Store, ref: string): DeleteResult {
   return result;
 
   function collect(): DeleteResult {
-    const victims = resolve(store, ref);
+    const victims = resolveDataset(store, ref);
     for (const d of victims) store.deleteDataset(d.name, d.version);
     const candidates = new Set(victims.flatMap((d) => d.tasks.map((t) => t.digest)));
     for (const d of store.listDatasets()) for (const t of d.tasks) candidates.delete(t.digest);
