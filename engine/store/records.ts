@@ -76,6 +76,16 @@ export const TrialRecordSchema = z.object({
     .optional(),
   tokens: z.record(z.string(), z.number()).optional(),
   step_results: z.array(z.looseObject({ name: z.string() })).optional(),
+  // written by the trial runner (engine/trial); optional so records from before it still read
+  task_name: z.string().optional(),
+  /** Dataset `name@version` the task came from. */
+  source: z.string().optional(),
+  /** The primary reward; null when the trial scored metrics only, or has no result. */
+  reward: z.number().nullable().optional(),
+  /** 1-based attempt number (automatic INFRASTRUCTURE_ERROR retries). */
+  attempt: z.number().int().positive().optional(),
+  started_at: isoTime.optional(),
+  finished_at: isoTime.optional(),
   created_at: isoTime,
   updated_at: isoTime,
 });

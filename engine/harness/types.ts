@@ -1,0 +1,46 @@
+/**
+ * The seam between the trial runner and an agent. The runner owns the box (image, boot, network, timeouts,
+ * verifier); a harness only knows how to get its agent into the box (`install`) and how to run it on one
+ * instruction (`run`). Built-ins are `oracle` and `nop`; installed CLIs (claude, codex, …) implement the same
+ * interface in a later issue and register in engine/harness/index.ts.
+ */
+import type { Engine } from "../driver/types.ts";
+
+/** What a harness is given for one run of one instruction (one step of a multi-step task). */
+export interface HarnessContext {
+  engine: Engine;
+  containerId: string;
+  /** The task folder on the host. */
+  taskDir: string;
+  /** Host folder holding this step's own files (`steps/<name>/` on a multi-step task, else the task root). */
+  stepDir: string;
+  instruction: string;
+  /** `[agent] user` (name or uid); undefined = the image's USER. */
+  user?: string;
+  /** Where the agent works; undefined = the image's WORKDIR. */
+  workdir?: string;
+  /** The agent's environment: [environment.env] literals and resolved templates (secrets included). */
+  env: Record<string, string>;
+  /** `[solution].env` resolved, for the oracle only. */
+  solutionEnv: Record<string, string>;
+  model?: string;
+  /** The agent's wall-clock budget for this run. */
+  timeoutMs: number;
+  /** One line to the trial's system log. */
+  log: (line: string) => void;
+}
+
+/** How an agent run ended. A non-zero exit or a timeout is recorded, and the verifier still runs. */
+export interface AgentOutcome {
+  exitCode: number;
+  timedOut: boolean;
+}
+
+/** One agent. */
+export interface Harness {
+  readonly name: string;
+  /** Puts the agent into the box (the `install` phase). Optional: built-ins need nothing. */
+  install?(ctx: HarnessContext): Promise<void>;
+  /** Runs the agent on `ctx.instruction` inside the box; its streams go under /logs/agent. */
+  run(ctx: HarnessContext): Promise<AgentOutcome>;
+}

@@ -1,0 +1,164 @@
+/**
+ * The trial's container ("box"): its image, how it is created and started, and the checks it must pass before
+ * any agent work (platform-tasks.md "environment/", "Healthcheck and the agent user").
+ *
+ * Network design: a `no-network` box is created with the engine's "none" network — loopback only, no route
+ * anywhere. The model gateway of the next issue is meant to be the one thing such a box reaches: it will be
+ * handed in as a unix socket bind-mounted into the box (a file, not a route), so sealing the network never has to
+ * be relaxed for it.
+ */
+import { existsSync } from "node:fs";
+import { join } from "node:path";
+import { LABEL_JOB, LABEL_MANAGED, LABEL_TASK_DIGEST, LABEL_TRIAL, type ContainerSpec, type Engine } from "../driver/types.ts";
+import type { EnvironmentConfig } from "../task/model.ts";
+import { TrialFailure } from "./errors.ts";
+
+/** The image tag a task's environment/Dockerfile builds to: stable per task content. */
+export function taskImageTag(digest: string, kind: "task" | "verifier" = "task"): string {
+  const hex = digest.replace(/^sha256:/, "").slice(0, 16);
+  return `evolve-${kind}:${hex}`;
+}
+
+// one build per tag at a time in this process: concurrent trials of one task share a single build
+const building = new Map<string, Promise<void>>();
+
+/**
+ * Makes sure the image for a Dockerfile exists: built when absent (or when `force`), with the task digest as a
+ * label, bounded by `timeoutMs`. A build error is the task's own (EnvironmentBuildError) and carries the last
+ * lines of the build log.
+ */
+export async function ensureBuilt(
+  engine: Engine,
+  opts: { context: string; dockerfile?: string; tag: string; digest: string; force: boolean; timeoutMs: number; log: (l: string) => void },
+): Promise<{ built: boolean }> {
+  const pending = building.get(opts.tag);
+  if (pending) {
+    await pending;
+    if (!opts.force) return { built: false };
+  }
+  if (!opts.force) {
+    const labels = await engine.imageLabels(opts.tag);
+    if (labels && labels[LABEL_TASK_DIGEST] === opts.digest) return { built: false };
+  }
+  const tail: string[] = [];
+  const p = engine
+    .build({
+      context: opts.context,
+      dockerfile: opts.dockerfile,
+      tag: opts.tag,
+      labels: { [LABEL_TASK_DIGEST]: opts.digest, [LABEL_MANAGED]: "true" },
+      timeoutMs: opts.timeoutMs,
+      log: (line) => {
+        tail.push(line);
+        if (tail.length > 40) tail.shift();
+        opts.log(line);
+      },
+    })
+    .catch((e: unknown) => {
+      throw new TrialFailure("EnvironmentBuildError", `building ${opts.tag} failed: ${(e as Error).message}`, "INFRASTRUCTURE_ERROR", tail.join("\n"));
+    });
+  building.set(opts.tag, p);
+  try {
+    await p;
+  } finally {
+    if (building.get(opts.tag) === p) building.delete(opts.tag);
+  }
+  return { built: true };
+}
+
+/** A pinned `docker_image` must already be on this machine: no registry is reachable from an air-gapped host. */
+export async function requireImage(engine: Engine, ref: string): Promise<void> {
+  if (!(await engine.imageExists(ref))) {
+    throw new TrialFailure(
+      "ImageNotFoundError",
+      `the task's docker_image ${ref} is not present locally and cannot be pulled here; load it first (podman load / docker load)`,
+    );
+  }
+}
+
+/** CDI device names for a GPU request, or a refusal on a host without an NVIDIA CDI spec. */
+export function gpuDevices(gpus: number | undefined): string[] {
+  if (!gpus) return [];
+  const specs = ["/etc/cdi/nvidia.yaml", "/etc/cdi/nvidia.json", "/var/run/cdi/nvidia.yaml", "/var/run/cdi/nvidia.json"];
+  if (!specs.some((p) => existsSync(p))) {
+    throw new TrialFailure(
+      "GpuUnavailableError",
+      `the task needs ${gpus} GPU(s) but this host has none usable (no NVIDIA CDI spec in /etc/cdi or /var/run/cdi)`,
+    );
+  }
+  return ["nvidia.com/gpu=all"];
+}
+
+/** The container spec for one box: the image's ENTRYPOINT kept, CMD replaced by a keep-alive, only the trial's own folders mounted. */
+export function boxSpec(opts: {
+  image: string;
+  trialId: string;
+  jobId: string;
+  trialPath: string;
+  network: "none" | "default";
+  env: EnvironmentConfig;
+  literals: Record<string, string>;
+  role: "agent" | "verifier";
+}): ContainerSpec {
+  const t = opts.trialPath;
+  return {
+    image: opts.image,
+    cmd: ["sleep", "infinity"],
+    env: opts.literals,
+    labels: { [LABEL_MANAGED]: "true", [LABEL_TRIAL]: opts.trialId, [LABEL_JOB]: opts.jobId, "dev.evolve.role": opts.role },
+    mounts: [
+      { host: join(t, "agent"), container: "/logs/agent" },
+      { host: join(t, "verifier"), container: "/logs/verifier" },
+      { host: join(t, "artifacts"), container: "/logs/artifacts" },
+    ],
+    network: opts.network,
+    cpus: opts.env.cpus,
+    memoryMb: opts.env.memory_mb,
+    devices: gpuDevices(opts.env.gpus),
+  };
+}
+
+/** `[environment.healthcheck]` with its defaults filled (model.ts). */
+export interface Healthcheck {
+  command: string;
+  interval_sec: number;
+  timeout_sec: number;
+  start_period_sec: number;
+  start_interval_sec: number;
+  retries: number;
+}
+
+/**
+ * Runs the healthcheck until it passes. Failures inside the start period do not count (spaced by
+ * start_interval_sec); after it, `retries` consecutive failures spaced by interval_sec fail the trial. The check
+ * sees none of [environment.env] on a single-container task.
+ */
+export async function awaitHealthy(engine: Engine, id: string, hc: Healthcheck, isCancelled: () => boolean): Promise<void> {
+  const started = Date.now();
+  let failures = 0;
+  let last = "";
+  for (;;) {
+    if (isCancelled()) return;
+    const r = await engine.exec(id, ["sh", "-c", hc.command], { user: "root", timeoutMs: hc.timeout_sec * 1000 });
+    if (r.exitCode === 0 && !r.timedOut) return;
+    last = r.timedOut ? `timed out after ${hc.timeout_sec} s` : `exit ${r.exitCode}: ${(r.stderr || r.stdout).trim().slice(-500)}`;
+    const inStart = Date.now() - started < hc.start_period_sec * 1000;
+    if (!inStart) failures++;
+    if (failures >= Math.max(1, hc.retries)) {
+      throw new TrialFailure("HealthcheckError", `the healthcheck \`${hc.command}\` failed ${failures} time(s) after the start period; last: ${last}`);
+    }
+    await new Promise((r) => setTimeout(r, (inStart ? hc.start_interval_sec : hc.interval_sec) * 1000));
+  }
+}
+
+/** Fails the trial when the box's main process (the image's ENTRYPOINT) has exited: its service is gone. */
+export async function requireRunning(engine: Engine, id: string, when: string): Promise<void> {
+  const s = await engine.inspect(id);
+  if (!s) throw new TrialFailure("EnvironmentStartError", `the container vanished ${when}`);
+  if (!s.running) {
+    throw new TrialFailure(
+      "EnvironmentStartError",
+      `the image's entrypoint exited with code ${s.exitCode ?? "unknown"} ${when}`,
+    );
+  }
+}

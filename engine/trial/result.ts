@@ -1,0 +1,200 @@
+/**
+ * The trial tree on disk (platform-trial-outputs.md, Harbor's trial layout §3.1/§3.2): `config.json` (what ran),
+ * `result.json` (Harbor's TrialResult plus evolve's own fields), `exception.txt` only when there is an exception.
+ * A file the trial never produced is absent, never empty: empty stream files and folders are pruned at the end.
+ */
+import { mkdir, readdir, readFile, rename, rm, rmdir, stat, writeFile } from "node:fs/promises";
+import { join } from "node:path";
+import { pathToFileURL } from "node:url";
+import type { RewardMap } from "./reward.ts";
+import type { Phase, TrialStatus } from "./types.ts";
+
+/** A span of time, ISO strings. */
+export interface TimeSpan {
+  started_at: string;
+  finished_at?: string;
+}
+
+/** An exception as the store records it. */
+export interface ExceptionRecord {
+  type: string;
+  message: string;
+  traceback: string;
+  occurred_at: string;
+}
+
+/** One executed step of a multi-step trial. */
+export interface StepResult {
+  name: string;
+  rewards: RewardMap | null;
+  reward: number | null;
+  exception: ExceptionRecord | null;
+  agent_execution?: TimeSpan;
+  verifier?: TimeSpan;
+}
+
+/** What config.json says: the trial's identity and settings. Never a secret value (only attached names). */
+export interface TrialConfigFile {
+  trial_name: string;
+  job_id: string;
+  task: { path: string; name: string; digest: string; source: string | null };
+  agent: { name: string; model_name: string | null };
+  timeout_multiplier: number;
+  timeouts: { agent_sec: number; verifier_sec: number; build_sec: number };
+  environment: {
+    force_build: boolean;
+    network_mode: string;
+    verifier_mode: string;
+    cpus: number | null;
+    memory_mb: number | null;
+    storage_mb: number | null;
+    gpus: number | null;
+  };
+  secret_names: string[];
+  attempt: number;
+}
+
+/** Everything result.json is made from. */
+export interface TrialOutcome {
+  id: string;
+  taskName: string;
+  taskDir: string;
+  taskDigest: string;
+  source: string | null;
+  config: TrialConfigFile;
+  agent: { name: string; model?: string };
+  status: TrialStatus;
+  attemptPhase: Phase;
+  phaseTimings: Partial<Record<Phase, TimeSpan>>;
+  rewards: RewardMap | null;
+  reward: number | null;
+  exception: ExceptionRecord | null;
+  startedAt: string;
+  finishedAt: string;
+  stepResults: StepResult[] | null;
+  attempt: number;
+}
+
+const exceptionInfo = (e: ExceptionRecord | null) =>
+  e && { exception_type: e.type, exception_message: e.message, exception_traceback: e.traceback, occurred_at: e.occurred_at };
+
+// built-in agents call no model: zero tokens and cost is a measurement, not a placeholder
+const NO_MODEL_USAGE = { n_input_tokens: 0, n_cache_tokens: 0, n_output_tokens: 0, cost_usd: 0, rollout_details: null, metadata: null };
+
+function span(timings: Partial<Record<Phase, TimeSpan>>, first: Phase, last: Phase = first): TimeSpan | null {
+  const a = timings[first];
+  const b = timings[last];
+  if (!a) return null;
+  return { started_at: a.started_at, finished_at: (b ?? a).finished_at ?? a.finished_at };
+}
+
+/** result.json's object: Harbor's TrialResult fields, then evolve's (`status`, `attempt_phase`, `phase_timings`, `reward`). */
+export function resultJson(o: TrialOutcome, trialPath: string): Record<string, unknown> {
+  const builtin = o.agent.name === "oracle" || o.agent.name === "nop";
+  return {
+    id: o.id,
+    task_name: o.taskName,
+    trial_name: o.id,
+    trial_uri: pathToFileURL(trialPath).href,
+    task_id: { path: o.taskDir },
+    source: o.source,
+    task_checksum: o.taskDigest,
+    config: o.config,
+    agent_info: { name: o.agent.name, version: null, model_info: o.agent.model ? { name: o.agent.model, provider: null } : null },
+    agent_result: builtin && o.phaseTimings.agent ? NO_MODEL_USAGE : null,
+    verifier_result: o.rewards ? { rewards: o.rewards } : null,
+    exception_info: exceptionInfo(o.exception),
+    started_at: o.startedAt,
+    finished_at: o.finishedAt,
+    environment_setup: span(o.phaseTimings, "build", "boot") ?? span(o.phaseTimings, "boot"),
+    agent_setup: span(o.phaseTimings, "install"),
+    agent_execution: span(o.phaseTimings, "agent"),
+    verifier: span(o.phaseTimings, "verify"),
+    step_results:
+      o.stepResults?.map((s) => ({
+        step_name: s.name,
+        agent_result: builtin ? NO_MODEL_USAGE : null,
+        verifier_result: s.rewards ? { rewards: s.rewards } : null,
+        exception_info: exceptionInfo(s.exception),
+        agent_execution: s.agent_execution ?? null,
+        verifier: s.verifier ?? null,
+      })) ?? null,
+    status: o.status,
+    attempt_phase: o.attemptPhase,
+    phase_timings: o.phaseTimings,
+    reward: o.reward,
+    attempt: o.attempt,
+  };
+}
+
+/** Writes a JSON file atomically (readers never see half a file). */
+export async function writeJson(path: string, value: unknown): Promise<void> {
+  const tmp = `${path}.tmp-${process.pid}`;
+  await writeFile(tmp, JSON.stringify(value, null, 2) + "\n");
+  await rename(tmp, path);
+}
+
+/** Writes result.json, and exception.txt when (and only when) the trial carries an exception. */
+export async function writeResult(trialPath: string, o: TrialOutcome): Promise<void> {
+  await mkdir(trialPath, { recursive: true });
+  await writeJson(join(trialPath, "result.json"), resultJson(o, trialPath));
+  const exc = join(trialPath, "exception.txt");
+  if (o.exception) {
+    const e = o.exception;
+    await writeFile(exc, `${e.type}: ${e.message}\n${e.traceback ? `\n${e.traceback}\n` : ""}`);
+  } else {
+    await rm(exc, { force: true });
+  }
+}
+
+/** Removes empty files and folders under `dir` (depth-first), so nothing the trial did not produce is left. */
+export async function pruneEmpty(dir: string): Promise<void> {
+  let entries;
+  try {
+    entries = await readdir(dir, { withFileTypes: true });
+  } catch {
+    return;
+  }
+  for (const e of entries) {
+    const p = join(dir, e.name);
+    if (e.isDirectory()) {
+      await pruneEmpty(p);
+      await rmdir(p).catch(() => {});
+    } else if (e.isFile() && (await stat(p)).size === 0) {
+      await rm(p, { force: true });
+    }
+  }
+}
+
+/**
+ * Replaces every occurrence of a secret value in every file under `dir` (an agent may print what it was given).
+ * Values shorter than 4 characters are skipped: replacing them would mangle unrelated text and protects nothing.
+ */
+export async function redactTree(dir: string, secrets: readonly string[]): Promise<void> {
+  const values = secrets.filter((s) => s.length >= 4).map((s) => Buffer.from(s));
+  if (values.length === 0) return;
+  for (const p of await listFiles(dir)) {
+    const buf = await readFile(p);
+    if (!values.some((v) => buf.includes(v))) continue;
+    let text = buf.toString("latin1");
+    for (const v of values) text = text.split(v.toString("latin1")).join("[redacted]");
+    await writeFile(p, Buffer.from(text, "latin1"));
+  }
+}
+
+/** Every regular file under `dir`, recursively (absolute paths). */
+export async function listFiles(dir: string): Promise<string[]> {
+  const out: string[] = [];
+  let entries;
+  try {
+    entries = await readdir(dir, { withFileTypes: true });
+  } catch {
+    return out;
+  }
+  for (const e of entries) {
+    const p = join(dir, e.name);
+    if (e.isDirectory()) out.push(...(await listFiles(p)));
+    else if (e.isFile()) out.push(p);
+  }
+  return out;
+}

@@ -1,0 +1,679 @@
+/**
+ * One trial, start to finish: prepare → build → boot → install → agent → verify → persist (platform-trials.md).
+ * Every phase is recorded in the store as it starts and ends; the trial always settles in exactly one status and
+ * always leaves its tree (config.json, result.json, exception.txt when failed) under trialDir(home, id).
+ * See errors.ts for which failure settles which status.
+ */
+import { appendFileSync, existsSync, readFileSync } from "node:fs";
+import { chmod, copyFile, mkdir, mkdtemp, readdir, readFile, rename, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import type { Engine } from "../driver/types.ts";
+import { getHarness } from "../harness/index.ts";
+import type { Harness, HarnessContext } from "../harness/types.ts";
+import { trialDir, type TrialRecord } from "../store/index.ts";
+import { baselineNetwork, DEFAULT_AGENT_TIMEOUT_SEC, DEFAULT_VERIFIER_TIMEOUT_SEC, parseTaskToml, verifierMode, type TaskConfig } from "../task/model.ts";
+import { awaitHealthy, boxSpec, ensureBuilt, requireImage, requireRunning, taskImageTag } from "./box.ts";
+import { resolveAgentEnv, resolveVerifierEnv } from "./env.ts";
+import { CancelledFailure, TrialFailure } from "./errors.ts";
+import { pruneEmpty, redactTree, writeJson, writeResult, type ExceptionRecord, type StepResult, type TimeSpan, type TrialConfigFile } from "./result.ts";
+import { primaryReward, readRewards, verifierTail, type RewardMap } from "./reward.ts";
+import { aggregateStepRewards, passesMinReward, type MinReward } from "./steps.ts";
+import type { Phase, TrialDeps, TrialRequest, TrialStatus } from "./types.ts";
+
+const now = () => new Date().toISOString();
+
+// container removals run after the trial returns; callers that exit (tests, `evolve run`) await them here
+const removals = new Set<Promise<void>>();
+
+/** Waits for every container removal started by finished trials of this process. */
+export async function settleRemovals(): Promise<void> {
+  while (removals.size > 0) await Promise.allSettled([...removals]);
+}
+
+/** Runs one trial and returns its settled store record. Never throws for a trial failure: that is a status. */
+export async function runTrial(req: TrialRequest, deps: TrialDeps): Promise<TrialRecord> {
+  return new TrialRun(req, deps).run();
+}
+
+/** One step as the runner walks it; a single-step task is one unnamed step at the task root. */
+interface StepPlan {
+  name: string | null;
+  dir: string;
+  agentTimeoutSec: number;
+  verifierTimeoutSec: number;
+  verifierEnv: Record<string, string>;
+  minReward?: MinReward;
+  healthcheck?: TaskConfig["environment"]["healthcheck"];
+  artifacts: unknown[];
+}
+
+class TrialRun {
+  private readonly path: string;
+  private readonly engine: Engine;
+  private rec: TrialRecord;
+  private cfg!: TaskConfig;
+  private harness!: Harness;
+  private readonly timings: Partial<Record<Phase, TimeSpan>> = {};
+  private readonly boxes = new Set<string>();
+  private agentBox = "";
+  private workdir: string | undefined;
+  private agentEnv: Record<string, string> = {};
+  private solutionEnv: Record<string, string> = {};
+  private literals: Record<string, string> = {};
+  private image = "";
+  private secretValues: string[];
+  private configFile!: TrialConfigFile;
+  private agentException: ExceptionRecord | null = null;
+  private readonly startedAt = now();
+
+  constructor(
+    private readonly req: TrialRequest,
+    private readonly deps: TrialDeps,
+  ) {
+    this.path = trialDir(req.home, req.trialId);
+    this.engine = deps.engine;
+    this.secretValues = Object.values(req.secrets);
+    const existing = deps.store.getTrial(req.trialId);
+    const at = now();
+    this.rec = {
+      ...(existing ?? { created_at: at, phase_timings: {} }),
+      id: req.trialId,
+      job_id: req.jobId,
+      task_digest: req.task.digest,
+      task_name: req.task.name,
+      source: req.task.source,
+      agent: req.agent.name,
+      model: req.agent.model,
+      status: existing?.status ?? "QUEUED",
+      attempt_phase: "prepare",
+      phase_timings: {},
+      rewards: null,
+      reward: null,
+      exception: null,
+      step_results: undefined,
+      attempt: req.attempt ?? 1,
+      started_at: at,
+      finished_at: undefined,
+      updated_at: at,
+    };
+  }
+
+  async run(): Promise<TrialRecord> {
+    const onAbort = () => this.killBoxes();
+    this.deps.signal?.addEventListener("abort", onAbort);
+    let status: TrialStatus = "SCORED";
+    let rewards: RewardMap | null = null;
+    let exception: ExceptionRecord | null = null;
+    let steps: StepResult[] | null = null;
+    try {
+      this.update({ status: "RUNNING" });
+      await this.phase("prepare", () => this.prepare());
+      await this.phase("build", () => this.build());
+      await this.phase("boot", () => this.boot());
+      await this.phase("install", () => this.install());
+      const out = await this.runSteps();
+      ({ status, rewards, exception, steps } = out);
+    } catch (e) {
+      exception = this.toException(e);
+      status = e instanceof TrialFailure ? e.status : "INFRASTRUCTURE_ERROR";
+      if (this.deps.signal?.aborted) {
+        status = "CANCELLED";
+        exception = this.toException(new CancelledFailure());
+      }
+      this.log(`trial failed: ${exception.type}: ${exception.message.split("\n")[0]}`);
+    } finally {
+      this.deps.signal?.removeEventListener("abort", onAbort);
+    }
+    if (exception === null && this.agentException) exception = this.agentException;
+    return this.persist(status, rewards, exception, steps);
+  }
+
+  // ---- phases ------------------------------------------------------------------------------------------------
+
+  private async phase<T>(p: Phase, fn: () => Promise<T>): Promise<T> {
+    this.checkCancelled();
+    const span: TimeSpan = this.timings[p] ?? { started_at: now() };
+    delete span.finished_at;
+    this.timings[p] = span;
+    this.update({ attempt_phase: p });
+    this.deps.onEvent?.({ kind: "phase", trialId: this.req.trialId, phase: p, at: span.started_at });
+    try {
+      return await fn();
+    } finally {
+      span.finished_at = now();
+      this.update({});
+    }
+  }
+
+  private async prepare(): Promise<void> {
+    for (const d of ["agent", "verifier", "artifacts"]) {
+      await mkdir(join(this.path, d), { recursive: true });
+      // the agent may run as any user; its log folders must be writable to it
+      await chmod(join(this.path, d), 0o777);
+    }
+    let text: string;
+    try {
+      text = await readFile(join(this.req.task.dir, "task.toml"), "utf8");
+      this.cfg = parseTaskToml(text);
+    } catch (e) {
+      throw new TrialFailure("TaskInvalidError", `cannot read the task at ${this.req.task.dir}: ${(e as Error).message}`);
+    }
+    const cfg = this.cfg;
+    const harness = getHarness(this.req.agent.name);
+    if (!harness) throw new TrialFailure("UnknownAgentError", `no agent named ${this.req.agent.name} (built-in: oracle, nop)`);
+    this.harness = harness;
+    this.configFile = this.makeConfig();
+    await writeJson(join(this.path, "config.json"), this.configFile);
+
+    const env = resolveAgentEnv(cfg.environment.env, this.req.secrets);
+    const sol = resolveAgentEnv(cfg.solution.env, this.req.secrets);
+    const missing = [...new Set([...env.missing, ...sol.missing])];
+    if (missing.length > 0) {
+      throw new TrialFailure(
+        "SecretNotAttached",
+        `secret_not_attached: the task needs ${missing.map((m) => `\${${m}}`).join(", ")}; attach with ${missing.map((m) => `--secret ${m}`).join(" ")}`,
+      );
+    }
+    this.literals = env.literals;
+    this.agentEnv = env.all;
+    this.solutionEnv = sol.all;
+    if (baselineNetwork(cfg.environment) === "allowlist") {
+      // TODO(issue 3, allowlist): egress proxy the box cannot bypass; until then refuse rather than run open
+      throw new TrialFailure("NetworkPolicyUnsupportedError", "network_mode = \"allowlist\" is not supported by this engine driver yet");
+    }
+    if (cfg.environment.storage_mb !== undefined) {
+      this.log(`warning: storage_mb = ${cfg.environment.storage_mb} is not enforced by this engine; the box gets the engine's default disk`);
+    }
+    if (cfg.agent.network_mode !== undefined && cfg.agent.network_mode !== baselineNetwork(cfg.environment)) {
+      this.log(`warning: [agent] network_mode = ${cfg.agent.network_mode} (per-phase switching) is not applied yet; the box keeps ${baselineNetwork(cfg.environment)}`);
+    }
+  }
+
+  private async build(): Promise<void> {
+    const env = this.cfg.environment;
+    if (env.docker_image) {
+      await requireImage(this.engine, env.docker_image);
+      this.image = env.docker_image;
+      return;
+    }
+    const context = join(this.req.task.dir, "environment");
+    if (!existsSync(join(context, "Dockerfile"))) {
+      throw new TrialFailure("TaskInvalidError", "the task has no environment/Dockerfile and no docker_image (compose tasks are not supported yet)");
+    }
+    const tag = taskImageTag(this.req.task.digest);
+    const r = await ensureBuilt(this.engine, {
+      context,
+      tag,
+      digest: this.req.task.digest,
+      force: !!this.req.forceBuild,
+      timeoutMs: env.build_timeout_sec * 1000,
+      log: (line) => this.deps.onEvent?.({ kind: "log", trialId: this.req.trialId, stream: "build", line }),
+    });
+    this.log(r.built ? `built image ${tag}` : `image ${tag} is cached`);
+    this.image = tag;
+  }
+
+  private async boot(): Promise<void> {
+    const cfg = this.cfg;
+    const network = baselineNetwork(cfg.environment) === "no-network" ? "none" : "default";
+    this.agentBox = await this.startBox(this.image, network, cfg.environment, "agent");
+    if (cfg.environment.healthcheck) {
+      await awaitHealthy(this.engine, this.agentBox, cfg.environment.healthcheck, () => !!this.deps.signal?.aborted);
+      this.checkCancelled();
+    }
+    await requireRunning(this.engine, this.agentBox, "before the agent started");
+    const wd = cfg.environment.workdir;
+    if (wd) {
+      await this.engine.exec(this.agentBox, ["sh", "-c", `mkdir -p '${wd}'`], { user: "root" });
+      this.workdir = wd;
+    } else {
+      const pwd = await this.engine.exec(this.agentBox, ["pwd"], { user: "root" });
+      this.workdir = pwd.stdout.trim() || "/";
+    }
+  }
+
+  private async install(): Promise<void> {
+    const user = this.agentUser();
+    if (user !== undefined) {
+      const r = await this.engine.exec(this.agentBox, ["id", "-u", user], { user: "root" });
+      if (r.exitCode !== 0) {
+        await requireRunning(this.engine, this.agentBox, "before the agent started");
+        throw new TrialFailure("AgentUserNotFoundError", `[agent] user ${user} does not exist in the image (add it in the Dockerfile, e.g. RUN useradd -m ${user})`);
+      }
+    }
+    await this.harness.install?.(this.context(this.stepPlans()[0]));
+    await requireRunning(this.engine, this.agentBox, "before the agent started");
+  }
+
+  private async runSteps(): Promise<{ status: TrialStatus; rewards: RewardMap | null; exception: ExceptionRecord | null; steps: StepResult[] | null }> {
+    const plans = this.stepPlans();
+    const multi = plans[0].name !== null;
+    const results: StepResult[] = [];
+    for (const [i, plan] of plans.entries()) {
+      const step: StepResult = { name: plan.name ?? "main", rewards: null, reward: null, exception: null };
+      results.push(step);
+      if (multi) this.log(`step ${i + 1}/${plans.length}: ${plan.name}`);
+      if (plan.healthcheck && multi) {
+        await awaitHealthy(this.engine, this.agentBox, plan.healthcheck, () => !!this.deps.signal?.aborted);
+      }
+      await this.phase("agent", () => this.agentStep(plan, step));
+      this.update({ status: "SCORING" });
+      const verdict = await this.phase("verify", () => this.verifyStep(plan, step));
+      if (multi) await this.archiveStep(plan.name!);
+      if (!verdict.ok) {
+        return {
+          status: "SCORING_ERROR",
+          rewards: multi ? aggregateStepRewards(results.map((s) => s.rewards), this.cfg.multi_step_reward_strategy) : null,
+          exception: step.exception,
+          steps: multi ? results : null,
+        };
+      }
+      if (multi && i < plans.length - 1) {
+        const gate = passesMinReward(plan.minReward, step.rewards);
+        if (!gate.pass) {
+          this.log(`stopping after step ${plan.name}: ${gate.reason}`);
+          break;
+        }
+        this.update({ status: "RUNNING" });
+      }
+    }
+    const rewards = multi ? aggregateStepRewards(results.map((s) => s.rewards), this.cfg.multi_step_reward_strategy ?? "mean") : results[0].rewards;
+    return { status: rewards ? "SCORED" : "SCORING_ERROR", rewards, exception: null, steps: multi ? results : null };
+  }
+
+  private async agentStep(plan: StepPlan, step: StepResult): Promise<void> {
+    this.update({ status: "RUNNING" });
+    const started = now();
+    const box = this.agentBox;
+    if (plan.name !== null && existsSync(join(plan.dir, "workdir"))) {
+      await this.engine.copyIn(box, join(plan.dir, "workdir"), this.workdir!);
+      const setup = `${this.workdir}/setup.sh`;
+      const r = await this.exec(box, ["sh", "-c", `[ ! -f '${setup}' ] || bash '${setup}'`], {
+        user: this.agentUser(),
+        workdir: this.workdir,
+        env: this.agentEnv,
+        timeoutMs: plan.agentTimeoutSec * 1000,
+      });
+      if (r.exitCode !== 0) this.log(`step ${plan.name}: workdir/setup.sh exited ${r.exitCode}`);
+    }
+    const ctx = this.context(plan);
+    const out = await this.harness.run(ctx).catch((e: unknown) => {
+      this.checkCancelled();
+      throw e;
+    });
+    this.checkCancelled();
+    if (out.timedOut) {
+      step.exception = this.exc("AgentTimeoutError", `the agent ran past its ${plan.agentTimeoutSec} s timeout${plan.name ? ` in step ${plan.name}` : ""}`);
+    } else if (out.exitCode !== 0) {
+      step.exception = this.exc("NonZeroAgentExitCodeError", `the agent exited with code ${out.exitCode}${plan.name ? ` in step ${plan.name}` : ""}`);
+    }
+    if (step.exception) {
+      this.log(`${step.exception.type}: ${step.exception.message}; the verifier still runs`);
+      this.agentException ??= step.exception;
+    }
+    step.agent_execution = { started_at: started, finished_at: now() };
+    await this.collectArtifacts(plan);
+  }
+
+  /** After the agent: pre_artifacts.sh (uncommitted work committed first), else the listed artifact paths. */
+  private async collectArtifacts(plan: StepPlan): Promise<void> {
+    const box = this.agentBox;
+    const pre = join(this.req.task.dir, "pre_artifacts.sh");
+    if (existsSync(pre)) {
+      const tmp = await mkdtemp(join(tmpdir(), "evolve-pre-"));
+      try {
+        await copyFile(pre, join(tmp, "pre_artifacts.sh"));
+        await this.engine.copyIn(box, tmp, "/tmp/.evolve");
+      } finally {
+        await rm(tmp, { recursive: true, force: true });
+      }
+      const commit =
+        "if git -c safe.directory='*' rev-parse --is-inside-work-tree >/dev/null 2>&1; then " +
+        "git -c safe.directory='*' add -A && (git -c safe.directory='*' diff --cached --quiet || " +
+        "git -c safe.directory='*' -c user.name=evolve -c user.email=evolve@localhost commit -q -m 'agent work'); fi";
+      const r = await this.exec(box, ["bash", "-c", `${commit}; mkdir -p /logs/artifacts; bash /tmp/.evolve/pre_artifacts.sh`], {
+        user: "root",
+        workdir: this.workdir,
+        env: this.literals,
+        timeoutMs: plan.verifierTimeoutSec * 1000,
+      });
+      this.log(`pre_artifacts.sh exited ${r.exitCode}${r.timedOut ? " (timed out)" : ""}`);
+      return;
+    }
+    for (const src of this.artifactSources(plan)) {
+      const r = await this.exec(box, ["sh", "-c", `[ -e '${src}' ] && mkdir -p "$(dirname '/logs/artifacts${src}')" && cp -a '${src}' '/logs/artifacts${src}'`], {
+        user: "root",
+      });
+      if (r.exitCode !== 0) this.log(`artifact ${src} was not collected (missing?)`);
+    }
+  }
+
+  private async verifyStep(plan: StepPlan, step: StepResult): Promise<{ ok: boolean }> {
+    const started = now();
+    try {
+      const separate = verifierMode(this.cfg.verifier) === "separate";
+      const box = separate ? await this.separateVerifierBox(plan) : this.agentBox;
+      const { env, pendingJudge } = resolveVerifierEnv({ ...this.cfg.verifier.env, ...plan.verifierEnv });
+      if (pendingJudge.length > 0) this.log(`judge credentials ${pendingJudge.join(", ")} are left unset: the gateway answers them (next issue)`);
+      await this.exec(box, ["sh", "-c", "rm -rf /tests"], { user: "root" });
+      const shared = join(this.req.task.dir, "tests");
+      if (existsSync(shared)) await this.engine.copyIn(box, shared, "/tests");
+      if (plan.name !== null && existsSync(join(plan.dir, "tests"))) await this.engine.copyIn(box, join(plan.dir, "tests"), "/tests");
+      const r = await this.exec(box, ["bash", "-c", "bash /tests/test.sh > /logs/verifier/test-stdout.txt 2>&1"], {
+        user: "root",
+        workdir: this.workdir,
+        env: { ...this.literals, ...env },
+        timeoutMs: plan.verifierTimeoutSec * 1000,
+      });
+      this.checkCancelled();
+      const vdir = join(this.path, "verifier");
+      if (r.timedOut) {
+        step.exception = this.exc("VerifierTimeoutError", await this.tailOr(vdir, `the verifier ran past its ${plan.verifierTimeoutSec} s timeout`), `the verifier ran past its ${plan.verifierTimeoutSec} s timeout`);
+        return { ok: false };
+      }
+      const parsed = await readRewards(vdir);
+      if (!parsed.ok) {
+        step.exception = this.exc(parsed.type, await this.tailOr(vdir, parsed.reason), `${parsed.reason} (test.sh exited ${r.exitCode})`);
+        return { ok: false };
+      }
+      step.rewards = parsed.rewards;
+      step.reward = parsed.primary;
+      this.log(`verifier: ${JSON.stringify(parsed.rewards)} from ${parsed.file}`);
+      return { ok: true };
+    } finally {
+      step.verifier = { started_at: started, finished_at: now() };
+    }
+  }
+
+  /** A fresh box for a separate verifier: tests/Dockerfile when present (and no docker_image), else the task image. */
+  private async separateVerifierBox(plan: StepPlan): Promise<string> {
+    const cfg = this.cfg;
+    let image = this.image;
+    const testsDockerfile = join(this.req.task.dir, "tests", "Dockerfile");
+    if (!cfg.environment.docker_image && existsSync(testsDockerfile)) {
+      image = taskImageTag(this.req.task.digest, "verifier");
+      await ensureBuilt(this.engine, {
+        context: join(this.req.task.dir, "tests"),
+        tag: image,
+        digest: this.req.task.digest,
+        force: !!this.req.forceBuild,
+        timeoutMs: cfg.environment.build_timeout_sec * 1000,
+        log: (line) => this.deps.onEvent?.({ kind: "log", trialId: this.req.trialId, stream: "build", line }),
+      });
+    }
+    const venv = cfg.verifier.environment ?? cfg.environment;
+    let mode = baselineNetwork(venv);
+    if (cfg.verifier.network_mode) mode = cfg.verifier.network_mode;
+    if (mode === "allowlist") throw new TrialFailure("NetworkPolicyUnsupportedError", "a separate verifier with network_mode = \"allowlist\" is not supported yet");
+    const box = await this.startBox(image, mode === "no-network" ? "none" : "default", venv, "verifier");
+    // the verifier sees /logs/artifacts (mounted) and each listed artifact back at its source path
+    for (const src of this.artifactSources(plan)) {
+      await this.exec(box, ["sh", "-c", `[ ! -e '/logs/artifacts${src}' ] || { mkdir -p "$(dirname '${src}')" && rm -rf '${src}' && cp -a '/logs/artifacts${src}' '${src}'; }`], { user: "root" });
+    }
+    return box;
+  }
+
+  private async persist(status: TrialStatus, rewards: RewardMap | null, exception: ExceptionRecord | null, steps: StepResult[] | null): Promise<TrialRecord> {
+    const span: TimeSpan = { started_at: now() };
+    this.timings.persist = span;
+    this.update({ attempt_phase: "persist" });
+    this.deps.onEvent?.({ kind: "phase", trialId: this.req.trialId, phase: "persist", at: span.started_at });
+    this.scheduleRemoval();
+    const reward = primaryReward(rewards);
+    const finished = now();
+    try {
+      await redactTree(this.path, this.secretValues);
+      await pruneEmpty(this.path);
+      span.finished_at = now();
+      if (this.configFile) {
+        await writeResult(this.path, {
+          id: this.req.trialId,
+          taskName: this.req.task.name,
+          taskDir: this.req.task.dir,
+          taskDigest: this.req.task.digest,
+          source: this.req.task.source ?? null,
+          config: this.configFile,
+          agent: this.req.agent,
+          status,
+          attemptPhase: "persist",
+          phaseTimings: this.timings,
+          rewards,
+          reward,
+          exception,
+          startedAt: this.startedAt,
+          finishedAt: finished,
+          stepResults: steps,
+          attempt: this.req.attempt ?? 1,
+        });
+      } else {
+        await writeResult(this.path, this.minimalOutcome(status, exception, finished));
+      }
+    } catch (e) {
+      // the record below still settles the trial; a tree that could not be written is said in the exception
+      exception ??= this.exc("TrialPersistError", `could not write the trial tree: ${(e as Error).message}`);
+      if (status === "SCORED") status = "INFRASTRUCTURE_ERROR";
+    }
+    span.finished_at ??= now();
+    this.update({
+      status,
+      rewards,
+      reward,
+      exception,
+      step_results: steps?.map((s) => ({ ...s })),
+      finished_at: finished,
+    });
+    return this.rec;
+  }
+
+  // ---- helpers -----------------------------------------------------------------------------------------------
+
+  private async startBox(image: string, network: "none" | "default", env: TaskConfig["environment"], role: "agent" | "verifier"): Promise<string> {
+    const spec = boxSpec({ image, trialId: this.req.trialId, jobId: this.req.jobId, trialPath: this.path, network, env, literals: this.literals, role });
+    let id: string;
+    try {
+      id = await this.engine.create(spec);
+    } catch (e) {
+      throw new TrialFailure("EnvironmentStartError", `cannot create the container from ${image}: ${(e as Error).message}`);
+    }
+    this.boxes.add(id);
+    if (this.deps.signal?.aborted) throw new CancelledFailure();
+    try {
+      await this.engine.start(id);
+    } catch (e) {
+      throw new TrialFailure("EnvironmentStartError", `cannot start the container from ${image}: ${(e as Error).message}`);
+    }
+    this.log(`${role} box ${id.slice(0, 12)} started from ${image} (network ${network})`);
+    return id;
+  }
+
+  /** exec that turns "the box died under us" into the entrypoint's exit code, and an abort into CancelledFailure. */
+  private async exec(id: string, cmd: string[], opts: Parameters<Engine["exec"]>[2]) {
+    try {
+      return await this.engine.exec(id, cmd, opts);
+    } catch (e) {
+      this.checkCancelled();
+      await requireRunning(this.engine, id, "during the trial");
+      throw e;
+    }
+  }
+
+  private context(plan: StepPlan): HarnessContext {
+    return {
+      engine: this.engine,
+      containerId: this.agentBox,
+      taskDir: this.req.task.dir,
+      stepDir: plan.dir,
+      instruction: this.instruction(plan),
+      user: this.agentUser(),
+      workdir: this.workdir,
+      env: this.agentEnv,
+      solutionEnv: this.solutionEnv,
+      model: this.req.agent.model,
+      timeoutMs: plan.agentTimeoutSec * 1000,
+      log: (l) => this.log(l),
+    };
+  }
+
+  private instruction(plan: StepPlan): string {
+    const p = join(plan.dir, "instruction.md");
+    return existsSync(p) ? readFileSync(p, "utf8") : "";
+  }
+
+  private agentUser(): string | undefined {
+    const u = this.cfg.agent.user;
+    return u === undefined ? undefined : String(u);
+  }
+
+  private stepPlans(): StepPlan[] {
+    const cfg = this.cfg;
+    const m = this.req.timeoutMultiplier || 1;
+    const agentSec = (cfg.agent.timeout_sec ?? DEFAULT_AGENT_TIMEOUT_SEC) * m;
+    const verSec = (cfg.verifier.timeout_sec ?? DEFAULT_VERIFIER_TIMEOUT_SEC) * m;
+    if (!cfg.steps || cfg.steps.length === 0) {
+      return [{ name: null, dir: this.req.task.dir, agentTimeoutSec: agentSec, verifierTimeoutSec: verSec, verifierEnv: {}, artifacts: [] }];
+    }
+    return cfg.steps.map((s) => ({
+      name: s.name,
+      dir: join(this.req.task.dir, "steps", s.name),
+      agentTimeoutSec: s.agent.timeout_sec !== undefined ? s.agent.timeout_sec * m : agentSec,
+      verifierTimeoutSec: s.verifier.timeout_sec !== undefined ? s.verifier.timeout_sec * m : verSec,
+      verifierEnv: s.verifier.env,
+      minReward: s.min_reward as MinReward | undefined,
+      healthcheck: s.healthcheck,
+      artifacts: s.artifacts,
+    }));
+  }
+
+  /** Absolute container paths of the task's (and the step's) `artifacts` entries. */
+  private artifactSources(plan: StepPlan): string[] {
+    const out: string[] = [];
+    for (const a of [...this.cfg.artifacts, ...plan.artifacts]) {
+      const src = typeof a === "string" ? a : (a as { source?: unknown })?.source;
+      if (typeof src === "string" && src.startsWith("/") && !src.includes("'") && !src.split("/").includes("..")) out.push(src.replace(/\/+$/, ""));
+    }
+    return out;
+  }
+
+  /** Moves this step's agent and verifier outputs to steps/<name>/ so the next step starts with empty /logs folders. */
+  private async archiveStep(name: string): Promise<void> {
+    for (const d of ["agent", "verifier"]) {
+      const from = join(this.path, d);
+      const to = join(this.path, "steps", name, d);
+      await mkdir(to, { recursive: true });
+      for (const f of await readdir(from)) await rename(join(from, f), join(to, f));
+    }
+  }
+
+  private makeConfig(): TrialConfigFile {
+    const cfg = this.cfg;
+    const m = this.req.timeoutMultiplier || 1;
+    return {
+      trial_name: this.req.trialId,
+      job_id: this.req.jobId,
+      task: { path: this.req.task.dir, name: this.req.task.name, digest: this.req.task.digest, source: this.req.task.source ?? null },
+      agent: { name: this.req.agent.name, model_name: this.req.agent.model ?? null },
+      timeout_multiplier: m,
+      timeouts: {
+        agent_sec: (cfg.agent.timeout_sec ?? DEFAULT_AGENT_TIMEOUT_SEC) * m,
+        verifier_sec: (cfg.verifier.timeout_sec ?? DEFAULT_VERIFIER_TIMEOUT_SEC) * m,
+        build_sec: cfg.environment.build_timeout_sec,
+      },
+      environment: {
+        force_build: !!this.req.forceBuild,
+        network_mode: baselineNetwork(cfg.environment),
+        verifier_mode: verifierMode(cfg.verifier),
+        cpus: cfg.environment.cpus ?? null,
+        memory_mb: cfg.environment.memory_mb ?? null,
+        storage_mb: cfg.environment.storage_mb ?? null,
+        gpus: cfg.environment.gpus ?? null,
+      },
+      secret_names: Object.keys(this.req.secrets).sort(),
+      attempt: this.req.attempt ?? 1,
+    };
+  }
+
+  private minimalOutcome(status: TrialStatus, exception: ExceptionRecord | null, finished: string) {
+    const config: TrialConfigFile = {
+      trial_name: this.req.trialId,
+      job_id: this.req.jobId,
+      task: { path: this.req.task.dir, name: this.req.task.name, digest: this.req.task.digest, source: this.req.task.source ?? null },
+      agent: { name: this.req.agent.name, model_name: this.req.agent.model ?? null },
+      timeout_multiplier: this.req.timeoutMultiplier,
+      timeouts: { agent_sec: 0, verifier_sec: 0, build_sec: 0 },
+      environment: { force_build: !!this.req.forceBuild, network_mode: "", verifier_mode: "", cpus: null, memory_mb: null, storage_mb: null, gpus: null },
+      secret_names: Object.keys(this.req.secrets).sort(),
+      attempt: this.req.attempt ?? 1,
+    };
+    return {
+      id: this.req.trialId, taskName: this.req.task.name, taskDir: this.req.task.dir, taskDigest: this.req.task.digest,
+      source: this.req.task.source ?? null, config, agent: this.req.agent, status, attemptPhase: "persist" as Phase,
+      phaseTimings: this.timings, rewards: null, reward: null, exception, startedAt: this.startedAt, finishedAt: finished,
+      stepResults: null, attempt: this.req.attempt ?? 1,
+    };
+  }
+
+  private async tailOr(vdir: string, fallback: string): Promise<string> {
+    const tail = await verifierTail(vdir);
+    return tail.trim() ? tail : fallback;
+  }
+
+  private exc(type: string, message: string, traceback = ""): ExceptionRecord {
+    return { type, message: this.redact(message), traceback: this.redact(traceback), occurred_at: now() };
+  }
+
+  private toException(e: unknown): ExceptionRecord {
+    if (e instanceof TrialFailure) return this.exc(e.type, e.message, e.traceback);
+    const err = e as Error;
+    return this.exc("EnvironmentError", String(err?.message ?? e), String(err?.stack ?? ""));
+  }
+
+  private redact(s: string): string {
+    for (const v of this.secretValues) if (v.length >= 4) s = s.split(v).join("[redacted]");
+    return s;
+  }
+
+  private checkCancelled(): void {
+    if (this.deps.signal?.aborted) throw new CancelledFailure();
+  }
+
+  private killBoxes(): void {
+    for (const id of this.boxes) void this.engine.remove(id).catch(() => {});
+  }
+
+  private scheduleRemoval(): void {
+    const ids = [...this.boxes];
+    if (ids.length === 0) return;
+    const p: Promise<void> = Promise.all(
+      ids.map((id) =>
+        this.engine.remove(id).catch((e: unknown) => {
+          // labels let `evolve gc` find it later
+          this.log(`could not remove container ${id.slice(0, 12)}: ${(e as Error).message}; \`evolve gc\` will`);
+        }),
+      ),
+    ).then(() => {
+      removals.delete(p);
+    });
+    removals.add(p);
+  }
+
+  private log(line: string): void {
+    const text = this.redact(line);
+    try {
+      appendFileSync(join(this.path, "trial.log"), `${now()} ${text}\n`);
+    } catch {
+      // the trial folder may not exist yet (prepare failed); the event below still carries the line
+    }
+    this.deps.onEvent?.({ kind: "log", trialId: this.req.trialId, stream: "system", line: text });
+  }
+
+  private update(fields: Partial<TrialRecord>): void {
+    const prevStatus = this.rec.status;
+    this.rec = { ...this.rec, ...fields, phase_timings: structuredClone(this.timings) as TrialRecord["phase_timings"], updated_at: now() };
+    this.deps.store.putTrial(this.rec);
+    if (fields.status && fields.status !== prevStatus) {
+      this.deps.onEvent?.({ kind: "status", trialId: this.req.trialId, status: fields.status as TrialStatus });
+    }
+  }
+}
+
