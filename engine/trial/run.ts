@@ -225,10 +225,10 @@ class TrialRun {
     await requireRunning(this.engine, this.agentBox, "before the agent started");
     const wd = cfg.environment.workdir;
     if (wd) {
-      await this.engine.exec(this.agentBox, ["sh", "-c", `mkdir -p '${wd}'`], { user: "root" });
+      await this.exec(this.agentBox, ["sh", "-c", `mkdir -p '${wd}'`], { user: "root" });
       this.workdir = wd;
     } else {
-      const pwd = await this.engine.exec(this.agentBox, ["pwd"], { user: "root" });
+      const pwd = await this.exec(this.agentBox, ["pwd"], { user: "root" });
       this.workdir = pwd.stdout.trim() || "/";
     }
   }
@@ -236,7 +236,7 @@ class TrialRun {
   private async install(): Promise<void> {
     const user = this.agentUser();
     if (user !== undefined) {
-      const r = await this.engine.exec(this.agentBox, ["id", "-u", user], { user: "root" });
+      const r = await this.exec(this.agentBox, ["id", "-u", user], { user: "root" });
       if (r.exitCode !== 0) {
         await requireRunning(this.engine, this.agentBox, "before the agent started");
         throw new TrialFailure("AgentUserNotFoundError", `[agent] user ${user} does not exist in the image (add it in the Dockerfile, e.g. RUN useradd -m ${user})`);
