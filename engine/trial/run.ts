@@ -13,7 +13,7 @@ import { getHarness } from "../harness/index.ts";
 import type { Harness, HarnessContext } from "../harness/types.ts";
 import { trialDir, type TrialRecord } from "../store/index.ts";
 import { baselineNetwork, DEFAULT_AGENT_TIMEOUT_SEC, DEFAULT_VERIFIER_TIMEOUT_SEC, parseTaskToml, verifierMode, type TaskConfig } from "../task/model.ts";
-import { awaitHealthy, boxSpec, ensureBuilt, requireImage, requireRunning, taskImageTag } from "./box.ts";
+import { awaitHealthy, boxSpec, ensureBuilt, gpuDevices, requireImage, requireRunning, taskImageTag } from "./box.ts";
 import { resolveAgentEnv, resolveVerifierEnv } from "./env.ts";
 import { CancelledFailure, TrialFailure } from "./errors.ts";
 import { pruneEmpty, redactTree, writeJson, writeResult, type ExceptionRecord, type StepResult, type TimeSpan, type TrialConfigFile } from "./result.ts";
@@ -182,6 +182,8 @@ class TrialRun {
       // TODO(issue 3, allowlist): egress proxy the box cannot bypass; until then refuse rather than run open
       throw new TrialFailure("NetworkPolicyUnsupportedError", "network_mode = \"allowlist\" is not supported by this engine driver yet");
     }
+    // refuse before building anything: no GPU appears later in this trial
+    gpuDevices(cfg.environment.gpus);
     if (cfg.environment.storage_mb !== undefined) {
       this.log(`warning: storage_mb = ${cfg.environment.storage_mb} is not enforced by this engine; the box gets the engine's default disk`);
     }
