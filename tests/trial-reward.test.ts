@@ -2,10 +2,13 @@
  * The pure rules of scoring a trial: reward files (platform-tasks.md "tests/"), multi-step aggregation and
  * min_reward gates, env templates against attached secrets, and the trial tree's "absent, never empty" rule.
  */
+import { readdirSync } from "node:fs";
 import { mkdir, mkdtemp, readdir, readFile, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
+import { DEFAULT_CEILINGS } from "../engine/config.ts";
+import { validateTask } from "../engine/task/validate.ts";
 import { resolveAgentEnv, resolveVerifierEnv } from "../engine/trial/env.ts";
 import { pruneEmpty, redactTree } from "../engine/trial/result.ts";
 import { parseRewards, primaryReward, readRewards, verifierTail } from "../engine/trial/reward.ts";
@@ -144,5 +147,14 @@ describe("trial tree hygiene", () => {
     await writeFile(join(dir, "agent", "oracle.txt"), "token=sup3r-s3cret and again sup3r-s3cret\n");
     await redactTree(dir, ["sup3r-s3cret"]);
     expect(await readFile(join(dir, "agent", "oracle.txt"), "utf8")).toBe("token=[redacted] and again [redacted]\n");
+  });
+});
+
+describe("trial fixtures", () => {
+  const root = join(__dirname, "..", "fixtures", "tasks", "trials");
+  it.each(readdirSync(root))("%s passes `evolve task validate` (with --secret API_TOKEN)", async (name) => {
+    const r = await validateTask(join(root, name), { ceilings: DEFAULT_CEILINGS, secrets: new Set(["API_TOKEN"]) });
+    expect(r.findings.filter((f) => f.severity === "error")).toEqual([]);
+    expect(r.ok).toBe(true);
   });
 });
