@@ -50,6 +50,8 @@ export interface ExecResult {
   stderr: string;
   /** True when the command was killed because it ran past `timeoutMs`. */
   timedOut: boolean;
+  /** True when output went past the capture limit (16 MiB per stream) and only its tail was kept. */
+  truncated?: boolean;
 }
 
 /** How to run one command in a running container. */
@@ -70,6 +72,8 @@ export interface ContainerState {
   /** Exit code once the main process has ended. */
   exitCode: number | null;
   labels: Record<string, string>;
+  /** The networks it is attached to, with its IP address on each (inspect only). */
+  networks?: Record<string, { ip: string; aliases: string[] }>;
 }
 
 /** A container engine reached through its REST socket. */
@@ -81,6 +85,8 @@ export interface Engine {
   /** Labels of a local image, or undefined when absent. */
   imageLabels(ref: string): Promise<Record<string, string> | undefined>;
   /** Builds `dockerfile` (relative to `context`) as `tag`; output lines go to `log`. Throws EngineError on failure/timeout. */
+  /** Removes a local image; missing is fine. */
+  removeImage?(ref: string): Promise<void>;
   build(opts: { context: string; dockerfile?: string; tag: string; labels: Record<string, string>; timeoutMs: number; log?: (line: string) => void }): Promise<void>;
   create(spec: ContainerSpec): Promise<string>;
   start(id: string): Promise<void>;

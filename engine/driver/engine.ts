@@ -1,0 +1,310 @@
+/**
+ * The Engine over the Docker-compatible REST API, shared by Podman and Docker: they differ only in how the socket
+ * is found (socket.ts), in the GPU request, and in the CLI used for builds (build.ts).
+ *
+ * Exec timeouts: every exec with a timeout carries a random marker in its environment (EVOLVE_EXEC_ID). On expiry a
+ * second exec, as the same user, kills every process whose environment holds the marker, and their process groups; so a
+ * command's children die with it, whatever `timeout` binary the image has or lacks. If that fails (no /bin/sh in the
+ * image), the exec's host pid from `GET /exec/{id}/json` is killed directly, which works for a local engine.
+ */
+import { randomBytes } from "node:crypto";
+import { posix } from "node:path";
+import { EvolveError } from "../errors.ts";
+import { cliBuild } from "./build.ts";
+import { RestClient, seg } from "./rest.ts";
+import { Demuxer, TailBuffer } from "./stream.ts";
+import { tarDirectory, tarSingleFile } from "./tar.ts";
+import type { ContainerSpec, ContainerState, Engine, EngineKind, ExecOptions, ExecResult } from "./types.ts";
+
+/** How long a killed exec's stream may take to close before we stop waiting for it. */
+const KILL_GRACE_MS = 3000;
+
+/** The in-container killer for a timed-out exec (argument: the marker). */
+const KILL_SCRIPT = [
+  'm="EVOLVE_EXEC_ID=$1"; pids=""',
+  'for f in /proc/[0-9]*/environ; do',
+  '  if grep -q "$m" "$f" 2>/dev/null; then p=${f#/proc/}; pids="$pids ${p%/environ}"; fi',
+  "done",
+  '[ -z "$pids" ] && exit 3',
+  "kill -STOP $pids 2>/dev/null",
+  "for p in $pids; do kill -9 -$p 2>/dev/null; done",
+  "kill -9 $pids 2>/dev/null",
+  "exit 0",
+].join("\n");
+
+function envList(env?: Record<string, string>): string[] | undefined {
+  return env ? Object.entries(env).map(([k, v]) => `${k}=${v}`) : undefined;
+}
+
+function labelFilter(labels: Record<string, string>): string {
+  return JSON.stringify({ label: Object.entries(labels).map(([k, v]) => (v === "" ? k : `${k}=${v}`)) });
+}
+
+/** The exit code in a list entry's Status ("Exited (137) 2 seconds ago"). */
+function exitFromStatus(status: unknown): number | null {
+  const m = /Exited \((-?\d+)\)/.exec(String(status ?? ""));
+  return m ? Number(m[1]) : null;
+}
+
+/** An Engine speaking the Docker API on one unix socket. */
+export class RestEngine implements Engine {
+  readonly rest: RestClient;
+
+  constructor(
+    readonly kind: EngineKind,
+    socket: string,
+    opts: { hint: string; reconnect?: () => Promise<string> },
+  ) {
+    const reconnect = opts.reconnect;
+    this.rest = new RestClient(
+      socket,
+      kind,
+      opts.hint,
+      reconnect
+        ? async () => {
+            this.rest.socketPath = await reconnect();
+          }
+        : undefined,
+    );
+  }
+
+  get socket(): string {
+    return this.rest.socketPath;
+  }
+
+  /** Engine version and socket. */
+  async info(): Promise<{ kind: EngineKind; version: string; socket: string }> {
+    const { data } = await this.rest.json("GET", "/version");
+    return { kind: this.kind, version: String(data?.Version ?? "unknown"), socket: this.socket };
+  }
+
+  /** Whether the image is present locally. */
+  async imageExists(ref: string): Promise<boolean> {
+    const res = await this.rest.request("GET", `/images/${seg(ref)}/json`, { ok: [404] });
+    return res.status === 200;
+  }
+
+  /** Labels of a local image, or undefined when absent. */
+  async imageLabels(ref: string): Promise<Record<string, string> | undefined> {
+    const { status, data } = await this.rest.json("GET", `/images/${seg(ref)}/json`, { ok: [404] });
+    if (status === 404) return undefined;
+    return (data?.Config?.Labels ?? {}) as Record<string, string>;
+  }
+
+  /** Removes a local image (missing is fine). */
+  async removeImage(ref: string): Promise<void> {
+    await this.rest.request("DELETE", `/images/${seg(ref)}`, { query: { force: true }, ok: [404] });
+  }
+
+  /** Builds through the engine's CLI (see build.ts). */
+  async build(opts: Parameters<Engine["build"]>[0]): Promise<void> {
+    await cliBuild(this.kind, this.socket, opts);
+  }
+
+  /** Creates (does not start) a container; returns its id. */
+  async create(spec: ContainerSpec): Promise<string> {
+    const network = spec.network === "default" ? "bridge" : spec.network;
+    const named = network !== "none" && network !== "bridge" && network !== "host";
+    const hostConfig: Record<string, unknown> = {
+      NetworkMode: network,
+      Mounts: (spec.mounts ?? []).map((m) => ({ Type: "bind", Source: m.host, Target: m.container, ReadOnly: Boolean(m.readOnly) })),
+    };
+    if (spec.cpus) hostConfig.NanoCpus = Math.round(spec.cpus * 1e9);
+    if (spec.memoryMb) {
+      hostConfig.Memory = spec.memoryMb * 1024 * 1024;
+      hostConfig.MemorySwap = hostConfig.Memory; // no swap beyond the limit, so the limit is real
+    }
+    if (spec.extraHosts?.length) hostConfig.ExtraHosts = spec.extraHosts;
+    if (spec.devices?.length) {
+      if (this.kind === "podman") {
+        // Podman resolves CDI names ("nvidia.com/gpu=all") given as device paths.
+        hostConfig.Devices = spec.devices.map((d) => ({ PathOnHost: d, PathInContainer: "", CgroupPermissions: "rwm" }));
+      } else {
+        const all = spec.devices.some((d) => d.endsWith("=all"));
+        hostConfig.DeviceRequests = [
+          all
+            ? { Driver: "", Count: -1, Capabilities: [["gpu"]] }
+            : { Driver: "", DeviceIDs: spec.devices.map((d) => d.split("=").pop()!), Capabilities: [["gpu"]] },
+        ];
+      }
+    }
+    const body: Record<string, unknown> = {
+      Image: spec.image,
+      Cmd: spec.cmd,
+      Env: envList(spec.env),
+      WorkingDir: spec.workdir,
+      User: spec.user,
+      Labels: spec.labels,
+      HostConfig: hostConfig,
+    };
+    if (named) body.NetworkingConfig = { EndpointsConfig: { [network]: { Aliases: spec.aliases ?? [] } } };
+    const { status, data } = await this.rest.json("POST", "/containers/create", { query: { name: spec.name }, json: body, ok: [404] });
+    if (status === 404) {
+      throw new EvolveError("image_missing", `image ${spec.image} is not present locally: ${data?.message ?? "no such image"}`, `build or load ${spec.image} first (no registry may be reachable)`, 1);
+    }
+    return String(data.Id);
+  }
+
+  /** Starts a created container. */
+  async start(id: string): Promise<void> {
+    await this.rest.request("POST", `/containers/${seg(id)}/start`, { ok: [304] });
+  }
+
+  /** State of a container, or undefined when it does not exist. */
+  async inspect(id: string): Promise<ContainerState | undefined> {
+    const { status, data } = await this.rest.json("GET", `/containers/${seg(id)}/json`, { ok: [404] });
+    if (status === 404) return undefined;
+    const st = data.State ?? {};
+    const running = Boolean(st.Running);
+    const ended = !running && st.Status !== "created" && st.Status !== "configured";
+    const networks: Record<string, { ip: string; aliases: string[] }> = {};
+    for (const [name, n] of Object.entries<any>(data.NetworkSettings?.Networks ?? {})) {
+      networks[name] = { ip: String(n?.IPAddress ?? ""), aliases: n?.Aliases ?? [] };
+    }
+    return { id: String(data.Id), running, exitCode: ended ? Number(st.ExitCode ?? 0) : null, labels: data.Config?.Labels ?? {}, networks };
+  }
+
+  /**
+   * Runs a command and waits for it. Output is capped (tail kept); stdin goes through a file copied into the box,
+   * which needs /bin/sh in the image.
+   */
+  async exec(id: string, cmd: string[], opts: ExecOptions = {}): Promise<ExecResult> {
+    const marker = randomBytes(8).toString("hex");
+    let argv = cmd;
+    if (opts.stdin !== undefined) {
+      const name = `.evolve-stdin-${marker}`;
+      const data = typeof opts.stdin === "string" ? Buffer.from(opts.stdin) : opts.stdin;
+      await this.rest.request("PUT", `/containers/${seg(id)}/archive`, { query: { path: "/tmp" }, body: tarSingleFile(name, data, 0o644) });
+      argv = ["/bin/sh", "-c", 'f="$1"; shift; exec <"$f"; rm -f "$f" 2>/dev/null; exec "$@"', "sh", `/tmp/${name}`, ...cmd];
+    }
+    const env = opts.timeoutMs ? { ...opts.env, EVOLVE_EXEC_ID: marker } : opts.env;
+    const created = await this.rest.json("POST", `/containers/${seg(id)}/exec`, {
+      json: { AttachStdin: false, AttachStdout: true, AttachStderr: true, Tty: false, Cmd: argv, Env: envList(env), User: opts.user, WorkingDir: opts.workdir },
+    });
+    const execId = String(created.data.Id);
+    const out = new TailBuffer();
+    const err = new TailBuffer();
+    const demux = new Demuxer((s, p) => (s === 1 ? out : err).push(p));
+    const abort = new AbortController();
+    let timedOut = false;
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    if (opts.timeoutMs) {
+      timer = setTimeout(() => {
+        timedOut = true;
+        void this.killExec(id, execId, marker, opts.user, abort);
+      }, opts.timeoutMs);
+    }
+    try {
+      await this.rest.request("POST", `/exec/${execId}/start`, {
+        json: { Detach: false, Tty: false },
+        onData: (c) => demux.write(c),
+        signal: abort.signal,
+        timeoutMs: 0,
+      });
+    } finally {
+      clearTimeout(timer);
+    }
+    const exitCode = await this.execExitCode(execId, timedOut);
+    return { exitCode, stdout: out.text(), stderr: err.text(), timedOut, ...(out.truncated || err.truncated ? { truncated: true } : {}) };
+  }
+
+  /** The exit code of a finished exec (the engine may record it a moment after the stream closes). */
+  private async execExitCode(execId: string, timedOut: boolean): Promise<number> {
+    for (let i = 0; i < 50; i++) {
+      const { status, data } = await this.rest.json("GET", `/exec/${execId}/json`, { ok: [404] });
+      if (status === 404) return -1;
+      if (!data.Running && data.ExitCode !== null && data.ExitCode !== undefined) return Number(data.ExitCode);
+      if (timedOut && i >= 5) return -1;
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    return -1;
+  }
+
+  /** Kills a timed-out exec and everything it started (see the module comment), then stops waiting for it. */
+  private async killExec(id: string, execId: string, marker: string, user: string | undefined, abort: AbortController): Promise<void> {
+    const grace = setTimeout(() => abort.abort(), KILL_GRACE_MS);
+    try {
+      // As the command's own user: reading another user's /proc/<pid>/environ needs CAP_SYS_PTRACE, which boxes lack.
+      const r = await this.exec(id, ["/bin/sh", "-c", KILL_SCRIPT, "sh", marker], { user });
+      if (r.exitCode !== 0) throw new Error(r.stderr);
+    } catch {
+      try {
+        const { data } = await this.rest.json("GET", `/exec/${execId}/json`);
+        if (data?.Pid > 0) process.kill(Number(data.Pid), "SIGKILL");
+      } catch {
+        // The grace timer still ends the wait.
+      }
+    }
+    grace.unref?.();
+  }
+
+  /** Copies a host folder's contents into `containerDir` (created if missing, with root-owned 0755 parents). */
+  async copyIn(id: string, hostDir: string, containerDir: string): Promise<void> {
+    const dest = posix.normalize(containerDir).replace(/\/+$/, "") || "/";
+    const put = (at: string, prefix: string, prefixDirs: string[]) =>
+      this.rest.request("PUT", `/containers/${seg(id)}/archive`, { query: { path: at }, body: () => tarDirectory(hostDir, prefix, prefixDirs), ok: [404] });
+    if ((await put(dest, "", [])).status !== 404) return;
+    // Docker refuses a missing destination: extract at the deepest existing ancestor, creating the rest.
+    const missing: string[] = [];
+    let at = dest;
+    while (at !== "/") {
+      missing.unshift(posix.basename(at));
+      at = posix.dirname(at);
+      const head = await this.rest.request("HEAD", `/containers/${seg(id)}/archive`, { query: { path: at }, ok: [404] });
+      if (head.status === 200) break;
+    }
+    const dirs = missing.map((_, i) => missing.slice(0, i + 1).join("/"));
+    const res = await put(at, missing.join("/"), dirs);
+    if (res.status === 404) throw new EvolveError("engine_error", `${this.kind}: container ${id} not found for copy into ${dest}`, "", 2);
+  }
+
+  /** Kills and removes a container with its anonymous volumes; missing is fine. */
+  async remove(id: string): Promise<void> {
+    await this.rest.request("DELETE", `/containers/${seg(id)}`, { query: { force: true, v: true }, ok: [404] });
+  }
+
+  /** Containers (running or not) carrying every given label. */
+  async list(labels: Record<string, string>): Promise<ContainerState[]> {
+    const { data } = await this.rest.json("GET", "/containers/json", { query: { all: true, filters: labelFilter(labels) } });
+    return (data ?? []).map((c: any) => ({
+      id: String(c.Id),
+      running: c.State === "running",
+      exitCode: c.State === "exited" ? exitFromStatus(c.Status) : null,
+      labels: c.Labels ?? {},
+    }));
+  }
+
+  /** Creates a user network (internal = no route out); returns its id. */
+  async createNetwork(name: string, opts: { internal: boolean; labels: Record<string, string> }): Promise<string> {
+    const { data } = await this.rest.json("POST", "/networks/create", {
+      json: { Name: name, Driver: "bridge", Internal: opts.internal, Labels: opts.labels, CheckDuplicate: true },
+    });
+    return String(data?.Id ?? data?.id ?? name);
+  }
+
+  /** Attaches a (running) container to a network, reachable there under `aliases`. */
+  async connect(network: string, id: string, aliases?: string[]): Promise<void> {
+    await this.rest.request("POST", `/networks/${seg(network)}/connect`, { json: { Container: id, EndpointConfig: { Aliases: aliases ?? [] } } });
+  }
+
+  /** Detaches a container from a network. */
+  async disconnect(network: string, id: string): Promise<void> {
+    await this.rest.request("POST", `/networks/${seg(network)}/disconnect`, { json: { Container: id, Force: true } });
+  }
+
+  /** Removes a network; missing is fine. */
+  async removeNetwork(name: string): Promise<void> {
+    await this.rest.request("DELETE", `/networks/${seg(name)}`, { ok: [404] });
+  }
+
+  /** Networks carrying every given label. */
+  async listNetworks(labels: Record<string, string>): Promise<{ name: string; labels: Record<string, string> }[]> {
+    const { data } = await this.rest.json("GET", "/networks", { query: { filters: labelFilter(labels) } });
+    return (data ?? []).map((n: any) => ({ name: String(n.Name), labels: n.Labels ?? {} }));
+  }
+
+  /** Closes pooled connections (the engine's service keeps running for the next process). */
+  async close(): Promise<void> {
+    this.rest.close();
+  }
+}

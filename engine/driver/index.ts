@@ -1,0 +1,5 @@
+/** The engine driver: open an Engine (podman or docker over its REST socket). */
+export * from "./types.ts";
+export { openEngine, resolveKind } from "./select.ts";
+export { RestEngine } from "./engine.ts";
+export { which } from "./socket.ts";
