@@ -10,7 +10,7 @@ import { describe, expect, it } from "vitest";
 import { DEFAULT_CEILINGS } from "../engine/config.ts";
 import { validateTask } from "../engine/task/validate.ts";
 import { resolveAgentEnv, resolveVerifierEnv } from "../engine/trial/env.ts";
-import { pruneEmpty, redactTree } from "../engine/trial/result.ts";
+import { pruneEmptyDirs, redactTree } from "../engine/trial/result.ts";
 import { parseRewards, primaryReward, readRewards, verifierTail } from "../engine/trial/reward.ts";
 import { aggregateStepRewards, passesMinReward } from "../engine/trial/steps.ts";
 
@@ -130,15 +130,15 @@ describe("environment tables", () => {
 });
 
 describe("trial tree hygiene", () => {
-  it("prunes empty files and folders, keeps everything else", async () => {
+  it("prunes folders nothing wrote to, keeps every file (an empty log that ran is still a log)", async () => {
     const dir = await mkdtemp(join(tmpdir(), "evolve-tree-"));
     await mkdir(join(dir, "agent"), { recursive: true });
     await mkdir(join(dir, "verifier", "deep"), { recursive: true });
     await writeFile(join(dir, "verifier", "reward.txt"), "1\n");
     await writeFile(join(dir, "verifier", "empty.txt"), "");
-    await pruneEmpty(dir);
+    await pruneEmptyDirs(dir);
     expect((await readdir(dir)).sort()).toEqual(["verifier"]);
-    expect(await readdir(join(dir, "verifier"))).toEqual(["reward.txt"]);
+    expect((await readdir(join(dir, "verifier"))).sort()).toEqual(["empty.txt", "reward.txt"]);
   });
 
   it("redacts secret values in every file", async () => {

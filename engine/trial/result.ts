@@ -1,9 +1,9 @@
 /**
  * The trial tree on disk (platform-trial-outputs.md, Harbor's trial layout §3.1/§3.2): `config.json` (what ran),
  * `result.json` (Harbor's TrialResult plus evolve's own fields), `exception.txt` only when there is an exception.
- * A file the trial never produced is absent, never empty: empty stream files and folders are pruned at the end.
+ * A file the trial never produced is absent, never empty: log folders nothing wrote to are pruned at the end.
  */
-import { mkdir, readdir, readFile, rename, rm, rmdir, stat, writeFile } from "node:fs/promises";
+import { mkdir, readdir, readFile, rename, rm, rmdir, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
 import type { RewardMap } from "./reward.ts";
@@ -147,8 +147,12 @@ export async function writeResult(trialPath: string, o: TrialOutcome): Promise<v
   }
 }
 
-/** Removes empty files and folders under `dir` (depth-first), so nothing the trial did not produce is left. */
-export async function pruneEmpty(dir: string): Promise<void> {
+/**
+ * Removes empty folders under `dir` (depth-first): a mounted log folder nothing wrote to is not an output. Files
+ * are kept even when empty: a stream that ran and printed nothing (a silent verifier) was recorded, and "empty" is
+ * then the truth, unlike a placeholder for a step that never ran.
+ */
+export async function pruneEmptyDirs(dir: string): Promise<void> {
   let entries;
   try {
     entries = await readdir(dir, { withFileTypes: true });
@@ -156,13 +160,10 @@ export async function pruneEmpty(dir: string): Promise<void> {
     return;
   }
   for (const e of entries) {
+    if (!e.isDirectory()) continue;
     const p = join(dir, e.name);
-    if (e.isDirectory()) {
-      await pruneEmpty(p);
-      await rmdir(p).catch(() => {});
-    } else if (e.isFile() && (await stat(p)).size === 0) {
-      await rm(p, { force: true });
-    }
+    await pruneEmptyDirs(p);
+    await rmdir(p).catch(() => {});
   }
 }
 

@@ -16,7 +16,7 @@ import { baselineNetwork, DEFAULT_AGENT_TIMEOUT_SEC, DEFAULT_VERIFIER_TIMEOUT_SE
 import { awaitHealthy, boxSpec, ensureBuilt, gpuDevices, requireImage, requireRunning, taskImageTag } from "./box.ts";
 import { resolveAgentEnv, resolveVerifierEnv } from "./env.ts";
 import { CancelledFailure, TrialFailure } from "./errors.ts";
-import { pruneEmpty, redactTree, writeJson, writeResult, type ExceptionRecord, type StepResult, type TimeSpan, type TrialConfigFile } from "./result.ts";
+import { pruneEmptyDirs, redactTree, writeJson, writeResult, type ExceptionRecord, type StepResult, type TimeSpan, type TrialConfigFile } from "./result.ts";
 import { primaryReward, readRewards, verifierTail, type RewardMap } from "./reward.ts";
 import { aggregateStepRewards, passesMinReward, type MinReward } from "./steps.ts";
 import type { Phase, TrialDeps, TrialRequest, TrialStatus } from "./types.ts";
@@ -426,7 +426,7 @@ class TrialRun {
     const finished = now();
     try {
       await redactTree(this.path, this.secretValues);
-      await pruneEmpty(this.path);
+      await pruneEmptyDirs(this.path);
       span.finished_at = now();
       if (this.configFile) {
         await writeResult(this.path, {
