@@ -6,11 +6,12 @@ import { mkdtempSync, mkdirSync, readFileSync, rmSync, writeFileSync, chmodSync,
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { openEngine, LABEL_MANAGED, type Engine } from "../engine/driver/index.ts";
+import { openEngine, type Engine } from "../engine/driver/index.ts";
 import { expectCode } from "./support/expect-code.ts";
 
 const RUN = `drv${process.pid}${Date.now().toString(36)}`;
-const LABELS = { [LABEL_MANAGED]: "1", "dev.evolve.test": RUN };
+// Not dev.evolve.managed: another test file's `gc` would otherwise remove these boxes mid-test.
+const LABELS = { "dev.evolve.test": RUN, "dev.evolve.role": "driver-test" };
 const DEBIAN = "debian:bookworm-slim";
 const BUSYBOX = "busybox:latest";
 
@@ -113,7 +114,7 @@ describe("one box", () => {
   it("inspects a running box and lists it by label", async () => {
     const st = await engine.inspect(id);
     expect(st).toMatchObject({ running: true, exitCode: null, labels: LABELS });
-    const listed = await engine.list({ "dev.evolve.test": RUN, [LABEL_MANAGED]: "" });
+    const listed = await engine.list({ "dev.evolve.test": RUN, "dev.evolve.role": "" });
     expect(listed.map((c) => c.id)).toContain(id);
     expect(await engine.list({ "dev.evolve.test": `${RUN}-other` })).toEqual([]);
   });

@@ -72,10 +72,23 @@ export class RestEngine implements Engine {
     return this.rest.socketPath;
   }
 
-  /** Engine version and socket. */
+  private version?: string;
+
+  /**
+   * Engine version and socket. Podman's `/version` takes over a second (it asks conmon and the OCI runtime), so its
+   * version comes from the `Libpod-Api-Version` header of `/_ping`, and the answer is kept for this Engine's life.
+   */
   async info(): Promise<{ kind: EngineKind; version: string; socket: string }> {
-    const { data } = await this.rest.json("GET", "/version");
-    return { kind: this.kind, version: String(data?.Version ?? "unknown"), socket: this.socket };
+    if (!this.version) {
+      const ping = await this.rest.request("GET", "/_ping");
+      const libpod = ping.headers["libpod-api-version"];
+      if (typeof libpod === "string" && libpod) this.version = libpod;
+      else {
+        const { data } = await this.rest.json("GET", "/version");
+        this.version = String(data?.Version ?? "unknown");
+      }
+    }
+    return { kind: this.kind, version: this.version, socket: this.socket };
   }
 
   /** Whether the image is present locally. */

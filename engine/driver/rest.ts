@@ -30,6 +30,7 @@ export interface RequestOptions {
 export interface RestResponse {
   status: number;
   body: Buffer;
+  headers: http.IncomingHttpHeaders;
 }
 
 const CONNECT_ERRORS = new Set(["ENOENT", "ECONNREFUSED", "ENOTSOCK", "EACCES"]);
@@ -91,7 +92,7 @@ export class RestClient {
   private once(method: string, path: string, opts: RequestOptions): Promise<RestResponse> {
     const qs = new URLSearchParams();
     for (const [k, v] of Object.entries(opts.query ?? {})) if (v !== undefined) qs.set(k, String(v));
-    const url = `${API_PREFIX}${path}${qs.size ? `?${qs}` : ""}`;
+    const url = `${path.startsWith("/_ping") ? "" : API_PREFIX}${path}${qs.size ? `?${qs}` : ""}`;
     const headers: Record<string, string> = {};
     let payload: Uint8Array | undefined;
     if (opts.json !== undefined) {
@@ -115,21 +116,23 @@ export class RestClient {
         else resolve(res!);
       };
       let status = 0;
+      let resHeaders: http.IncomingHttpHeaders = {};
       const chunks: Buffer[] = [];
       const req = http.request({ socketPath: this.socketPath, agent: this.agent, method, path: url, headers }, (res) => {
         status = res.statusCode ?? 0;
+        resHeaders = res.headers;
         res.on("data", (c: Buffer) => {
           if (opts.onData && status < 400) opts.onData(c);
           else chunks.push(c);
         });
-        res.on("end", () => done(null, { status, body: Buffer.concat(chunks) }));
+        res.on("end", () => done(null, { status, body: Buffer.concat(chunks), headers: resHeaders }));
         res.on("error", (e) => done(e));
         // A stream cut short (abort, or the engine closing a hijacked exec stream) still ends the call.
-        res.on("close", () => done(null, { status, body: Buffer.concat(chunks) }));
+        res.on("close", () => done(null, { status, body: Buffer.concat(chunks), headers: resHeaders }));
       });
       const onAbort = () => {
         req.destroy();
-        if (status) done(null, { status, body: Buffer.concat(chunks) });
+        if (status) done(null, { status, body: Buffer.concat(chunks), headers: resHeaders });
         else done(new EvolveError("engine_aborted", `${this.describe} ${method} ${path}: aborted`, "", 2));
       };
       opts.signal?.addEventListener("abort", onAbort);

@@ -1,0 +1,194 @@
+/**
+ * `evolve doctor`: checks the container engine end to end — found, reachable, can build, run, exec, copy in, and
+ * isolate the network — and names the exact fix for each failure. Everything it creates carries a doctor label and
+ * is removed before it returns (the last check proves that).
+ */
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { firstLine } from "./errors.ts";
+import { openEngine, resolveKind } from "./driver/select.ts";
+import { which } from "./driver/socket.ts";
+import { LABEL_MANAGED, type Engine, type EngineKind } from "./driver/types.ts";
+
+/** One check's outcome; `fix` says what to do when it failed. */
+export interface DoctorCheck {
+  name: string;
+  ok: boolean;
+  detail: string;
+  fix?: string;
+}
+
+/** All checks, and whether the engine is usable. */
+export interface DoctorReport {
+  ok: boolean;
+  kind?: EngineKind;
+  checks: DoctorCheck[];
+}
+
+/** The containers.conf drop-in podman needs on hosts with hybrid cgroups and capped ulimits (toolchain.md). */
+export const PODMAN_DROP_IN_PATH = "/etc/containers/containers.conf.d/50-local.conf";
+export const PODMAN_DROP_IN = `[containers]
+default_ulimits = ["nofile=16384:16384", "nproc=16384:16384"]
+[engine]
+runtime = "runc"
+`;
+const DROP_IN_FIX = `write ${PODMAN_DROP_IN_PATH} with:\n${PODMAN_DROP_IN}(scripts/ci/podman.sh does this)`;
+const DROP_IN_SYMPTOMS = /cgroups in hybrid mode|ulimit|rlimit|setrlimit|crun/i;
+const BASE_FIX = "build the local base images (no registry is reachable): bash scripts/ci/base-images.sh";
+const DNS_FIX = "podman with CNI needs the dnsname plugin for container names: apt-get install -y golang-github-containernetworking-plugin-dnsname";
+
+const BASES = ["busybox:latest", "debian:bookworm-slim"];
+const PY_IMAGE = "debian:bookworm-slim";
+
+/** Runs every check; later checks are skipped (reported failed) when what they need is missing. */
+export async function runDoctor(opts: { kind?: EngineKind; home: string }): Promise<DoctorReport> {
+  const checks: DoctorCheck[] = [];
+  const add = (c: DoctorCheck) => (checks.push(c), c.ok);
+  const report = (kind?: EngineKind): DoctorReport => ({ ok: checks.every((c) => c.ok), kind, checks });
+
+  let kind: EngineKind;
+  try {
+    kind = resolveKind(opts.kind);
+  } catch (e) {
+    add({ name: "engine binary", ok: false, detail: firstLine(e), fix: (e as { hint?: string }).hint });
+    return report();
+  }
+  const bin = which(kind);
+  add({ name: "engine binary", ok: Boolean(bin), detail: bin ? `${kind} at ${bin}` : `${kind} is not on PATH`, fix: bin ? undefined : `install it: apt-get install -y ${kind === "podman" ? "podman runc" : "docker.io"}` });
+
+  let engine: Engine;
+  try {
+    engine = await openEngine({ kind, home: opts.home });
+    const info = await engine.info();
+    add({ name: "engine service", ok: true, detail: `${kind} ${info.version} on ${info.socket}` });
+  } catch (e) {
+    add({ name: "engine service", ok: false, detail: firstLine(e), fix: (e as { hint?: string }).hint });
+    return report(kind);
+  }
+
+  const run = `doctor-${process.pid}-${Date.now().toString(36)}`;
+  const labels = { [LABEL_MANAGED]: "1", "dev.evolve.doctor": run };
+  const tag = `localhost/evolve-doctor-${run}`;
+  const errors: string[] = [];
+  const scratch = mkdtempSync(join(tmpdir(), "evolve-doctor-"));
+  try {
+    const base = await firstPresent(engine, BASES);
+    add(base ? { name: "base image", ok: true, detail: `${base} is present` } : { name: "base image", ok: false, detail: `none of ${BASES.join(", ")} is present`, fix: BASE_FIX });
+
+    // Build a tiny image from the base.
+    let built = false;
+    if (base) {
+      writeFileSync(join(scratch, "Dockerfile"), `FROM ${base}\nRUN echo doctor > /doctor.txt\n`);
+      const t0 = Date.now();
+      try {
+        await engine.build({ context: scratch, tag, labels, timeoutMs: 120_000 });
+        built = (await engine.imageLabels(tag))?.["dev.evolve.doctor"] === run;
+        add({ name: "build", ok: built, detail: built ? `built ${base}-based image in ${Date.now() - t0} ms` : "the built image lacks its label" });
+      } catch (e) {
+        errors.push(String((e as Error).message));
+        add({ name: "build", ok: false, detail: firstLine(e), fix: DROP_IN_SYMPTOMS.test(String((e as Error).message)) ? DROP_IN_FIX : (e as { hint?: string }).hint });
+      }
+    } else add({ name: "build", ok: false, detail: "skipped: no base image", fix: BASE_FIX });
+
+    // Run + exec + copy in, in the built image (or the base when the build failed).
+    const image = built ? tag : base;
+    let boxOk = false;
+    if (image) {
+      const t0 = Date.now();
+      try {
+        const id = await engine.create({ image, cmd: ["sleep", "300"], labels, network: "none" });
+        await engine.start(id);
+        const r = await engine.exec(id, ["sh", "-c", "echo ok-$((6*7))"]);
+        boxOk = r.exitCode === 0 && r.stdout.trim() === "ok-42";
+        add({ name: "run + exec", ok: boxOk, detail: boxOk ? `create, start and exec in ${Date.now() - t0} ms` : `exec gave exit ${r.exitCode}: ${firstLine(r.stderr || r.stdout)}` });
+        if (boxOk) {
+          const src = join(scratch, "copy");
+          mkdirSync(join(src, "sub"), { recursive: true });
+          writeFileSync(join(src, "sub", "hello.sh"), "#!/bin/sh\necho copied\n", { mode: 0o755 });
+          await engine.copyIn(id, src, "/doctor/in");
+          const c = await engine.exec(id, ["/doctor/in/sub/hello.sh"]);
+          const ok = c.exitCode === 0 && c.stdout.trim() === "copied";
+          add({ name: "copy in", ok, detail: ok ? "a copied script runs with its exec bit" : `copied script gave exit ${c.exitCode}: ${firstLine(c.stderr)}` });
+        } else add({ name: "copy in", ok: false, detail: "skipped: exec failed" });
+      } catch (e) {
+        errors.push(String((e as Error).message));
+        add({ name: "run + exec", ok: false, detail: firstLine(e), fix: DROP_IN_SYMPTOMS.test(String((e as Error).message)) ? DROP_IN_FIX : undefined });
+        add({ name: "copy in", ok: false, detail: "skipped: run failed" });
+      }
+    } else {
+      add({ name: "run + exec", ok: false, detail: "skipped: no image", fix: BASE_FIX });
+      add({ name: "copy in", ok: false, detail: "skipped: no image", fix: BASE_FIX });
+    }
+
+    if (kind === "podman") add(dropInCheck(errors));
+    add(await networkCheck(engine, labels, run));
+  } finally {
+    rmSync(scratch, { recursive: true, force: true });
+    try {
+      await Promise.all((await engine.list({ "dev.evolve.doctor": run })).map((c) => engine.remove(c.id)));
+      for (const n of await engine.listNetworks({ "dev.evolve.doctor": run })) await engine.removeNetwork(n.name);
+      await engine.removeImage?.(tag);
+      const left = (await engine.list({ "dev.evolve.doctor": run })).length + (await engine.listNetworks({ "dev.evolve.doctor": run })).length;
+      add({ name: "cleanup", ok: left === 0, detail: left === 0 ? "removed every container, network and image it made" : `${left} objects left behind`, fix: left ? "run `evolve gc`" : undefined });
+    } catch (e) {
+      add({ name: "cleanup", ok: false, detail: firstLine(e), fix: "run `evolve gc`" });
+    }
+    await engine.close();
+  }
+  return report(kind);
+}
+
+async function firstPresent(engine: Engine, refs: string[]): Promise<string | undefined> {
+  for (const r of refs) if (await engine.imageExists(r)) return r;
+  return undefined;
+}
+
+/** Whether podman's drop-in is there; only a failure when runs failed the way the drop-in fixes. */
+function dropInCheck(errors: string[]): DoctorCheck {
+  const dirs = ["/etc/containers/containers.conf.d", "/usr/share/containers/containers.conf.d", join(process.env.HOME ?? "/root", ".config/containers/containers.conf.d")];
+  const found = dirs.flatMap((d) => {
+    try {
+      return readdirSync(d).filter((f) => f.endsWith(".conf")).map((f) => join(d, f));
+    } catch {
+      return [];
+    }
+  });
+  const hasRunc = found.find((f) => existsSync(f) && /runtime\s*=\s*"runc"/.test(readFileSync(f, "utf8")));
+  const symptom = errors.find((e) => DROP_IN_SYMPTOMS.test(e));
+  if (symptom) return { name: "podman drop-in", ok: false, detail: firstLine(symptom), fix: DROP_IN_FIX };
+  return { name: "podman drop-in", ok: true, detail: hasRunc ? `runc drop-in at ${hasRunc}` : "no drop-in, and none is needed (containers run)" };
+}
+
+/**
+ * Network isolation, proven by a real HTTP answer: a server box on a user network, a client on that network that
+ * must fetch its page by name, and a `network: none` box that must not reach the server's address at all.
+ */
+async function networkCheck(engine: Engine, labels: Record<string, string>, run: string): Promise<DoctorCheck> {
+  const name = "network isolation";
+  if (!(await engine.imageExists(PY_IMAGE))) return { name, ok: false, detail: `${PY_IMAGE} (with python3) is missing`, fix: BASE_FIX };
+  const net = `evolve-doctor-${run}`;
+  const token = `evolve-doctor-${run}`;
+  const fetch = (url: string) => ["python3", "-c", `import urllib.request as u\nprint(u.urlopen(${JSON.stringify(url)}, timeout=3).read().decode())`];
+  try {
+    await engine.createNetwork(net, { internal: false, labels });
+    const server = await engine.create({ image: PY_IMAGE, labels, network: net, aliases: ["doctor-srv"], cmd: ["sh", "-c", `mkdir -p /s && echo ${token} > /s/t && cd /s && exec python3 -m http.server 8080`] });
+    const client = await engine.create({ image: PY_IMAGE, labels, network: net, cmd: ["sleep", "300"] });
+    const closed = await engine.create({ image: PY_IMAGE, labels, network: "none", cmd: ["sleep", "300"] });
+    await Promise.all([server, client, closed].map((id) => engine.start(id)));
+    const ip = (await engine.inspect(server))?.networks?.[net]?.ip;
+    let byIp = await engine.exec(client, fetch(`http://${ip}:8080/t`));
+    for (let i = 0; i < 50 && byIp.exitCode !== 0; i++) {
+      await new Promise((r) => setTimeout(r, 100));
+      byIp = await engine.exec(client, fetch(`http://${ip}:8080/t`));
+    }
+    if (byIp.stdout.trim() !== token) return { name, ok: false, detail: `a box cannot fetch a page from another on the same network: ${firstLine(byIp.stderr.split("\n").slice(-2).join(" "))}` };
+    const byName = await engine.exec(client, fetch("http://doctor-srv:8080/t"));
+    if (byName.stdout.trim() !== token) return { name, ok: false, detail: "boxes cannot reach each other by network alias (no DNS on user networks)", fix: DNS_FIX };
+    const blocked = await engine.exec(closed, fetch(`http://${ip}:8080/t`));
+    if (blocked.stdout.includes(token)) return { name, ok: false, detail: "a network-none box fetched a page from another box: no-network tasks would not be isolated", fix: "check the engine's network setup (`podman info`); do not run no-network tasks on this host" };
+    return { name, ok: true, detail: "same-network box gets the page (by address and alias); network-none box gets nothing" };
+  } catch (e) {
+    return { name, ok: false, detail: firstLine(e) };
+  }
+}
