@@ -13,6 +13,13 @@ import { LABEL_JOB, LABEL_MANAGED, LABEL_TASK_DIGEST, LABEL_TRIAL, type Containe
 import type { EnvironmentConfig } from "../task/model.ts";
 import { TrialFailure } from "./errors.ts";
 
+/**
+ * The evolve home a box belongs to. Several homes (test runs, users) share one engine: `evolve gc` must only judge
+ * boxes of its own home, or it removes another home's live trials as "not in my store". (Belongs beside the other
+ * labels in driver/types.ts; kept here until that file's owner moves it.)
+ */
+export const LABEL_HOME = "dev.evolve.home";
+
 /** The image tag a task's environment/Dockerfile builds to: stable per task content. */
 export function taskImageTag(digest: string, kind: "task" | "verifier" = "task"): string {
   const hex = digest.replace(/^sha256:/, "").slice(0, 16);
@@ -99,13 +106,14 @@ export function boxSpec(opts: {
   env: EnvironmentConfig;
   literals: Record<string, string>;
   role: "agent" | "verifier";
+  home: string;
 }): ContainerSpec {
   const t = opts.trialPath;
   return {
     image: opts.image,
     cmd: ["sleep", "infinity"],
     env: opts.literals,
-    labels: { [LABEL_MANAGED]: "true", [LABEL_TRIAL]: opts.trialId, [LABEL_JOB]: opts.jobId, "dev.evolve.role": opts.role },
+    labels: { [LABEL_MANAGED]: "true", [LABEL_TRIAL]: opts.trialId, [LABEL_JOB]: opts.jobId, [LABEL_HOME]: opts.home, "dev.evolve.role": opts.role },
     mounts: [
       { host: join(t, "agent"), container: "/logs/agent" },
       { host: join(t, "verifier"), container: "/logs/verifier" },

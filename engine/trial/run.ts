@@ -471,7 +471,7 @@ class TrialRun {
   // ---- helpers -----------------------------------------------------------------------------------------------
 
   private async startBox(image: string, network: "none" | "default", env: TaskConfig["environment"], role: "agent" | "verifier"): Promise<string> {
-    const spec = boxSpec({ image, trialId: this.req.trialId, jobId: this.req.jobId, trialPath: this.path, network, env, literals: this.literals, role });
+    const spec = boxSpec({ image, trialId: this.req.trialId, jobId: this.req.jobId, trialPath: this.path, network, env, literals: this.literals, role, home: this.req.home });
     let id: string;
     try {
       id = await this.engine.create(spec);
