@@ -9,6 +9,7 @@ import { EvolveError } from "../errors.ts";
 import type { Engine } from "../driver/types.ts";
 import { newId, type JobRecord, type Store, type TrialRecord } from "../store/index.ts";
 import { taskBlobDir } from "../store/index.ts";
+import { DETERMINISTIC_EXCEPTIONS } from "../trial/errors.ts";
 import { SETTLED_STATUSES, type TrialDeps, type TrialEvent, type TrialRequest, type TrialStatus } from "../trial/types.ts";
 
 /** A job's status: RUNNING while a runner works on it, INTERRUPTED when that runner died, then a final state. */
@@ -188,7 +189,12 @@ async function runWithRetries(trial: TrialRecord, taskName: string, config: JobC
       // The runner settles trials itself; reaching here means it could not even record the failure.
       result = settleInfraError(store, trial, e);
     }
-    const retriable = result.status === "INFRASTRUCTURE_ERROR" && attempt <= config.max_retries && !deps.signal?.aborted;
+    // A broken task (bad Dockerfile, missing user, dead entrypoint…) fails the same way every time: no retry.
+    const retriable =
+      result.status === "INFRASTRUCTURE_ERROR" &&
+      !DETERMINISTIC_EXCEPTIONS.has(result.exception?.type ?? "") &&
+      attempt <= config.max_retries &&
+      !deps.signal?.aborted;
     if (!retriable) {
       deps.onEvent?.({ kind: "trial_settled", trial: result });
       return;
