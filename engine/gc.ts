@@ -1,9 +1,11 @@
 /**
  * `evolve gc`: removes the containers and networks evolve made that no live trial owns — left behind by a crash,
  * a SIGKILL or an engine hiccup. Ownership is by label: a trial label owns it while that trial is QUEUED, RUNNING or
- * SCORING in the store; a job label alone (job-wide networks) while any trial of that job is live.
+ * SCORING in the store and its job's runner process is alive; a job label alone (job-wide networks) while any
+ * trial of that job is live.
  */
 import { LABEL_JOB, LABEL_MANAGED, LABEL_TRIAL, type Engine } from "./driver/types.ts";
+import { runnerAlive } from "./job/job.ts";
 import type { Store } from "./store/index.ts";
 
 /** Trial statuses that still own their containers. */
@@ -22,14 +24,26 @@ export interface GcResult {
  */
 export async function gc(engine: Engine, store: Store, opts: { dryRun?: boolean; scope?: Record<string, string> } = {}): Promise<GcResult> {
   store.refresh();
+  // A trial left RUNNING by a runner that was killed owns nothing any more: its job's runner must be alive too.
+  const runnerLive = new Map<string, boolean>();
+  const isRunnerLive = (jobId: string) => {
+    if (!runnerLive.has(jobId)) {
+      const job = store.getJob(jobId);
+      runnerLive.set(jobId, job !== undefined && runnerAlive(job));
+    }
+    return runnerLive.get(jobId)!;
+  };
   const trialLive = new Map<string, boolean>();
   const isTrialLive = (id: string) => {
-    if (!trialLive.has(id)) trialLive.set(id, LIVE_STATUSES.has(String(store.getTrial(id)?.status ?? "").toUpperCase()));
+    if (!trialLive.has(id)) {
+      const t = store.getTrial(id);
+      trialLive.set(id, t !== undefined && LIVE_STATUSES.has(t.status.toUpperCase()) && isRunnerLive(t.job_id));
+    }
     return trialLive.get(id)!;
   };
   const jobLive = new Map<string, boolean>();
   const isJobLive = (id: string) => {
-    if (!jobLive.has(id)) jobLive.set(id, store.listTrials(id).some((t) => LIVE_STATUSES.has(t.status.toUpperCase())));
+    if (!jobLive.has(id)) jobLive.set(id, isRunnerLive(id) && store.listTrials(id).some((t) => LIVE_STATUSES.has(t.status.toUpperCase())));
     return jobLive.get(id)!;
   };
   const owned = (labels: Record<string, string>) => {

@@ -3,7 +3,8 @@
  * RUNNING trial still uses.
  */
 import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { hostname, tmpdir } from "node:os";
+import { spawnSync } from "node:child_process";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { LABEL_JOB, LABEL_MANAGED, LABEL_TRIAL, openEngine, type Engine } from "../engine/driver/index.ts";
@@ -74,7 +75,11 @@ describe("gc", () => {
   // Scoped to this file's objects: other test files run their own trials on the same engine at the same time.
   const scope = { "dev.evolve.test": RUN };
 
+  const job = (id: string, pid: number) =>
+    store.putJob({ id, created_at: now(), status: "RUNNING", config: {}, runner: { pid, host: hostname(), started_at: now() } });
+
   it("removes boxes and networks of settled or unknown trials, keeps those of a RUNNING one", async () => {
+    job(`${RUN}-job`, process.pid);
     trial(`${RUN}-live`, "RUNNING");
     trial(`${RUN}-done`, "SCORED");
     const mk = async (t: string) => {
@@ -104,5 +109,16 @@ describe("gc", () => {
     // Once the trial settles, its box is no longer owned.
     trial(`${RUN}-live`, "SCORED");
     expect((await gc(engine, store, { scope })).containers.map((c) => c.id)).toContain(live);
+  });
+
+  it("removes the box of a trial left RUNNING by a runner that was killed", async () => {
+    const dead = spawnSync("true").pid!; // a process that has already exited
+    job(`${RUN}-crashed`, dead);
+    store.putTrial({ id: `${RUN}-orphan`, job_id: `${RUN}-crashed`, task_digest: `sha256:${"0".repeat(64)}`, agent: "nop", status: "RUNNING", phase_timings: {}, created_at: now(), updated_at: now() });
+    const labels = { [LABEL_MANAGED]: "1", [LABEL_TRIAL]: `${RUN}-orphan`, [LABEL_JOB]: `${RUN}-crashed`, "dev.evolve.test": RUN };
+    const id = await engine.create({ image: "busybox:latest", cmd: ["sleep", "300"], labels, network: "none" });
+    await engine.start(id);
+    expect((await gc(engine, store, { scope })).containers.map((c) => c.id)).toContain(id);
+    expect(await engine.inspect(id)).toBeUndefined();
   });
 });
