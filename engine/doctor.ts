@@ -9,7 +9,7 @@ import { join } from "node:path";
 import { firstLine } from "./errors.ts";
 import { openEngine, resolveKind } from "./driver/select.ts";
 import { which } from "./driver/socket.ts";
-import { LABEL_MANAGED, type Engine, type EngineKind } from "./driver/types.ts";
+import { LABEL_HOME, LABEL_MANAGED, type Engine, type EngineKind } from "./driver/types.ts";
 
 /** One check's outcome; `fix` says what to do when it failed. */
 export interface DoctorCheck {
@@ -68,7 +68,7 @@ export async function runDoctor(opts: { kind?: EngineKind; home: string }): Prom
   }
 
   const run = `doctor-${process.pid}-${Date.now().toString(36)}`;
-  const labels = { [LABEL_MANAGED]: "1", "dev.evolve.doctor": run };
+  const labels = { [LABEL_MANAGED]: "true", [LABEL_HOME]: opts.home, "dev.evolve.doctor": run };
   const tag = `localhost/evolve-doctor-${run}`;
   const errors: string[] = [];
   const scratch = mkdtempSync(join(tmpdir(), "evolve-doctor-"));

@@ -12,6 +12,8 @@ export const LABEL_MANAGED = "dev.evolve.managed";
 export const LABEL_TRIAL = "dev.evolve.trial";
 export const LABEL_JOB = "dev.evolve.job";
 export const LABEL_TASK_DIGEST = "dev.evolve.task-digest";
+/** The evolve home that made it: gc keeps to its own home, since several homes may share one engine. */
+export const LABEL_HOME = "dev.evolve.home";
 
 /** A bind mount of a host folder (the trial's own folders only; see the security defaults). */
 export interface Mount {

@@ -9,16 +9,9 @@
  */
 import { existsSync } from "node:fs";
 import { join } from "node:path";
-import { LABEL_JOB, LABEL_MANAGED, LABEL_TASK_DIGEST, LABEL_TRIAL, type ContainerSpec, type Engine } from "../driver/types.ts";
+import { LABEL_HOME, LABEL_JOB, LABEL_MANAGED, LABEL_TASK_DIGEST, LABEL_TRIAL, type ContainerSpec, type Engine } from "../driver/types.ts";
 import type { EnvironmentConfig } from "../task/model.ts";
 import { TrialFailure } from "./errors.ts";
-
-/**
- * The evolve home a box belongs to. Several homes (test runs, users) share one engine: `evolve gc` must only judge
- * boxes of its own home, or it removes another home's live trials as "not in my store". (Belongs beside the other
- * labels in driver/types.ts; kept here until that file's owner moves it.)
- */
-export const LABEL_HOME = "dev.evolve.home";
 
 /** The image tag a task's environment/Dockerfile builds to: stable per task content. */
 export function taskImageTag(digest: string, kind: "task" | "verifier" = "task"): string {
