@@ -2,7 +2,7 @@
  * The command tree. Parsing and help live here; every action lazily imports the module that does its work so
  * start-up stays cheap. Exit codes: 0 success, 1 the command ran and found problems, 2 usage or environment error.
  */
-import { Command, CommanderError } from "commander";
+import { Command, CommanderError, Option } from "commander";
 import { exitQuietlyOnBrokenPipe } from "../engine/runtime.ts";
 import { formatError, reportError } from "./output.ts";
 
@@ -87,6 +87,105 @@ export function buildProgram(version: string, setExit: (code: number) => void): 
     .option("--json", "print what was deleted as JSON")
     .addHelpText("after", examples(["evolve dataset delete demo@1.0", "evolve dataset delete demo"]))
     .action(async (ref: string, opts) => setExit(await (await import("./dataset.ts")).deleteCommand(ref, opts)));
+
+  const engineOpt = () =>
+    new Option("--engine <engine>", "container engine (default: $EVOLVE_ENGINE, else podman if installed, else docker)").choices([
+      "podman",
+      "docker",
+    ]);
+  const int = (v: string) => Number(v);
+  const addRunOptions = (cmd: Command) =>
+    cmd
+      .option("-p, --path <dir>", "a task directory, or a folder of task directories")
+      .option("-d, --dataset <name@version>", "a published dataset (newest version when no @version)")
+      .option("-l, --n-tasks <n>", "run only the first N tasks", int)
+      .option("-n, --n-concurrent <n>", "trials at once (default 4)", int)
+      .option("--timeout-multiplier <x>", "multiply agent and verifier timeouts", Number)
+      .option("--secret <name>", "attach secret NAME from this environment; repeatable", collect, [])
+      .option("--force-build", "rebuild task images even when cached")
+      .option("--max-retries <n>", "automatic re-runs of a trial lost to an infrastructure error (default 2)", int)
+      .addOption(engineOpt())
+      .option("--json", "stream one JSON line per trial event, then the summary");
+
+  addRunOptions(
+    program
+      .command("run")
+      .description("run a job: an agent on every task, in containers; exit 1 if any trial did not score")
+      .option("-a, --agent <agent>", "agent: oracle | nop", "oracle")
+      .option("-m, --model <model>", "model the agent uses")
+      .option("-k, --n-attempts <n>", "trials per task (default 1)", int),
+  )
+    .addHelpText(
+      "after",
+      examples([
+        "evolve run -p fixtures/tasks/valid/minimal -a oracle",
+        "evolve run -d example@1.0 -a nop -n 8 -k 3",
+        "evolve run -p tasks/ --secret GITHUB_TOKEN --json | jq -c 'select(.kind==\"trial_settled\")'",
+      ]),
+    )
+    .action(async (opts) => setExit(await (await import("./run.ts")).runCommand(opts)));
+
+  addRunOptions(
+    program.command("check").description("run each task's reference solution (oracle) to prove it solvable; exit 1 if any is not"),
+  )
+    .addHelpText("after", examples(["evolve check -p fixtures/tasks/valid/minimal", "evolve check -d example@1.0 --json"]))
+    .action(async (opts) => setExit(await (await import("./run.ts")).checkCommand(opts)));
+
+  const job = program.command("job").description("list, inspect, resume and cancel jobs");
+  job
+    .command("list")
+    .description("jobs, newest first")
+    .option("--scope <scope>", "my | org (a local store holds only yours)")
+    .option("--json", "print as JSON")
+    .addHelpText("after", examples(["evolve job list", "evolve job list --json | jq '.[0].id'"]))
+    .action(async (opts) => setExit(await (await import("./job.ts")).jobListCommand(opts)));
+  job
+    .command("show")
+    .description("a job's status counts, mean reward, pass@k, exceptions and trials")
+    .argument("<id>", "job id")
+    .option("--json", "print as JSON")
+    .addHelpText("after", examples(["evolve job show 01JB...", "evolve job show 01JB... --json | jq .pass_at_k"]))
+    .action(async (id: string, opts) => setExit(await (await import("./job.ts")).jobShowCommand(id, opts)));
+  job
+    .command("resume")
+    .description("finish an interrupted job: unsettled trials run again, settled ones are kept")
+    .argument("<id>", "job id")
+    .addOption(engineOpt())
+    .option("--json", "stream JSON lines")
+    .addHelpText("after", examples(["evolve job resume 01JB..."]))
+    .action(async (id: string, opts) => setExit(await (await import("./run.ts")).resumeCommand(id, opts)));
+  job
+    .command("cancel")
+    .description("cancel a job: queued trials settle CANCELLED, running ones are stopped")
+    .argument("<id>", "job id")
+    .option("--json", "print as JSON")
+    .addHelpText("after", examples(["evolve job cancel 01JB..."]))
+    .action(async (id: string, opts) => setExit(await (await import("./job.ts")).jobCancelCommand(id, opts)));
+
+  const trial = program.command("trial").description("inspect trials");
+  trial
+    .command("show")
+    .description("a trial's task, agent, status, reward, tokens, spend and exception")
+    .argument("<id>", "trial id")
+    .option("--json", "print as JSON")
+    .addHelpText("after", examples(["evolve trial show 01JB...", "evolve trial show 01JB... --json | jq .rewards"]))
+    .action(async (id: string, opts) => setExit(await (await import("./job.ts")).trialShowCommand(id, opts)));
+
+  program
+    .command("doctor")
+    .description("check the container engine end to end (build, run, exec, copy, network isolation) and print fixes")
+    .addOption(engineOpt())
+    .option("--json", "print the checks as JSON")
+    .addHelpText("after", examples(["evolve doctor", "EVOLVE_ENGINE=docker evolve doctor --json"]))
+    .action(async (opts) => setExit(await (await import("./system.ts")).doctorCommand(opts)));
+  program
+    .command("gc")
+    .description("remove containers and networks of this home that no live trial owns")
+    .addOption(engineOpt())
+    .option("--dry-run", "only list what would be removed")
+    .option("--json", "print what was removed as JSON")
+    .addHelpText("after", examples(["evolve gc --dry-run", "evolve gc"]))
+    .action(async (opts) => setExit(await (await import("./system.ts")).gcCommand(opts)));
 
   return program;
 }

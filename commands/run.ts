@@ -1,0 +1,236 @@
+/**
+ * `evolve run` and `evolve check`: resolve tasks, start a job, show its progress, print its summary.
+ */
+import { loadConfig } from "../engine/config.ts";
+import { DatasetInvalidError, importTasks, resolveDataset, type StoredTask } from "../engine/dataset.ts";
+import { openEngine } from "../engine/driver/select.ts";
+import { EvolveError } from "../engine/errors.ts";
+import { createJob, runJob, type JobConfig, type JobEvent } from "../engine/job/job.ts";
+import { primaryReward, summarizeJob } from "../engine/job/summary.ts";
+import { openStore, taskBlobDir, type Store, type TrialRecord } from "../engine/store/index.ts";
+import { runTrial, settleRemovals } from "../engine/trial/run.ts";
+import { SETTLED_STATUSES, type TrialStatus } from "../engine/trial/types.ts";
+import { isTTY } from "../engine/runtime.ts";
+import { out, outJson, outTable, style } from "./output.ts";
+import { printJobSummary } from "./job.ts";
+import { printReports } from "./task.ts";
+
+/** Options shared by `run` and `check`. */
+export interface RunOptions {
+  path?: string;
+  dataset?: string;
+  agent?: string;
+  model?: string;
+  nTasks?: number;
+  nConcurrent?: number;
+  nAttempts?: number;
+  timeoutMultiplier?: number;
+  secret: string[];
+  engine?: "podman" | "docker";
+  forceBuild?: boolean;
+  maxRetries?: number;
+  json?: boolean;
+}
+
+function positiveInt(v: number | undefined, flag: string, dflt: number): number {
+  if (v === undefined) return dflt;
+  if (!Number.isInteger(v) || v < 1) throw new EvolveError("usage", `${flag} must be a whole number ≥ 1, got ${v}`, `e.g. ${flag} 4`);
+  return v;
+}
+
+async function resolveTasks(store: Store, home: string, opts: RunOptions): Promise<{ tasks: StoredTask[]; source: JobConfig["source"]; dataset?: string }> {
+  if ((opts.path === undefined) === (opts.dataset === undefined)) {
+    throw new EvolveError("usage", "give exactly one of -p <task or dataset dir> and -d <name@version>", "e.g. evolve run -p fixtures/tasks/valid/minimal -a oracle");
+  }
+  if (opts.path !== undefined) {
+    try {
+      const tasks = await importTasks(store, home, opts.path, { secrets: new Set(opts.secret) });
+      return { tasks, source: { kind: "path", path: opts.path } };
+    } catch (e) {
+      if (e instanceof DatasetInvalidError) {
+        printReports(e.reports, { onlyProblems: true });
+        throw new EvolveError("task_invalid", e.message.replace("nothing was published", "nothing was run"), e.hint, 1);
+      }
+      throw e;
+    }
+  }
+  const d = resolveDataset(store, opts.dataset!)[0];
+  const tasks = d.tasks.map((t) => ({ name: t.name, digest: t.digest, dir: taskBlobDir(home, t.digest) }));
+  return { tasks, source: { kind: "dataset", ref: `${d.name}@${d.version}` }, dataset: `${d.name}@${d.version}` };
+}
+
+/** A one-line live view on a TTY; one line per settled trial otherwise; JSON lines with --json. */
+function progress(total: number, json: boolean, streamJson = true) {
+  const tty = isTTY(process.stdout) && !json;
+  let done = 0;
+  let running = 0;
+  let errors = 0;
+  let rewardSum = 0;
+  let rewarded = 0;
+  const render = () => {
+    const mean = rewarded > 0 ? (rewardSum / rewarded).toFixed(3) : "-";
+    process.stdout.write(`\r\x1b[K${done}/${total} done, ${running} running, ${total - done - running} queued, mean reward ${mean}, ${errors} errors`);
+  };
+  return {
+    onEvent(e: JobEvent) {
+      if (json && streamJson) process.stdout.write(JSON.stringify(e) + "\n");
+      if (e.kind === "status" && e.status === "RUNNING") running++;
+      if (e.kind === "trial_settled") {
+        done++;
+        running = Math.max(0, running - 1);
+        const r = primaryReward(e.trial.rewards);
+        if (e.trial.status === "SCORED" && r !== null) {
+          rewardSum += r;
+          rewarded++;
+        } else if (e.trial.status !== "SCORED") errors++;
+        if (!tty && !json) out(trialLine(e.trial));
+      }
+      if (tty) render();
+    },
+    end() {
+      if (tty) process.stdout.write("\r\x1b[K");
+    },
+  };
+}
+
+function trialLine(t: TrialRecord): string {
+  const r = primaryReward(t.rewards);
+  const status = t.status === "SCORED" ? style.green(t.status) : style.red(t.status);
+  const name = (t as { task_name?: string }).task_name ?? t.task_digest.slice(7, 19);
+  const why = t.exception ? style.dim(` ${t.exception.type}: ${t.exception.message.split("\n")[0].slice(0, 100)}`) : "";
+  return `${status} ${name} ${style.dim(t.id)}${r !== null ? ` reward ${r}` : ""}${why}`;
+}
+
+/** Starts a job from the options and runs it to the end; returns the store, job id and trials. */
+async function startJob(opts: RunOptions, agentName: string, streamJson = true) {
+  const config = loadConfig();
+  const store = openStore(config.home);
+  try {
+    const secrets: Record<string, string> = {};
+    for (const name of opts.secret) {
+      const v = process.env[name];
+      if (v === undefined) throw new EvolveError("secret_not_attached", `--secret ${name}: ${name} is not set in this environment`, `export ${name}=… first`);
+      secrets[name] = v;
+    }
+    const { tasks: all, source, dataset } = await resolveTasks(store, config.home, opts);
+    const tasks = opts.nTasks !== undefined ? all.slice(0, positiveInt(opts.nTasks, "-l", all.length)) : all;
+    const jobConfig: JobConfig = {
+      agent: { name: agentName, model: opts.model },
+      attempts: positiveInt(opts.nAttempts, "-k", 1),
+      concurrency: positiveInt(opts.nConcurrent, "-n", 4),
+      timeout_multiplier: opts.timeoutMultiplier ?? 1,
+      secret_names: opts.secret,
+      force_build: opts.forceBuild ?? false,
+      max_retries: opts.maxRetries ?? 2,
+      source,
+      tasks: tasks.map((t) => ({ name: t.name, digest: t.digest })),
+    };
+    if (!(jobConfig.timeout_multiplier > 0)) throw new EvolveError("usage", "--timeout-multiplier must be > 0", "e.g. --timeout-multiplier 2");
+    const engine = await openEngine({ kind: opts.engine, home: config.home });
+    const job = createJob(store, jobConfig, dataset);
+    const total = tasks.length * jobConfig.attempts;
+    if (!opts.json) out(`${style.bold(`job ${job.id}`)}: ${total} trial${total === 1 ? "" : "s"} of ${agentName} on ${source.kind === "dataset" ? source.ref : source.path}`);
+    const view = progress(total, opts.json === true, streamJson);
+    // First Ctrl-C stops gracefully (running trials settle CANCELLED); a second one exits at once.
+    const stop = new AbortController();
+    const onSigint = () => {
+      if (stop.signal.aborted) process.exit(130);
+      stop.abort();
+    };
+    process.on("SIGINT", onSigint);
+    try {
+      const trials = await runJob(job.id, { store, engine, home: config.home, runTrial, secrets, signal: stop.signal, onEvent: view.onEvent });
+      return { store, job: store.getJob(job.id)!, trials };
+    } finally {
+      view.end();
+      process.off("SIGINT", onSigint);
+      // containers are removed off each trial's critical path; let those removals finish before exiting
+      await settleRemovals();
+      await engine.close();
+    }
+  } catch (e) {
+    await store.close();
+    throw e;
+  }
+}
+
+/** `evolve run` */
+export async function runCommand(opts: RunOptions): Promise<number> {
+  const { store, job, trials } = await startJob(opts, opts.agent ?? "oracle");
+  try {
+    const summary = summarizeJob(job, trials);
+    if (opts.json) outJson({ kind: "job_summary", summary });
+    else printJobSummary(summary, trials);
+    return trials.every((t) => t.status === "SCORED") ? 0 : 1;
+  } finally {
+    await store.close();
+  }
+}
+
+/** `evolve check`: the oracle on every task; a task is solvable when its reference solution scores 1. */
+export async function checkCommand(opts: RunOptions): Promise<number> {
+  // --json here is one document (the per-task table), not a stream of trial events
+  const { store, trials } = await startJob({ ...opts, nAttempts: 1 }, "oracle", false);
+  try {
+    const rows = trials.map((t) => {
+      const r = primaryReward(t.rewards);
+      return {
+        task: (t as { task_name?: string }).task_name ?? t.task_digest,
+        trial: t.id,
+        status: t.status,
+        reward: r,
+        solvable: t.status === "SCORED" && r === 1,
+        exception: t.exception ? `${t.exception.type}: ${t.exception.message.split("\n")[0]}` : null,
+      };
+    });
+    if (opts.json) outJson({ ok: rows.every((r) => r.solvable), tasks: rows });
+    else {
+      outTable(
+        ["TASK", "SOLVABLE", "STATUS", "REWARD", "TRIAL", "WHY"],
+        rows.map((r) => [r.task, r.solvable ? style.green("yes") : style.red("no"), r.status, r.reward, r.trial, r.exception]),
+      );
+      const bad = rows.filter((r) => !r.solvable).length;
+      out(`\n${rows.length} task${rows.length === 1 ? "" : "s"}: ${rows.length - bad} solvable, ${bad} not`);
+    }
+    return rows.every((r) => r.solvable) ? 0 : 1;
+  } finally {
+    await store.close();
+  }
+}
+
+/** `evolve job resume <id>`: runs every trial of the job that had not settled; settled ones are kept. */
+export async function resumeCommand(id: string, opts: { json?: boolean; engine?: "podman" | "docker" }): Promise<number> {
+  const config = loadConfig();
+  const store = openStore(config.home);
+  try {
+    const job = store.getJob(id);
+    if (!job) throw new EvolveError("job_not_found", `no job ${id}`, "see `evolve job list`");
+    const names = (job.config as JobConfig).secret_names;
+    const secrets: Record<string, string> = {};
+    for (const n of names) if (process.env[n] !== undefined) secrets[n] = process.env[n]!;
+    const before = store.listTrials(id);
+    const pending = before.filter((t) => !SETTLED_STATUSES.has(t.status as TrialStatus)).length;
+    const engine = await openEngine({ kind: opts.engine, home: config.home });
+    if (!opts.json) out(`${style.bold(`job ${id}`)}: resuming ${pending} of ${before.length} trials`);
+    const view = progress(pending, opts.json === true);
+    const stop = new AbortController();
+    const onSigint = () => (stop.signal.aborted ? process.exit(130) : stop.abort());
+    process.on("SIGINT", onSigint);
+    let trials: TrialRecord[];
+    try {
+      trials = await runJob(id, { store, engine, home: config.home, runTrial, secrets, signal: stop.signal, onEvent: view.onEvent });
+    } finally {
+      view.end();
+      process.off("SIGINT", onSigint);
+      // containers are removed off each trial's critical path; let those removals finish before exiting
+      await settleRemovals();
+      await engine.close();
+    }
+    const summary = summarizeJob(store.getJob(id)!, trials);
+    if (opts.json) outJson({ kind: "job_summary", summary });
+    else printJobSummary(summary, trials);
+    return trials.every((t) => t.status === "SCORED") ? 0 : 1;
+  } finally {
+    await store.close();
+  }
+}

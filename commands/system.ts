@@ -1,0 +1,45 @@
+/**
+ * `evolve doctor` and `evolve gc`: the container engine's health, and clean-up of what no live trial owns.
+ */
+import { loadConfig } from "../engine/config.ts";
+import { runDoctor } from "../engine/doctor.ts";
+import { openEngine } from "../engine/driver/select.ts";
+import { LABEL_HOME } from "../engine/driver/types.ts";
+import { gc } from "../engine/gc.ts";
+import { openStore } from "../engine/store/index.ts";
+import { out, outJson, style } from "./output.ts";
+
+/** `evolve doctor`: exit 0 when every check passes, 1 otherwise (each failure printed with its fix). */
+export async function doctorCommand(opts: { engine?: "podman" | "docker"; json?: boolean }): Promise<number> {
+  const report = await runDoctor({ kind: opts.engine, home: loadConfig().home });
+  if (opts.json) return outJson(report), report.ok ? 0 : 1;
+  for (const c of report.checks) {
+    out(`${c.ok ? style.green("ok  ") : style.red("FAIL")} ${c.name}${c.detail ? style.dim(`  ${c.detail}`) : ""}`);
+    if (!c.ok && c.fix) for (const line of c.fix.split("\n")) out(`       ${style.yellow(line)}`);
+  }
+  out(report.ok ? `\n${report.kind} is ready` : `\n${report.checks.filter((c) => !c.ok).length} check(s) failed`);
+  return report.ok ? 0 : 1;
+}
+
+/** `evolve gc`: removes this home's containers and networks that no live trial owns. */
+export async function gcCommand(opts: { engine?: "podman" | "docker"; json?: boolean; dryRun?: boolean }): Promise<number> {
+  const config = loadConfig();
+  const store = openStore(config.home);
+  try {
+    const engine = await openEngine({ kind: opts.engine, home: config.home });
+    try {
+      // Only this home's objects: another EVOLVE_HOME on the same engine has its own live trials.
+      const result = await gc(engine, store, { dryRun: opts.dryRun, scope: { [LABEL_HOME]: config.home } });
+      if (opts.json) return outJson({ dry_run: opts.dryRun === true, ...result }), 0;
+      const verb = opts.dryRun ? "would remove" : "removed";
+      for (const c of result.containers) out(`${verb} container ${c.id.slice(0, 12)}${c.trial ? style.dim(` trial ${c.trial}`) : ""}`);
+      for (const n of result.networks) out(`${verb} network ${n.name}`);
+      out(`${result.containers.length} container(s), ${result.networks.length} network(s) ${verb}`);
+      return 0;
+    } finally {
+      await engine.close();
+    }
+  } finally {
+    await store.close();
+  }
+}

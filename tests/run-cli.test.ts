@@ -1,0 +1,166 @@
+/**
+ * Jobs end to end through the real CLI (`bun main.ts`) on real podman: run, check, job list/show/resume/cancel,
+ * trial show, and crash safety (SIGKILL of `evolve run`, then `job resume` finishes every trial exactly once).
+ */
+import { spawn, spawnSync } from "node:child_process";
+import { existsSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+
+const root = resolve(__dirname, "..");
+const bun = join(root, "node_modules/.bin/bun");
+const hasPodman = spawnSync("podman", ["image", "exists", "debian:bookworm-slim"]).status === 0;
+let home: string;
+let work: string;
+
+function evolve(args: string[], env: Record<string, string> = {}) {
+  const r = spawnSync(bun, [join(root, "main.ts"), ...args], {
+    cwd: work,
+    encoding: "utf8",
+    env: { ...process.env, EVOLVE_HOME: home, NO_COLOR: "1", ...env },
+    timeout: 240_000,
+  });
+  return { code: r.status, stdout: r.stdout, stderr: r.stderr };
+}
+
+/** A task from `task init`, optionally with a slower reference solution. */
+function makeTask(name: string, solveSleep = 0): string {
+  const dir = join(work, name);
+  expect(evolve(["task", "init", dir]).code).toBe(0);
+  if (solveSleep > 0) {
+    const solve = join(dir, "solution", "solve.sh");
+    writeFileSync(solve, readFileSync(solve, "utf8").replace("set -euo pipefail\n", `set -euo pipefail\nsleep ${solveSleep}\n`));
+  }
+  return dir;
+}
+
+beforeAll(() => {
+  home = mkdtempSync(join(tmpdir(), "evolve-run-home-"));
+  work = mkdtempSync(join(tmpdir(), "evolve-run-work-"));
+});
+
+afterAll(() => {
+  if (hasPodman) evolve(["gc"]);
+});
+
+describe.skipIf(!hasPodman)("evolve run (needs podman and the local debian:bookworm-slim image)", () => {
+  it("runs the oracle to a reward of 1 and records job and trial", () => {
+    const task = makeTask("hello");
+    const r = evolve(["run", "-p", task, "-a", "oracle"]);
+    expect(r.stderr).toBe("");
+    expect(r.code).toBe(0);
+    expect(r.stdout).toMatch(/SCORED/);
+    expect(r.stdout).toMatch(/mean reward 1/);
+
+    const jobs = JSON.parse(evolve(["job", "list", "--json"]).stdout);
+    expect(jobs).toHaveLength(1);
+    const show = JSON.parse(evolve(["job", "show", jobs[0].id, "--json"]).stdout);
+    expect(show).toMatchObject({ status: "COMPLETED", mean_reward: 1, n_trials: 1, counts: { SCORED: 1 }, pass_at_k: { "1": 1 } });
+
+    const trial = JSON.parse(evolve(["trial", "show", show.trials[0].id, "--json"]).stdout);
+    expect(trial).toMatchObject({ status: "SCORED", rewards: { reward: 1 }, agent: "oracle" });
+    expect(existsSync(join(trial.dir, "result.json"))).toBe(true);
+    expect(existsSync(join(trial.dir, "verifier", "test-stdout.txt"))).toBe(true);
+    expect(existsSync(join(trial.dir, "exception.txt"))).toBe(false);
+    const human = evolve(["trial", "show", show.trials[0].id]);
+    expect(human.stdout).toMatch(/status\s+SCORED/);
+    expect(human.stdout).toMatch(/spend\s+-/);
+  });
+
+  it("scores nop with 0 (a real zero), runs k attempts, and streams JSON lines", () => {
+    const task = makeTask("hello-nop");
+    const r = evolve(["run", "-p", task, "-a", "nop", "-k", "2", "-n", "2", "--json"]);
+    expect(r.code).toBe(0);
+    const lines = r.stdout.trim().split("\n").map((l) => JSON.parse(l));
+    const settled = lines.filter((l) => l.kind === "trial_settled");
+    expect(settled).toHaveLength(2);
+    expect(settled.every((l) => l.trial.status === "SCORED" && l.trial.rewards.reward === 0)).toBe(true);
+    const summary = lines.at(-1);
+    expect(summary.kind).toBe("job_summary");
+    expect(summary.summary).toMatchObject({ mean_reward: 0, n_trials: 2, pass_at_k: { "1": 0, "2": 0 } });
+  });
+
+  it("check proves a task solvable, and names one that is not", () => {
+    const good = makeTask("solvable");
+    expect(evolve(["check", "-p", good]).code).toBe(0);
+    const bad = makeTask("unsolvable");
+    writeFileSync(join(bad, "solution", "solve.sh"), "#!/bin/bash\necho 'wrong' > /app/hello.txt\n");
+    const r = evolve(["check", "-p", bad, "--json"]);
+    expect(r.code).toBe(1);
+    const doc = JSON.parse(r.stdout);
+    expect(doc.ok).toBe(false);
+    expect(doc.tasks[0]).toMatchObject({ solvable: false, status: "SCORED", reward: 0 });
+  });
+
+  it("refuses a run whose secret is not in the environment, before starting anything", () => {
+    const task = makeTask("needs-secret");
+    const r = evolve(["run", "-p", task, "--secret", "EVOLVE_TEST_UNSET_SECRET"]);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toMatch(/^error\[secret_not_attached\]/);
+  });
+
+  it("refuses a run of an invalid task and runs nothing", () => {
+    const task = makeTask("bad-os");
+    const toml = join(task, "task.toml");
+    writeFileSync(toml, readFileSync(toml, "utf8").replace("[environment]\n", '[environment]\nos = "windows"\n'));
+    const before = JSON.parse(evolve(["job", "list", "--json"]).stdout).length;
+    const r = evolve(["run", "-p", task]);
+    expect(r.code).toBe(1);
+    expect(r.stdout).toMatch(/os_unsupported/);
+    expect(r.stderr).toMatch(/^error\[task_invalid\]/);
+    expect(JSON.parse(evolve(["job", "list", "--json"]).stdout)).toHaveLength(before);
+  });
+
+  it("finishes a SIGKILLed job on resume with every trial exactly once, and gc leaves no container", async () => {
+    const task = makeTask("slow", 3);
+    const child = spawn(bun, [join(root, "main.ts"), "run", "-p", task, "-k", "4", "-n", "2", "--json"], {
+      cwd: work,
+      env: { ...process.env, EVOLVE_HOME: home, NO_COLOR: "1" },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    let seen = "";
+    child.stdout.on("data", (b) => (seen += b));
+    // kill it once the first trial has settled and others are mid-flight
+    await new Promise<void>((done, fail) => {
+      const t0 = Date.now();
+      const tick = setInterval(() => {
+        if (seen.includes('"trial_settled"')) {
+          clearInterval(tick);
+          child.kill("SIGKILL");
+          done();
+        } else if (Date.now() - t0 > 120_000) {
+          clearInterval(tick);
+          child.kill("SIGKILL");
+          fail(new Error("no trial settled within 120 s"));
+        }
+      }, 100);
+    });
+    await new Promise((r) => child.on("exit", r));
+
+    const jobs = JSON.parse(evolve(["job", "list", "--json"]).stdout);
+    const job = jobs.find((j: { source: string }) => j.source === task);
+    expect(job.status).toBe("INTERRUPTED");
+    const before = JSON.parse(evolve(["job", "show", job.id, "--json"]).stdout);
+    const settledBefore = before.trials.filter((t: { status: string }) => t.status === "SCORED").map((t: { id: string }) => t.id);
+    expect(settledBefore.length).toBeGreaterThanOrEqual(1);
+
+    const resumed = evolve(["job", "resume", job.id]);
+    expect(resumed.code).toBe(0);
+    const after = JSON.parse(evolve(["job", "show", job.id, "--json"]).stdout);
+    expect(after.status).toBe("COMPLETED");
+    expect(after.trials).toHaveLength(4);
+    expect(after.trials.every((t: { status: string }) => t.status === "SCORED")).toBe(true);
+    // the trials settled before the kill were kept as they were, not run again
+    for (const id of settledBefore) {
+      const b = before.trials.find((t: { id: string }) => t.id === id);
+      const a = after.trials.find((t: { id: string }) => t.id === id);
+      expect(a.updated_at).toBe(b.updated_at);
+    }
+
+    const gc = evolve(["gc", "--json"]);
+    expect(gc.code).toBe(0);
+    const left = spawnSync("podman", ["ps", "-a", "--filter", `label=dev.evolve.job=${job.id}`, "--format", "{{.ID}}"], { encoding: "utf8" });
+    expect(left.stdout.trim()).toBe("");
+  });
+});
