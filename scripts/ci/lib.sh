@@ -79,9 +79,11 @@ build_binary() {
   (cd "$EVOLVE_ROOT" && npm run --silent build)
 }
 
-# The README's example: validate every fixture task, then publish them as the dataset example@1.0.
+# The README's example: validate every fixture task, publish the runnable example dataset, and run a real job of
+# the oracle agent on it in podman (each task's reference solution, verified in its container).
 example() {
   local tasks=("$EVOLVE_ROOT"/fixtures/tasks/valid/*/)
-  (cd "$EVOLVE_ROOT" && dist/evolve task validate "${tasks[@]}")
-  (cd "$EVOLVE_ROOT" && dist/evolve dataset publish fixtures/tasks/valid --name example --version 1.0)
+  (cd "$EVOLVE_ROOT" && dist/evolve task validate "${tasks[@]}" >/dev/null && echo "validated ${#tasks[@]} fixture tasks")
+  (cd "$EVOLVE_ROOT" && dist/evolve dataset publish fixtures/datasets/example --name example --version 1.0)
+  (cd "$EVOLVE_ROOT" && dist/evolve run -d example@1.0 -a oracle)
 }
