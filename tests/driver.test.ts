@@ -2,7 +2,7 @@
  * The engine driver against real podman: containers, exec, copy, mounts, network isolation, limits, builds and
  * networks. Every container, network and image carries this run's label and is removed at the end.
  */
-import { mkdtempSync, mkdirSync, readFileSync, rmSync, writeFileSync, chmodSync, existsSync } from "node:fs";
+import { mkdtempSync, mkdirSync, readFileSync, rmSync, writeFileSync, chmodSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -263,10 +263,9 @@ describe("openEngine", () => {
     }
   });
 
-  it("reuses the podman service it started", async () => {
+  it("reuses the running podman service instead of starting another", async () => {
     const again = await openEngine({ kind: "podman", home });
     expect((await again.info()).socket).toBe((await engine.info()).socket);
-    expect(existsSync(join(home, "run", "podman.sock")) || (await engine.info()).socket !== join(home, "run", "podman.sock")).toBe(true);
     await again.close();
   });
 });

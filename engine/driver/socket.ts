@@ -1,10 +1,11 @@
 /**
  * Finding the engine's REST socket, and for podman starting its service when none answers. There is no systemd on
- * our machines, so `podman system service` is started detached on a socket under evolve's home and reused by every
- * later evolve process (it exits by itself after 5 idle minutes and is started again on demand).
+ * our machines, so `podman system service` is started detached on a per-user socket (log under `<home>/run`) and
+ * reused by every later evolve process (it exits by itself after 5 idle minutes and is started again on demand).
  */
 import { spawn } from "node:child_process";
-import { accessSync, constants, mkdirSync, openSync, closeSync } from "node:fs";
+import { accessSync, closeSync, constants, mkdirSync, openSync, statSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { delimiter, join } from "node:path";
 import { EvolveError } from "../errors.ts";
 import { ping } from "./rest.ts";
@@ -38,9 +39,20 @@ export function unixPath(hostUrl: string | undefined): string | undefined {
   return undefined;
 }
 
-/** The socket podman's service listens on when evolve starts it. */
-export function podmanServiceSocket(home: string): string {
-  return join(home, "run", "podman.sock");
+/**
+ * The socket podman's service listens on when evolve starts it: one per user, not per home, so many homes (test
+ * runs, scratch homes) share one service instead of each leaving a service behind for its idle period. It lives in
+ * $XDG_RUNTIME_DIR, else in a 0700 folder of ours under the temp dir (a socket there from another user is refused).
+ */
+export function podmanServiceSocket(_home: string): string {
+  const uid = process.getuid?.() ?? 0;
+  const dir = process.env.XDG_RUNTIME_DIR ? join(process.env.XDG_RUNTIME_DIR, "evolve") : join(tmpdir(), `evolve-${uid}`);
+  mkdirSync(dir, { recursive: true, mode: 0o700 });
+  const st = statSync(dir);
+  if (st.uid !== uid || (st.mode & 0o077) !== 0) {
+    throw new EvolveError("engine_unavailable", `${dir} is not a private folder of this user`, `remove ${dir} (it must be owned by uid ${uid}, mode 0700)`, 2);
+  }
+  return join(dir, "podman.sock");
 }
 
 /** Candidate sockets for podman, in order of preference. */
@@ -55,7 +67,7 @@ function podmanCandidates(home: string): string[] {
 }
 
 /**
- * A podman socket that answers: an existing one if any, else a service evolve starts under `<home>/run`
+ * A podman socket that answers: an existing one if any, else a service evolve starts on `podmanServiceSocket`
  * (log in `<home>/run/podman-service.log`). Throws `engine_not_found` without a podman binary and
  * `engine_unavailable` when the service does not come up.
  */
@@ -79,6 +91,7 @@ export async function startPodmanService(home: string): Promise<string> {
   mkdirSync(runDir, { recursive: true });
   const socket = podmanServiceSocket(home);
   if (await ping(socket, 500)) return socket;
+  // Two evolve processes may race to start it: the loser's service takes the socket over, which is harmless.
   const log = openSync(join(runDir, "podman-service.log"), "a");
   try {
     const child = spawn(bin, ["system", "service", "--time=300", `unix://${socket}`], { detached: true, stdio: ["ignore", log, log] });
