@@ -5,7 +5,9 @@
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-apt_ensure podman runc
+# dnsname: with podman's CNI networks, containers find each other by name (compose sidecars, network aliases)
+# only through this plugin.
+apt_ensure podman runc golang-github-containernetworking-plugin-dnsname
 
 conf_dir=/etc/containers/containers.conf.d
 conf="$conf_dir/50-local.conf"
