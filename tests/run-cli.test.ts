@@ -112,55 +112,86 @@ describe.skipIf(!hasPodman)("evolve run (needs podman and the local debian:bookw
     expect(JSON.parse(evolve(["job", "list", "--json"]).stdout)).toHaveLength(before);
   });
 
-  it("finishes a SIGKILLed job on resume with every trial exactly once, and gc leaves no container", async () => {
-    const task = makeTask("slow", 3);
-    const child = spawn(bun, [join(root, "main.ts"), "run", "-p", task, "-k", "4", "-n", "2", "--json"], {
+  /** Starts `evolve run --json`, SIGKILLs it once `killWhen` matches its output, and returns the job. */
+  async function runAndKill(task: string, killWhen: RegExp): Promise<{ id: string; status: string }> {
+    const child = spawn(bun, [join(root, "main.ts"), "run", "-p", task, "-k", "3", "-n", "2", "--json"], {
       cwd: work,
       env: { ...process.env, EVOLVE_HOME: home, NO_COLOR: "1" },
       stdio: ["ignore", "pipe", "pipe"],
     });
     let seen = "";
     child.stdout.on("data", (b) => (seen += b));
-    // kill it once the first trial has settled and others are mid-flight
     await new Promise<void>((done, fail) => {
       const t0 = Date.now();
       const tick = setInterval(() => {
-        if (seen.includes('"trial_settled"')) {
+        if (killWhen.test(seen) || Date.now() - t0 > 120_000) {
           clearInterval(tick);
           child.kill("SIGKILL");
-          done();
-        } else if (Date.now() - t0 > 120_000) {
-          clearInterval(tick);
-          child.kill("SIGKILL");
-          fail(new Error("no trial settled within 120 s"));
+          if (killWhen.test(seen)) done();
+          else fail(new Error(`never saw ${killWhen} within 120 s`));
         }
-      }, 100);
+      }, 20);
     });
     await new Promise((r) => child.on("exit", r));
-
     const jobs = JSON.parse(evolve(["job", "list", "--json"]).stdout);
-    const job = jobs.find((j: { source: string }) => j.source === task);
-    expect(job.status).toBe("INTERRUPTED");
-    const before = JSON.parse(evolve(["job", "show", job.id, "--json"]).stdout);
-    const settledBefore = before.trials.filter((t: { status: string }) => t.status === "SCORED").map((t: { id: string }) => t.id);
-    expect(settledBefore.length).toBeGreaterThanOrEqual(1);
+    return jobs.find((j: { source: string }) => j.source === task);
+  }
 
-    const resumed = evolve(["job", "resume", job.id]);
-    expect(resumed.code).toBe(0);
+  // Kill points: before any box exists, with boxes booted, mid-verification, and after a trial settled.
+  const killPoints: [string, RegExp][] = [
+    ["as the job starts", /"kind":"job"/],
+    ["once a box has booted", /"phase":"install"/],
+    ["while a verifier runs", /"phase":"verify"/],
+    ["after a trial settled", /"trial_settled"/],
+  ];
+  for (const [when, pattern] of killPoints) {
+    it(`SIGKILLed ${when}, the job finishes on resume with every trial exactly once and gc leaves no container`, async () => {
+      const task = makeTask(`slow-${when.replace(/\W+/g, "-")}`, 2);
+      const job = await runAndKill(task, pattern);
+      expect(job.status).toBe("INTERRUPTED");
+      const before = JSON.parse(evolve(["job", "show", job.id, "--json"]).stdout);
+      expect(before.trials).toHaveLength(3);
+      const settledBefore = before.trials.filter((t: { status: string }) => t.status === "SCORED");
+
+      const resumed = evolve(["job", "resume", job.id]);
+      expect(resumed.code).toBe(0);
+      const after = JSON.parse(evolve(["job", "show", job.id, "--json"]).stdout);
+      expect(after.status).toBe("COMPLETED");
+      expect(after.trials.map((t: { id: string }) => t.id).sort()).toEqual(before.trials.map((t: { id: string }) => t.id).sort());
+      expect(after.trials.every((t: { status: string; rewards: { reward: number } }) => t.status === "SCORED" && t.rewards.reward === 1)).toBe(true);
+      // the trials settled before the kill were kept as they were, not run again
+      for (const b of settledBefore) {
+        expect(after.trials.find((t: { id: string }) => t.id === b.id).updated_at).toBe(b.updated_at);
+      }
+      expect(evolve(["job", "resume", job.id]).code).toBe(0); // nothing left to run: a no-op
+
+      expect(evolve(["gc"]).code).toBe(0);
+      const left = spawnSync("podman", ["ps", "-a", "--filter", `label=dev.evolve.job=${job.id}`, "--format", "{{.ID}}"], { encoding: "utf8" });
+      expect(left.stdout.trim()).toBe("");
+    });
+  }
+
+  it("cancels a running job from another process: running and queued trials settle CANCELLED", async () => {
+    const task = makeTask("cancel-me", 30);
+    const child = spawn(bun, [join(root, "main.ts"), "run", "-p", task, "-k", "3", "-n", "1", "--json"], {
+      cwd: work,
+      env: { ...process.env, EVOLVE_HOME: home, NO_COLOR: "1" },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    let seen = "";
+    child.stdout.on("data", (b) => (seen += b));
+    const exited = new Promise<number | null>((r) => child.on("exit", (code) => r(code)));
+    while (!/"phase":"agent"/.test(seen)) await new Promise((r) => setTimeout(r, 50));
+    const job = JSON.parse(evolve(["job", "list", "--json"]).stdout).find((j: { source: string }) => j.source === task);
+    const t0 = Date.now();
+    const cancel = evolve(["job", "cancel", job.id]);
+    expect(cancel.code).toBe(0);
+    expect(cancel.stdout).toMatch(/2 trials settled CANCELLED/);
+    expect(await exited).toBe(1);
+    expect(Date.now() - t0).toBeLessThan(15_000);
     const after = JSON.parse(evolve(["job", "show", job.id, "--json"]).stdout);
-    expect(after.status).toBe("COMPLETED");
-    expect(after.trials).toHaveLength(4);
-    expect(after.trials.every((t: { status: string }) => t.status === "SCORED")).toBe(true);
-    // the trials settled before the kill were kept as they were, not run again
-    for (const id of settledBefore) {
-      const b = before.trials.find((t: { id: string }) => t.id === id);
-      const a = after.trials.find((t: { id: string }) => t.id === id);
-      expect(a.updated_at).toBe(b.updated_at);
-    }
-
-    const gc = evolve(["gc", "--json"]);
-    expect(gc.code).toBe(0);
-    const left = spawnSync("podman", ["ps", "-a", "--filter", `label=dev.evolve.job=${job.id}`, "--format", "{{.ID}}"], { encoding: "utf8" });
-    expect(left.stdout.trim()).toBe("");
+    expect(after.status).toBe("CANCELLED");
+    expect(after.trials.map((t: { status: string }) => t.status)).toEqual(["CANCELLED", "CANCELLED", "CANCELLED"]);
+    expect(after.exceptions).toEqual({ CancelledError: 3 });
   });
 });
