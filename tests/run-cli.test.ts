@@ -68,6 +68,18 @@ describe.skipIf(!hasPodman)("evolve run (needs podman and the local debian:bookw
     expect(human.stdout).toMatch(/spend\s+-/);
   });
 
+  it("doctor finds the engine ready; an engine that is not there is a one-line environment error", () => {
+    const r = evolve(["doctor", "--json"]);
+    expect(r.code).toBe(0);
+    const report = JSON.parse(r.stdout);
+    expect(report.ok).toBe(true);
+    expect(report.checks.map((c: { name: string }) => c.name)).toEqual(expect.arrayContaining(["network isolation", "build"]));
+    const docker = evolve(["run", "-p", join(work, "hello"), "--engine", "docker"], { DOCKER_HOST: `unix://${join(work, "no-docker.sock")}`, PATH: process.env.PATH! });
+    expect(docker.code).toBe(2);
+    expect(docker.stderr).toMatch(/^error\[engine_(unavailable|not_found)\]/);
+    expect(evolve(["run", "-p", join(work, "hello"), "--engine", "lxc"]).stderr).toMatch(/^error\[usage\]/);
+  });
+
   it("scores nop with 0 (a real zero), runs k attempts, and streams JSON lines", () => {
     const task = makeTask("hello-nop");
     const r = evolve(["run", "-p", task, "-a", "nop", "-k", "2", "-n", "2", "--json"]);
