@@ -1,23 +1,10 @@
 /**
  * `evolve dataset publish|list|show|delete`: argument handling and printing only.
  */
-import { loadConfig } from "../engine/config.ts";
 import { deleteDataset, DatasetInvalidError, listDatasets, publishDataset, showDataset } from "../engine/dataset.ts";
-import { openStore, type Store } from "../engine/store/index.ts";
-import { out, outJson, outTable, style } from "./output.ts";
+import { withStore } from "./store.ts";
+import { out, outJson, outTable, style, when } from "./output.ts";
 import { printReports } from "./task.ts";
-
-async function withStore<T>(fn: (store: Store, home: string) => Promise<T>): Promise<T> {
-  const config = loadConfig();
-  const store = openStore(config.home);
-  try {
-    return await fn(store, config.home);
-  } finally {
-    await store.close();
-  }
-}
-
-const when = (iso: string | undefined) => (iso ? iso.replace("T", " ").replace(/\.\d+Z$/, "Z") : "-");
 
 /** `evolve dataset publish <dir> --name N --version V` */
 export async function publishCommand(dir: string, opts: { name: string; version: string; json?: boolean }): Promise<number> {

@@ -1,26 +1,15 @@
 /**
  * `evolve job list|show|resume|cancel` and `evolve trial show`: reading jobs and trials back from the store.
  */
-import { loadConfig } from "../engine/config.ts";
 import { EvolveError } from "../engine/errors.ts";
 import { cancelJob, effectiveStatus, jobConfig } from "../engine/job/job.ts";
 import { primaryReward, summarizeJob, type JobSummary } from "../engine/job/summary.ts";
-import { openStore, trialDir, type Store, type TrialRecord } from "../engine/store/index.ts";
-import { out, outJson, outTable, style } from "./output.ts";
+import { trialDir, type TrialRecord } from "../engine/store/index.ts";
+import { withStore } from "./store.ts";
+import { out, outJson, outTable, style, when } from "./output.ts";
 
-async function withStore<T>(fn: (store: Store, home: string) => Promise<T> | T): Promise<T> {
-  const config = loadConfig();
-  const store = openStore(config.home);
-  try {
-    return await fn(store, config.home);
-  } finally {
-    await store.close();
-  }
-}
-
-const when = (iso: string | null | undefined) => (iso ? iso.replace("T", " ").replace(/\.\d+Z$/, "Z") : "-");
 const fmt = (x: number | null | undefined) => (x === null || x === undefined ? "-" : Number.isInteger(x) ? String(x) : x.toFixed(3));
-const taskName = (t: TrialRecord) => (t as { task_name?: string }).task_name ?? t.task_digest.slice(0, 19);
+const taskName = (t: TrialRecord) => t.task_name ?? t.task_digest.slice(0, 19);
 
 function duration(t: TrialRecord): string {
   const times = Object.values(t.phase_timings);

@@ -62,3 +62,8 @@ export function reportError(err: unknown): 1 | 2 {
   if (process.env.EVOLVE_DEBUG) process.stderr.write(String(e?.stack) + "\n");
   return 2;
 }
+
+/** An ISO time as `YYYY-MM-DD HH:MM:SSZ` for tables; `-` when absent. */
+export function when(iso: string | null | undefined): string {
+  return iso ? iso.replace("T", " ").replace(/\.\d+Z$/, "Z") : "-";
+}

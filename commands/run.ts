@@ -96,7 +96,7 @@ function progress(total: number, json: boolean, streamJson = true) {
 function trialLine(t: TrialRecord): string {
   const r = primaryReward(t.rewards);
   const status = t.status === "SCORED" ? style.green(t.status) : style.red(t.status);
-  const name = (t as { task_name?: string }).task_name ?? t.task_digest.slice(7, 19);
+  const name = t.task_name ?? t.task_digest.slice(7, 19);
   const why = t.exception ? style.dim(` ${t.exception.type}: ${t.exception.message.split("\n")[0].slice(0, 100)}`) : "";
   return `${status} ${name} ${style.dim(t.id)}${r !== null ? ` reward ${r}` : ""}${why}`;
 }
@@ -175,7 +175,7 @@ export async function checkCommand(opts: RunOptions): Promise<number> {
     const rows = trials.map((t) => {
       const r = primaryReward(t.rewards);
       return {
-        task: (t as { task_name?: string }).task_name ?? t.task_digest,
+        task: t.task_name ?? t.task_digest,
         trial: t.id,
         status: t.status,
         reward: r,

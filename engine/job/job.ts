@@ -86,7 +86,7 @@ export function createJob(store: Store, config: JobConfig, dataset?: string): Jo
           phase_timings: {},
           created_at: at,
           updated_at: at,
-        } as TrialRecord);
+        });
       }
     }
   });
