@@ -62,22 +62,27 @@ async function resolveTasks(store: Store, home: string, opts: RunOptions): Promi
 /** A one-line live view on a TTY; one line per settled trial otherwise; JSON lines with --json. */
 function progress(total: number, json: boolean, streamJson = true) {
   const tty = isTTY(process.stdout) && !json;
+  // a trial counts as running from its first phase (build, boot…) until it settles
+  const started = new Set<string>();
   let done = 0;
-  let running = 0;
   let errors = 0;
   let rewardSum = 0;
   let rewarded = 0;
+  let last = "";
   const render = () => {
+    const running = started.size;
     const mean = rewarded > 0 ? (rewardSum / rewarded).toFixed(3) : "-";
-    process.stdout.write(`\r\x1b[K${done}/${total} done, ${running} running, ${total - done - running} queued, mean reward ${mean}, ${errors} errors`);
+    const line = `${done}/${total} done, ${running} running, ${total - done - running} queued, mean reward ${mean}, ${errors} errors`;
+    if (line !== last) process.stdout.write(`\r\x1b[K${line}`);
+    last = line;
   };
   return {
     onEvent(e: JobEvent) {
       if (json && streamJson) process.stdout.write(JSON.stringify(e) + "\n");
-      if (e.kind === "status" && e.status === "RUNNING") running++;
+      if (e.kind === "phase") started.add(e.trialId);
       if (e.kind === "trial_settled") {
         done++;
-        running = Math.max(0, running - 1);
+        started.delete(e.trial.id);
         const r = primaryReward(e.trial.rewards);
         if (e.trial.status === "SCORED" && r !== null) {
           rewardSum += r;
