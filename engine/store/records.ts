@@ -86,6 +86,11 @@ export const TrialRecordSchema = z.object({
   attempt: z.number().int().positive().optional(),
   started_at: isoTime.optional(),
   finished_at: isoTime.optional(),
+  /** When `evolve trial stop` asked (from any process) for this trial to end; its runner polls for it. */
+  stop_requested_at: isoTime.optional(),
+  /** Lineage: the trial this one runs again (`trial retry`) or re-scores with its verifier only (`trial regrade`). */
+  retry_of: z.string().optional(),
+  regrade_of: z.string().optional(),
   created_at: isoTime,
   updated_at: isoTime,
 });
