@@ -60,7 +60,8 @@ async function trial(dir: string, opts: { secrets?: Record<string, string>; agen
     { engine, store, signal: opts.signal, onEvent },
   );
   const tdir = join(home, "trials", id);
-  const files = listFiles(tdir).map((f) => relative(tdir, f)).sort();
+  // the kept tree (fs/, fs-changes.json) is what the run changed in the box: tests/trial-files.test.ts covers it
+  const files = listFiles(tdir).map((f) => relative(tdir, f)).filter((f) => f !== "fs-changes.json" && !f.startsWith("fs/")).sort();
   return { rec, phases, files, result: JSON.parse(readFileSync(join(tdir, "result.json"), "utf8")) };
 }
 

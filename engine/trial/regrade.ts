@@ -1,0 +1,378 @@
+/**
+ * `evolve trial regrade`: the verifier of a settled trial runs again, as a new trial, on what the original run left.
+ * No agent runs. A fresh box boots from the task image (or the separate verifier's image), gets the original's kept
+ * files back, and the task's tests score it exactly as a normal verify phase would:
+ *
+ * - shared mode: the kept tree of changes.ts is laid back over the image (added and modified files with their mode
+ *   and owner, deleted paths removed), which rebuilds the file system the original verifier saw;
+ * - separate mode: the original's collected artifacts are copied into the new trial and put back at their source
+ *   paths, which is all a separate verifier ever sees.
+ *
+ * What cannot be regraded faithfully is refused before any job is made ({@link regradeRefusal}).
+ */
+import { appendFileSync, existsSync } from "node:fs";
+import { cp, mkdir, readFile } from "node:fs/promises";
+import { join } from "node:path";
+import { parse as parseToml } from "smol-toml";
+import { endBlocks, entryBlocks } from "../driver/tar.ts";
+import type { Engine } from "../driver/types.ts";
+import { EvolveError } from "../errors.ts";
+import { trialDir, type TrialRecord } from "../store/index.ts";
+import { baselineNetwork, DEFAULT_VERIFIER_TIMEOUT_SEC, parseTaskToml, verifierMode, type TaskConfig } from "../task/model.ts";
+import { isJudgeTask } from "../task/rules-env.ts";
+import { awaitHealthy, boxSpec, ensureBuilt, requireImage, taskImageTag } from "./box.ts";
+import { keepChangedFiles, keptFile, readManifest, type KeptManifest } from "./changes.ts";
+import { resolveAgentEnv, resolveVerifierEnv } from "./env.ts";
+import { CancelledFailure, TrialFailure } from "./errors.ts";
+import { boxPutTar } from "./inspect.ts";
+import { pruneEmptyDirs, writeJson, writeResult, type ExceptionRecord, type TimeSpan, type TrialConfigFile } from "./result.ts";
+import { primaryReward, readRewards, verifierTail, type RewardMap } from "./reward.ts";
+import { SETTLED_STATUSES, type Phase, type TrialDeps, type TrialRequest, type TrialStatus } from "./types.ts";
+
+const now = () => new Date().toISOString();
+
+/**
+ * Why trial `orig` cannot be regraded, as the EvolveError to throw, or undefined when it can. Checked before the
+ * regrade job is made, and again by the runner (the original's files may have gone since).
+ */
+export async function regradeRefusal(home: string, orig: TrialRecord, taskDir: string): Promise<EvolveError | undefined> {
+  const id = orig.id;
+  if (!SETTLED_STATUSES.has(orig.status as TrialStatus)) {
+    return new EvolveError("trial_not_settled", `trial ${id} is ${orig.status}: only a settled trial can be regraded`, `wait for it, or \`evolve trial stop ${id}\` first`, 2);
+  }
+  if (!orig.phase_timings.verify) {
+    return new EvolveError("regrade_never_verified", `trial ${id} never reached its verifier (${orig.status}${orig.exception ? `, ${orig.exception.type}` : ""}): there is nothing to regrade`, `run it again instead: \`evolve trial retry ${id}\``, 1);
+  }
+  let text: string;
+  try {
+    text = await readFile(join(taskDir, "task.toml"), "utf8");
+  } catch {
+    return new EvolveError("task_missing", `the task of trial ${id} (${orig.task_digest}) is no longer stored`, "publish or run the task again", 2);
+  }
+  const raw = parseToml(text) as Record<string, unknown>;
+  if (isJudgeTask(raw)) {
+    return new EvolveError("regrade_judge_task", `trial ${id}'s task grades with an LLM judge: a regrade would ask the judge again, not re-score the same run`, "judge regrades need the model gateway (next issue)", 1);
+  }
+  const cfg = parseTaskToml(text);
+  if (cfg.steps && cfg.steps.length > 0) {
+    return new EvolveError("regrade_multi_step", `trial ${id}'s task has ${cfg.steps.length} steps: each step's verifier saw a different box, and only the last one is kept`, "run it again instead: `evolve trial retry`", 1);
+  }
+  if (verifierMode(cfg.verifier) === "shared") {
+    const m = await readManifest(trialDir(home, id));
+    if (!m) {
+      return new EvolveError("regrade_no_kept_files", `trial ${id} kept no files (its box was gone before the end of the run, or it ran before evolve kept them)`, `run it again instead: \`evolve trial retry ${id}\``, 1);
+    }
+    if (m.skipped.length > 0) {
+      return new EvolveError("regrade_files_incomplete", `trial ${id} could not keep ${m.skipped.length} changed path(s) (first: ${m.skipped[0].path}: ${m.skipped[0].reason}): its verifier would see a different box`, `see \`evolve trial files changes ${id}\``, 1);
+    }
+  }
+  return undefined;
+}
+
+/** Runs the verifier-only trial `req.trialId`, re-scoring trial `origId`; settles and returns its record. */
+export async function runRegrade(req: TrialRequest, deps: TrialDeps, origId: string): Promise<TrialRecord> {
+  return new Regrade(req, deps, origId).run();
+}
+
+class Regrade {
+  private readonly path: string;
+  private readonly engine: Engine;
+  private rec: TrialRecord;
+  private cfg!: TaskConfig;
+  private config!: TrialConfigFile & { regrade_of: string };
+  private readonly timings: Partial<Record<Phase, TimeSpan>> = {};
+  private box = "";
+  private image = "";
+  private literals: Record<string, string> = {};
+  private readonly startedAt = now();
+
+  constructor(
+    private readonly req: TrialRequest,
+    private readonly deps: TrialDeps,
+    private readonly origId: string,
+  ) {
+    this.path = trialDir(req.home, req.trialId);
+    this.engine = deps.engine;
+    const existing = deps.store.getTrial(req.trialId);
+    this.rec = {
+      ...(existing ?? { created_at: now(), phase_timings: {} }),
+      id: req.trialId,
+      job_id: req.jobId,
+      task_digest: req.task.digest,
+      task_name: req.task.name,
+      source: req.task.source,
+      agent: req.agent.name,
+      model: req.agent.model,
+      status: "QUEUED",
+      attempt_phase: "prepare",
+      phase_timings: {},
+      rewards: null,
+      reward: null,
+      exception: null,
+      attempt: req.attempt ?? 1,
+      regrade_of: origId,
+      started_at: this.startedAt,
+      finished_at: undefined,
+      updated_at: now(),
+    };
+  }
+
+  async run(): Promise<TrialRecord> {
+    const onAbort = () => {
+      if (this.box) void this.engine.remove(this.box).catch(() => {});
+    };
+    this.deps.signal?.addEventListener("abort", onAbort);
+    let status: TrialStatus = "SCORED";
+    let rewards: RewardMap | null = null;
+    let exception: ExceptionRecord | null = null;
+    try {
+      this.update({ status: "RUNNING" });
+      await this.phase("prepare", () => this.prepare());
+      await this.phase("build", () => this.build());
+      await this.phase("boot", () => this.boot());
+      this.update({ status: "SCORING" });
+      ({ rewards, exception } = await this.phase("verify", () => this.verify()));
+      if (!rewards) status = "SCORING_ERROR";
+    } catch (e) {
+      status = e instanceof TrialFailure ? e.status : "INFRASTRUCTURE_ERROR";
+      exception = e instanceof TrialFailure ? this.exc(e.type, e.message, e.traceback) : this.exc("EnvironmentError", String((e as Error)?.message ?? e), String((e as Error)?.stack ?? ""));
+      if (this.deps.signal?.aborted) {
+        status = "CANCELLED";
+        exception = this.exc("CancelledError", new CancelledFailure().message);
+      }
+      this.log(`regrade failed: ${exception.type}: ${exception.message.split("\n")[0]}`);
+    } finally {
+      this.deps.signal?.removeEventListener("abort", onAbort);
+    }
+    return this.persist(status, rewards, exception);
+  }
+
+  private async phase<T>(p: Phase, fn: () => Promise<T>): Promise<T> {
+    if (this.deps.signal?.aborted) throw new CancelledFailure();
+    const span: TimeSpan = { started_at: now() };
+    this.timings[p] = span;
+    this.update({ attempt_phase: p });
+    this.deps.onEvent?.({ kind: "phase", trialId: this.req.trialId, phase: p, at: span.started_at });
+    try {
+      return await fn();
+    } finally {
+      span.finished_at = now();
+      this.update({});
+    }
+  }
+
+  private async prepare(): Promise<void> {
+    for (const d of ["verifier", "artifacts"]) await mkdir(join(this.path, d), { recursive: true });
+    const orig = this.deps.store.getTrial(this.origId);
+    if (!orig) throw new TrialFailure("RegradeSourceMissingError", `the trial to regrade, ${this.origId}, is not in the store`);
+    const refusal = await regradeRefusal(this.req.home, orig, this.req.task.dir);
+    if (refusal) throw new TrialFailure("RegradeRefusedError", `${refusal.code}: ${refusal.message}`);
+    this.cfg = parseTaskToml(await readFile(join(this.req.task.dir, "task.toml"), "utf8"));
+    this.literals = resolveAgentEnv(this.cfg.environment.env, {}).literals;
+    const m = this.req.timeoutMultiplier || 1;
+    this.config = {
+      trial_name: this.req.trialId,
+      job_id: this.req.jobId,
+      task: { path: this.req.task.dir, name: this.req.task.name, digest: this.req.task.digest, source: this.req.task.source ?? null },
+      agent: { name: this.req.agent.name, model_name: this.req.agent.model ?? null },
+      timeout_multiplier: m,
+      timeouts: { agent_sec: 0, verifier_sec: (this.cfg.verifier.timeout_sec ?? DEFAULT_VERIFIER_TIMEOUT_SEC) * m, build_sec: this.cfg.environment.build_timeout_sec },
+      environment: {
+        force_build: !!this.req.forceBuild,
+        network_mode: baselineNetwork(this.cfg.environment),
+        verifier_mode: verifierMode(this.cfg.verifier),
+        cpus: this.cfg.environment.cpus ?? null,
+        memory_mb: this.cfg.environment.memory_mb ?? null,
+        storage_mb: this.cfg.environment.storage_mb ?? null,
+        gpus: this.cfg.environment.gpus ?? null,
+      },
+      secret_names: Object.keys(this.req.secrets).sort(),
+      attempt: this.req.attempt ?? 1,
+      regrade_of: this.origId,
+    };
+    await writeJson(join(this.path, "config.json"), this.config);
+    const origArtifacts = join(trialDir(this.req.home, this.origId), "artifacts");
+    if (this.separate() && existsSync(origArtifacts)) await cp(origArtifacts, join(this.path, "artifacts"), { recursive: true });
+    this.log(`regrade of trial ${this.origId}: only the verifier runs, on the original's ${this.separate() ? "artifacts" : "kept files"}`);
+  }
+
+  private separate(): boolean {
+    return verifierMode(this.cfg.verifier) === "separate";
+  }
+
+  private async build(): Promise<void> {
+    const env = this.cfg.environment;
+    const testsDockerfile = join(this.req.task.dir, "tests", "Dockerfile");
+    const buildLog = (line: string) => this.deps.onEvent?.({ kind: "log", trialId: this.req.trialId, stream: "build", line });
+    if (env.docker_image) {
+      await requireImage(this.engine, env.docker_image);
+      this.image = env.docker_image;
+    } else if (this.separate() && existsSync(testsDockerfile)) {
+      this.image = taskImageTag(this.req.task.digest, "verifier");
+      await ensureBuilt(this.engine, { context: join(this.req.task.dir, "tests"), tag: this.image, digest: this.req.task.digest, force: false, timeoutMs: env.build_timeout_sec * 1000, log: buildLog });
+    } else {
+      this.image = taskImageTag(this.req.task.digest);
+      await ensureBuilt(this.engine, { context: join(this.req.task.dir, "environment"), tag: this.image, digest: this.req.task.digest, force: !!this.req.forceBuild, timeoutMs: env.build_timeout_sec * 1000, log: buildLog });
+    }
+  }
+
+  private async boot(): Promise<void> {
+    const cfg = this.cfg;
+    const venv = this.separate() ? (cfg.verifier.environment ?? cfg.environment) : cfg.environment;
+    let mode = baselineNetwork(venv);
+    if (this.separate() && cfg.verifier.network_mode) mode = cfg.verifier.network_mode;
+    if (mode === "allowlist") throw new TrialFailure("NetworkPolicyUnsupportedError", "regrading a task whose verifier uses network_mode = \"allowlist\" is not supported yet");
+    const spec = boxSpec({ image: this.image, trialId: this.req.trialId, jobId: this.req.jobId, trialPath: this.path, network: mode === "no-network" ? "none" : "default", env: venv, literals: this.literals, role: "verifier", home: this.req.home });
+    // a verifier-only box has no agent stream to mount
+    spec.mounts = spec.mounts?.filter((m) => m.container !== "/logs/agent");
+    try {
+      this.box = await this.engine.create(spec);
+      if (this.deps.signal?.aborted) throw new CancelledFailure();
+      await this.engine.start(this.box);
+    } catch (e) {
+      if (e instanceof CancelledFailure) throw e;
+      throw new TrialFailure("EnvironmentStartError", `cannot start a box from ${this.image}: ${(e as Error).message}`);
+    }
+    this.log(`verifier box ${this.box.slice(0, 12)} started from ${this.image}`);
+    if (!this.separate() && cfg.environment.healthcheck) {
+      await awaitHealthy(this.engine, this.box, cfg.environment.healthcheck, () => !!this.deps.signal?.aborted);
+    }
+    if (this.separate()) await this.restoreArtifacts();
+    else await this.restoreKept();
+  }
+
+  /** Lays the original's kept tree over the fresh box: files and folders with mode and owner, deletions redone. */
+  private async restoreKept(): Promise<void> {
+    const origPath = trialDir(this.req.home, this.origId);
+    const m = (await readManifest(origPath)) as KeptManifest;
+    const blocks: Buffer[] = [];
+    const owners: string[] = [];
+    const deleted: string[] = [];
+    let n = 0;
+    for (const e of m.files) {
+      if (e.kind === "deleted") {
+        deleted.push(e.path);
+        continue;
+      }
+      if (e.kind === "modified" && e.type === "dir") continue;
+      const mode = parseInt(e.mode ?? "0644", 8);
+      const name = e.path.replace(/^\/+/, "");
+      if (e.type === "dir") blocks.push(...entryBlocks({ name, type: "dir", mode }));
+      else if (e.type === "symlink") blocks.push(...entryBlocks({ name, type: "symlink", mode: 0o777, linkname: e.target ?? "" }));
+      else if (e.type === "file") blocks.push(...entryBlocks({ name, type: "file", mode, data: await readFile(keptFile(origPath, e.path)) }));
+      else continue;
+      n++;
+      if ((e.uid ?? 0) !== 0 || (e.gid ?? 0) !== 0) owners.push(`${e.uid ?? 0}:${e.gid ?? 0}`, e.path);
+    }
+    if (deleted.length) await this.root(["sh", "-c", 'rm -rf -- "$@"', "sh", ...deleted], "removing paths the run deleted");
+    if (blocks.length) await boxPutTar(this.engine, this.box, "/", Buffer.concat([...blocks, endBlocks()]));
+    if (owners.length) await this.root(["sh", "-c", 'while [ $# -gt 1 ]; do chown -h "$1" "$2" || exit 1; shift 2; done', "sh", ...owners], "restoring owners");
+    this.log(`restored ${n} kept path(s) and ${deleted.length} deletion(s) from trial ${this.origId}`);
+  }
+
+  /** Puts each listed artifact back at its source path, as the original's separate verifier box had it. */
+  private async restoreArtifacts(): Promise<void> {
+    for (const a of this.cfg.artifacts) {
+      const src = typeof a === "string" ? a : (a as { source?: unknown })?.source;
+      if (typeof src !== "string" || !src.startsWith("/") || src.includes("'") || src.split("/").includes("..")) continue;
+      const s = src.replace(/\/+$/, "");
+      await this.root(["sh", "-c", `[ ! -e '/logs/artifacts${s}' ] || { mkdir -p "$(dirname '${s}')" && rm -rf '${s}' && cp -a '/logs/artifacts${s}' '${s}'; }`], `restoring artifact ${s}`);
+    }
+  }
+
+  private async verify(): Promise<{ rewards: RewardMap | null; exception: ExceptionRecord | null }> {
+    const cfg = this.cfg;
+    const wd = cfg.environment.workdir || (await this.root(["pwd"], "reading the working directory")).stdout.trim() || "/";
+    const { env, pendingJudge } = resolveVerifierEnv(cfg.verifier.env);
+    if (pendingJudge.length) this.log(`judge credentials ${pendingJudge.join(", ")} are left unset`);
+    await this.root(["sh", "-c", "rm -rf /tests"], "clearing /tests");
+    if (existsSync(join(this.req.task.dir, "tests"))) await this.engine.copyIn(this.box, join(this.req.task.dir, "tests"), "/tests");
+    const timeoutSec = (cfg.verifier.timeout_sec ?? DEFAULT_VERIFIER_TIMEOUT_SEC) * (this.req.timeoutMultiplier || 1);
+    const r = await this.engine.exec(this.box, ["bash", "-c", "bash /tests/test.sh > /logs/verifier/test-stdout.txt 2>&1"], {
+      user: "root",
+      workdir: wd,
+      env: { ...this.literals, ...env },
+      timeoutMs: timeoutSec * 1000,
+    });
+    if (this.deps.signal?.aborted) throw new CancelledFailure();
+    const vdir = join(this.path, "verifier");
+    const tail = async (fallback: string) => ((await verifierTail(vdir)).trim() ? await verifierTail(vdir) : fallback);
+    if (r.timedOut) {
+      const msg = `the verifier ran past its ${timeoutSec} s timeout`;
+      return { rewards: null, exception: this.exc("VerifierTimeoutError", await tail(msg), msg) };
+    }
+    const parsed = await readRewards(vdir);
+    if (!parsed.ok) return { rewards: null, exception: this.exc(parsed.type, await tail(parsed.reason), `${parsed.reason} (test.sh exited ${r.exitCode})`) };
+    this.log(`verifier: ${JSON.stringify(parsed.rewards)} from ${parsed.file}`);
+    return { rewards: parsed.rewards, exception: null };
+  }
+
+  private async persist(status: TrialStatus, rewards: RewardMap | null, exception: ExceptionRecord | null): Promise<TrialRecord> {
+    const span: TimeSpan = { started_at: now() };
+    this.timings.persist = span;
+    this.update({ attempt_phase: "persist" });
+    this.deps.onEvent?.({ kind: "phase", trialId: this.req.trialId, phase: "persist", at: span.started_at });
+    if (this.box && status !== "CANCELLED" && this.cfg && !this.separate()) {
+      await keepChangedFiles(this.engine, this.box, this.path, (l) => this.log(l));
+    }
+    if (this.box) await this.engine.remove(this.box).catch((e: unknown) => this.log(`could not remove box ${this.box.slice(0, 12)}: ${(e as Error).message}; \`evolve gc\` will`));
+    const finished = now();
+    const reward = primaryReward(rewards);
+    try {
+      await pruneEmptyDirs(this.path);
+      span.finished_at = now();
+      await writeResult(this.path, {
+        id: this.req.trialId,
+        taskName: this.req.task.name,
+        taskDir: this.req.task.dir,
+        taskDigest: this.req.task.digest,
+        source: this.req.task.source ?? null,
+        config: this.config ?? ({ trial_name: this.req.trialId, job_id: this.req.jobId, regrade_of: this.origId } as unknown as TrialConfigFile),
+        agent: this.req.agent,
+        status,
+        attemptPhase: "persist",
+        phaseTimings: this.timings,
+        rewards,
+        reward,
+        exception,
+        startedAt: this.startedAt,
+        finishedAt: finished,
+        stepResults: null,
+        attempt: this.req.attempt ?? 1,
+      });
+    } catch (e) {
+      exception ??= this.exc("TrialPersistError", `could not write the trial tree: ${(e as Error).message}`);
+      if (status === "SCORED") status = "INFRASTRUCTURE_ERROR";
+    }
+    span.finished_at ??= now();
+    this.update({ status, rewards, reward, exception, finished_at: finished });
+    return this.rec;
+  }
+
+  private async root(cmd: string[], what: string) {
+    const r = await this.engine.exec(this.box, cmd, { user: "root", timeoutMs: 120_000 });
+    if (this.deps.signal?.aborted) throw new CancelledFailure();
+    if (r.exitCode !== 0) throw new TrialFailure("RegradeRestoreError", `${what} failed (exit ${r.exitCode}): ${(r.stderr || r.stdout).trim().slice(-500)}`);
+    return r;
+  }
+
+  private exc(type: string, message: string, traceback = ""): ExceptionRecord {
+    return { type, message, traceback, occurred_at: now() };
+  }
+
+  private log(line: string): void {
+    try {
+      appendFileSync(join(this.path, "trial.log"), `${now()} ${line}\n`);
+    } catch {
+      // the folder may not exist yet
+    }
+    this.deps.onEvent?.({ kind: "log", trialId: this.req.trialId, stream: "system", line });
+  }
+
+  private update(fields: Partial<TrialRecord>): void {
+    const prev = this.rec.status;
+    this.rec = { ...this.rec, ...fields, phase_timings: structuredClone(this.timings) as TrialRecord["phase_timings"], updated_at: now() };
+    this.deps.store.putTrial(this.rec);
+    if (fields.status && fields.status !== prev) this.deps.onEvent?.({ kind: "status", trialId: this.req.trialId, status: fields.status as TrialStatus });
+  }
+}
