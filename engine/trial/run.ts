@@ -16,7 +16,6 @@ import { baselineNetwork, DEFAULT_AGENT_TIMEOUT_SEC, DEFAULT_VERIFIER_TIMEOUT_SE
 import { awaitHealthy, boxSpec, ensureBuilt, gpuDevices, requireImage, requireRunning, taskImageTag } from "./box.ts";
 import { keepChangedFiles } from "./changes.ts";
 import { resolveAgentEnv, resolveVerifierEnv } from "./env.ts";
-import { TrialNetwork, trialPolicies, type NetPolicy, type TrialPolicies } from "./network.ts";
 import { CancelledFailure, TrialFailure } from "./errors.ts";
 import { pruneEmptyDirs, redactTree, writeJson, writeResult, type ExceptionRecord, type StepResult, type TimeSpan, type TrialConfigFile } from "./result.ts";
 import { primaryReward, readRewards, verifierTail, type RewardMap } from "./reward.ts";
@@ -78,10 +77,6 @@ class TrialRun {
   private secretValues: string[];
   private configFile!: TrialConfigFile;
   private agentException: ExceptionRecord | null = null;
-  /** Set in boot by the combined root check: `[agent] user` is not in the image. */
-  private userMissing = false;
-  private net?: TrialNetwork;
-  private policies!: TrialPolicies;
   private readonly startedAt = now();
 
   constructor(
@@ -195,21 +190,17 @@ class TrialRun {
     this.literals = env.literals;
     this.agentEnv = env.all;
     this.solutionEnv = sol.all;
-    this.policies = trialPolicies(cfg);
-    this.net = new TrialNetwork(this.engine, {
-      trialId: this.req.trialId,
-      jobId: this.req.jobId,
-      home: this.req.home,
-      policies: this.policies,
-      compose: false,
-      extraHosts: this.req.extraHosts,
-      log: (l) => this.log(l),
-      track: (id) => this.boxes.add(id),
-    });
+    if (baselineNetwork(cfg.environment) === "allowlist") {
+      // TODO(issue 3, allowlist): egress proxy the box cannot bypass; until then refuse rather than run open
+      throw new TrialFailure("NetworkPolicyUnsupportedError", "network_mode = \"allowlist\" is not supported by this engine driver yet");
+    }
     // refuse before building anything: no GPU appears later in this trial
     gpuDevices(cfg.environment.gpus);
     if (cfg.environment.storage_mb !== undefined) {
       this.log(`warning: storage_mb = ${cfg.environment.storage_mb} is not enforced by this engine; the box gets the engine's default disk`);
+    }
+    if (cfg.agent.network_mode !== undefined && cfg.agent.network_mode !== baselineNetwork(cfg.environment)) {
+      this.log(`warning: [agent] network_mode = ${cfg.agent.network_mode} (per-phase switching) is not applied yet; the box keeps ${baselineNetwork(cfg.environment)}`);
     }
   }
 
@@ -239,28 +230,28 @@ class TrialRun {
 
   private async boot(): Promise<void> {
     const cfg = this.cfg;
-    this.agentBox = await this.startBox(this.image, this.policies.baseline, cfg.environment, "agent");
+    const network = baselineNetwork(cfg.environment) === "no-network" ? "none" : "default";
+    this.agentBox = await this.startBox(this.image, network, cfg.environment, "agent");
     if (cfg.environment.healthcheck) {
       await awaitHealthy(this.engine, this.agentBox, cfg.environment.healthcheck, () => !!this.deps.signal?.aborted);
       this.checkCancelled();
     }
-    const state = await requireRunning(this.engine, this.agentBox, "before the agent started");
-    // Every exec spawns a runtime process (~0.2 s on podman), so the image's WORKDIR comes from inspect and the
-    // workdir and agent-user checks share one exec; a missing user still fails in install, before any agent work.
+    await requireRunning(this.engine, this.agentBox, "before the agent started");
     const wd = cfg.environment.workdir;
-    const user = this.agentUser();
-    this.workdir = wd || state.workdir || "/";
-    if (wd || user !== undefined) {
-      const check = 'if [ -n "$1" ]; then mkdir -p "$1"; fi; if [ -n "$2" ] && ! id -u "$2" >/dev/null 2>&1; then echo evolve-no-user; fi';
-      const r = await this.exec(this.agentBox, ["sh", "-c", check, "sh", wd ?? "", user ?? ""], { user: "root" });
-      this.userMissing = user !== undefined && (r.exitCode !== 0 || r.stdout.includes("evolve-no-user"));
+    if (wd) {
+      await this.exec(this.agentBox, ["sh", "-c", `mkdir -p '${wd}'`], { user: "root" });
+      this.workdir = wd;
+    } else {
+      const pwd = await this.exec(this.agentBox, ["pwd"], { user: "root" });
+      this.workdir = pwd.stdout.trim() || "/";
     }
   }
 
   private async install(): Promise<void> {
     const user = this.agentUser();
     if (user !== undefined) {
-      if (this.userMissing) {
+      const r = await this.exec(this.agentBox, ["id", "-u", user], { user: "root" });
+      if (r.exitCode !== 0) {
         await requireRunning(this.engine, this.agentBox, "before the agent started");
         throw new TrialFailure("AgentUserNotFoundError", `[agent] user ${user} does not exist in the image (add it in the Dockerfile, e.g. RUN useradd -m ${user})`);
       }
@@ -309,19 +300,18 @@ class TrialRun {
     this.update({ status: "RUNNING" });
     const started = now();
     const box = this.agentBox;
-    await this.net!.enter(box, "agent");
     if (plan.name !== null && existsSync(join(plan.dir, "workdir"))) {
       await this.engine.copyIn(box, join(plan.dir, "workdir"), this.workdir!);
       const setup = `${this.workdir}/setup.sh`;
       const r = await this.exec(box, ["sh", "-c", `[ ! -f '${setup}' ] || bash '${setup}'`], {
         user: this.agentUser(),
         workdir: this.workdir,
-        env: { ...this.agentEnv, ...this.net!.execEnv("agent") },
+        env: this.agentEnv,
         timeoutMs: plan.agentTimeoutSec * 1000,
       });
       if (r.exitCode !== 0) this.log(`step ${plan.name}: workdir/setup.sh exited ${r.exitCode}`);
     }
-    const ctx = this.context(plan, this.net!.execEnv("agent"));
+    const ctx = this.context(plan);
     const out = await this.harness.run(ctx).catch((e: unknown) => {
       this.checkCancelled();
       throw e;
@@ -377,19 +367,17 @@ class TrialRun {
     const started = now();
     try {
       const separate = verifierMode(this.cfg.verifier) === "separate";
-      await this.net!.enter(this.agentBox, "verify");
       const box = separate ? await this.separateVerifierBox(plan) : this.agentBox;
       const { env, pendingJudge } = resolveVerifierEnv({ ...this.cfg.verifier.env, ...plan.verifierEnv });
       if (pendingJudge.length > 0) this.log(`judge credentials ${pendingJudge.join(", ")} are left unset: the gateway answers them (next issue)`);
-      // a HEAD rather than an exec: /tests is only there when the image or the agent made it
-      if (await this.engine.pathExists(box, "/tests")) await this.exec(box, ["sh", "-c", "rm -rf /tests"], { user: "root" });
+      await this.exec(box, ["sh", "-c", "rm -rf /tests"], { user: "root" });
       const shared = join(this.req.task.dir, "tests");
       if (existsSync(shared)) await this.engine.copyIn(box, shared, "/tests");
       if (plan.name !== null && existsSync(join(plan.dir, "tests"))) await this.engine.copyIn(box, join(plan.dir, "tests"), "/tests");
       const r = await this.exec(box, ["bash", "-c", "bash /tests/test.sh > /logs/verifier/test-stdout.txt 2>&1"], {
         user: "root",
         workdir: this.workdir,
-        env: { ...this.literals, ...(separate ? {} : this.net!.execEnv("verify")), ...env },
+        env: { ...this.literals, ...env },
         timeoutMs: plan.verifierTimeoutSec * 1000,
       });
       this.checkCancelled();
@@ -429,7 +417,10 @@ class TrialRun {
       });
     }
     const venv = cfg.verifier.environment ?? cfg.environment;
-    const box = await this.startBox(image, this.policies.separateVerifier ?? this.policies.baseline, venv, "verifier");
+    let mode = baselineNetwork(venv);
+    if (cfg.verifier.network_mode) mode = cfg.verifier.network_mode;
+    if (mode === "allowlist") throw new TrialFailure("NetworkPolicyUnsupportedError", "a separate verifier with network_mode = \"allowlist\" is not supported yet");
+    const box = await this.startBox(image, mode === "no-network" ? "none" : "default", venv, "verifier");
     // the verifier sees /logs/artifacts (mounted) and each listed artifact back at its source path
     for (const src of this.artifactSources(plan)) {
       await this.exec(box, ["sh", "-c", `[ ! -e '/logs/artifacts${src}' ] || { mkdir -p "$(dirname '${src}')" && rm -rf '${src}' && cp -a '/logs/artifacts${src}' '${src}'; }`], { user: "root" });
@@ -493,13 +484,8 @@ class TrialRun {
 
   // ---- helpers -----------------------------------------------------------------------------------------------
 
-  private async startBox(image: string, policy: NetPolicy, env: TaskConfig["environment"], role: "agent" | "verifier"): Promise<string> {
-    const net = await this.net!.boxNetworking(role, policy);
-    const network = net.network;
-    const spec = boxSpec({
-      image, trialId: this.req.trialId, jobId: this.req.jobId, trialPath: this.path, network, env, literals: this.literals, role, home: this.req.home,
-      extraHosts: net.extraHosts, netEnv: net.env, aliases: net.aliases,
-    });
+  private async startBox(image: string, network: "none" | "default", env: TaskConfig["environment"], role: "agent" | "verifier"): Promise<string> {
+    const spec = boxSpec({ image, trialId: this.req.trialId, jobId: this.req.jobId, trialPath: this.path, network, env, literals: this.literals, role, home: this.req.home });
     let id: string;
     try {
       id = await this.engine.create(spec);
@@ -514,8 +500,6 @@ class TrialRun {
       throw new TrialFailure("EnvironmentStartError", `cannot start the container from ${image}: ${(e as Error).message}`);
     }
     this.log(`${role} box ${id.slice(0, 12)} started from ${image} (network ${network})`);
-    this.net!.created(id, policy, network);
-    await this.net!.attach(id, policy, `${role} box boot`);
     return id;
   }
 
@@ -530,7 +514,7 @@ class TrialRun {
     }
   }
 
-  private context(plan: StepPlan, phaseEnv: Record<string, string> = {}): HarnessContext {
+  private context(plan: StepPlan): HarnessContext {
     return {
       engine: this.engine,
       containerId: this.agentBox,
@@ -539,7 +523,7 @@ class TrialRun {
       instruction: this.instruction(plan),
       user: this.agentUser(),
       workdir: this.workdir,
-      env: { ...this.agentEnv, ...phaseEnv },
+      env: this.agentEnv,
       solutionEnv: this.solutionEnv,
       model: this.req.agent.model,
       timeoutMs: plan.agentTimeoutSec * 1000,
@@ -675,14 +659,7 @@ class TrialRun {
 
   private scheduleRemoval(): void {
     const ids = [...this.boxes];
-    const net = this.net;
-    if (ids.length === 0) {
-      if (net) {
-        const p: Promise<void> = net.removeNetworks().then(() => void removals.delete(p));
-        removals.add(p);
-      }
-      return;
-    }
+    if (ids.length === 0) return;
     const p: Promise<void> = Promise.all(
       ids.map((id) =>
         this.engine.remove(id).catch((e: unknown) => {
@@ -690,11 +667,9 @@ class TrialRun {
           this.log(`could not remove container ${id.slice(0, 12)}: ${(e as Error).message}; \`evolve gc\` will`);
         }),
       ),
-    )
-      .then(() => net?.removeNetworks())
-      .then(() => {
-        removals.delete(p);
-      });
+    ).then(() => {
+      removals.delete(p);
+    });
     removals.add(p);
   }
 
