@@ -5,6 +5,7 @@
 import { Command, CommanderError, Option } from "commander";
 import { exitQuietlyOnBrokenPipe } from "../engine/runtime.ts";
 import { formatError, reportError } from "./output.ts";
+import { addTrialCommands } from "./trial-cli.ts";
 
 const collect = (v: string, prev: string[]) => [...prev, v];
 
@@ -162,7 +163,7 @@ export function buildProgram(version: string, setExit: (code: number) => void): 
     .addHelpText("after", examples(["evolve job cancel 01JB..."]))
     .action(async (id: string, opts) => setExit(await (await import("./job.ts")).jobCancelCommand(id, opts)));
 
-  const trial = program.command("trial").description("inspect trials");
+  const trial = program.command("trial").description("inspect, retry, regrade and stop trials; read their logs, files and processes");
   trial
     .command("show")
     .description("a trial's task, agent, status, reward, tokens, spend and exception")
@@ -170,6 +171,7 @@ export function buildProgram(version: string, setExit: (code: number) => void): 
     .option("--json", "print as JSON")
     .addHelpText("after", examples(["evolve trial show 01JB...", "evolve trial show 01JB... --json | jq .rewards"]))
     .action(async (id: string, opts) => setExit(await (await import("./job.ts")).trialShowCommand(id, opts)));
+  addTrialCommands(trial, setExit, engineOpt);
 
   program
     .command("doctor")

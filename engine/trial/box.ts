@@ -2,16 +2,15 @@
  * The trial's container ("box"): its image, how it is created and started, and the checks it must pass before
  * any agent work (platform-tasks.md "environment/", "Healthcheck and the agent user").
  *
- * Network design: a `no-network` box is created with the engine's "none" network — loopback only, no route
- * anywhere. The model gateway of the next issue is meant to be the one thing such a box reaches: it will be
- * handed in as a unix socket bind-mounted into the box (a file, not a route), so sealing the network never has to
- * be relaxed for it.
+ * Network design (no-network, allowlist through the egress proxy, phase switches, the gateway socket seam): see
+ * network.ts, which decides each box's networks; boxSpec only carries them.
  */
 import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { LABEL_HOME, LABEL_JOB, LABEL_MANAGED, LABEL_TASK_DIGEST, LABEL_TRIAL, type ContainerSpec, type Engine } from "../driver/types.ts";
 import type { EnvironmentConfig } from "../task/model.ts";
 import { TrialFailure } from "./errors.ts";
+import { GATEWAY_SOCKET_IN_BOX } from "./network.ts";
 
 /** The image tag a task's environment/Dockerfile builds to: stable per task content. */
 export function taskImageTag(digest: string, kind: "task" | "verifier" = "task"): string {
@@ -95,24 +94,34 @@ export function boxSpec(opts: {
   trialId: string;
   jobId: string;
   trialPath: string;
-  network: "none" | "default";
+  /** "none", "default" or a trial network (network.ts decides). */
+  network: string;
   env: EnvironmentConfig;
   literals: Record<string, string>;
   role: "agent" | "verifier";
   home: string;
+  /** From network.ts: /etc/hosts entries (the egress proxy, compose services), proxy variables, aliases. */
+  extraHosts?: string[];
+  netEnv?: Record<string, string>;
+  aliases?: string[];
+  /** Host path of the trial's gateway socket (next issue), mounted at GATEWAY_SOCKET_IN_BOX; see network.ts. */
+  gatewaySocket?: string;
 }): ContainerSpec {
   const t = opts.trialPath;
   return {
     image: opts.image,
     cmd: ["sleep", "infinity"],
-    env: opts.literals,
+    env: { ...opts.literals, ...opts.netEnv },
     labels: { [LABEL_MANAGED]: "true", [LABEL_TRIAL]: opts.trialId, [LABEL_JOB]: opts.jobId, [LABEL_HOME]: opts.home, "dev.evolve.role": opts.role },
     mounts: [
       { host: join(t, "agent"), container: "/logs/agent" },
       { host: join(t, "verifier"), container: "/logs/verifier" },
       { host: join(t, "artifacts"), container: "/logs/artifacts" },
+      ...(opts.gatewaySocket ? [{ host: opts.gatewaySocket, container: GATEWAY_SOCKET_IN_BOX }] : []),
     ],
     network: opts.network,
+    extraHosts: opts.extraHosts?.length ? opts.extraHosts : undefined,
+    aliases: opts.aliases,
     cpus: opts.env.cpus,
     memoryMb: opts.env.memory_mb,
     devices: gpuDevices(opts.env.gpus),

@@ -16,6 +16,7 @@ import { baselineNetwork, DEFAULT_AGENT_TIMEOUT_SEC, DEFAULT_VERIFIER_TIMEOUT_SE
 import { awaitHealthy, boxSpec, ensureBuilt, gpuDevices, requireImage, requireRunning, taskImageTag } from "./box.ts";
 import { keepChangedFiles } from "./changes.ts";
 import { resolveAgentEnv, resolveVerifierEnv } from "./env.ts";
+import { TrialNetwork, trialPolicies, type NetPolicy, type TrialPolicies } from "./network.ts";
 import { CancelledFailure, TrialFailure } from "./errors.ts";
 import { pruneEmptyDirs, redactTree, writeJson, writeResult, type ExceptionRecord, type StepResult, type TimeSpan, type TrialConfigFile } from "./result.ts";
 import { primaryReward, readRewards, verifierTail, type RewardMap } from "./reward.ts";
@@ -77,6 +78,8 @@ class TrialRun {
   private secretValues: string[];
   private configFile!: TrialConfigFile;
   private agentException: ExceptionRecord | null = null;
+  private net?: TrialNetwork;
+  private policies!: TrialPolicies;
   private readonly startedAt = now();
 
   constructor(
@@ -190,17 +193,21 @@ class TrialRun {
     this.literals = env.literals;
     this.agentEnv = env.all;
     this.solutionEnv = sol.all;
-    if (baselineNetwork(cfg.environment) === "allowlist") {
-      // TODO(issue 3, allowlist): egress proxy the box cannot bypass; until then refuse rather than run open
-      throw new TrialFailure("NetworkPolicyUnsupportedError", "network_mode = \"allowlist\" is not supported by this engine driver yet");
-    }
+    this.policies = trialPolicies(cfg);
+    this.net = new TrialNetwork(this.engine, {
+      trialId: this.req.trialId,
+      jobId: this.req.jobId,
+      home: this.req.home,
+      policies: this.policies,
+      compose: false,
+      extraHosts: this.req.extraHosts,
+      log: (l) => this.log(l),
+      track: (id) => this.boxes.add(id),
+    });
     // refuse before building anything: no GPU appears later in this trial
     gpuDevices(cfg.environment.gpus);
     if (cfg.environment.storage_mb !== undefined) {
       this.log(`warning: storage_mb = ${cfg.environment.storage_mb} is not enforced by this engine; the box gets the engine's default disk`);
-    }
-    if (cfg.agent.network_mode !== undefined && cfg.agent.network_mode !== baselineNetwork(cfg.environment)) {
-      this.log(`warning: [agent] network_mode = ${cfg.agent.network_mode} (per-phase switching) is not applied yet; the box keeps ${baselineNetwork(cfg.environment)}`);
     }
   }
 
@@ -230,8 +237,7 @@ class TrialRun {
 
   private async boot(): Promise<void> {
     const cfg = this.cfg;
-    const network = baselineNetwork(cfg.environment) === "no-network" ? "none" : "default";
-    this.agentBox = await this.startBox(this.image, network, cfg.environment, "agent");
+    this.agentBox = await this.startBox(this.image, this.policies.baseline, cfg.environment, "agent");
     if (cfg.environment.healthcheck) {
       await awaitHealthy(this.engine, this.agentBox, cfg.environment.healthcheck, () => !!this.deps.signal?.aborted);
       this.checkCancelled();
@@ -300,18 +306,19 @@ class TrialRun {
     this.update({ status: "RUNNING" });
     const started = now();
     const box = this.agentBox;
+    await this.net!.enter(box, "agent");
     if (plan.name !== null && existsSync(join(plan.dir, "workdir"))) {
       await this.engine.copyIn(box, join(plan.dir, "workdir"), this.workdir!);
       const setup = `${this.workdir}/setup.sh`;
       const r = await this.exec(box, ["sh", "-c", `[ ! -f '${setup}' ] || bash '${setup}'`], {
         user: this.agentUser(),
         workdir: this.workdir,
-        env: this.agentEnv,
+        env: { ...this.agentEnv, ...this.net!.execEnv("agent") },
         timeoutMs: plan.agentTimeoutSec * 1000,
       });
       if (r.exitCode !== 0) this.log(`step ${plan.name}: workdir/setup.sh exited ${r.exitCode}`);
     }
-    const ctx = this.context(plan);
+    const ctx = this.context(plan, this.net!.execEnv("agent"));
     const out = await this.harness.run(ctx).catch((e: unknown) => {
       this.checkCancelled();
       throw e;
@@ -367,6 +374,7 @@ class TrialRun {
     const started = now();
     try {
       const separate = verifierMode(this.cfg.verifier) === "separate";
+      await this.net!.enter(this.agentBox, "verify");
       const box = separate ? await this.separateVerifierBox(plan) : this.agentBox;
       const { env, pendingJudge } = resolveVerifierEnv({ ...this.cfg.verifier.env, ...plan.verifierEnv });
       if (pendingJudge.length > 0) this.log(`judge credentials ${pendingJudge.join(", ")} are left unset: the gateway answers them (next issue)`);
@@ -377,7 +385,7 @@ class TrialRun {
       const r = await this.exec(box, ["bash", "-c", "bash /tests/test.sh > /logs/verifier/test-stdout.txt 2>&1"], {
         user: "root",
         workdir: this.workdir,
-        env: { ...this.literals, ...env },
+        env: { ...this.literals, ...(separate ? {} : this.net!.execEnv("verify")), ...env },
         timeoutMs: plan.verifierTimeoutSec * 1000,
       });
       this.checkCancelled();
@@ -417,10 +425,7 @@ class TrialRun {
       });
     }
     const venv = cfg.verifier.environment ?? cfg.environment;
-    let mode = baselineNetwork(venv);
-    if (cfg.verifier.network_mode) mode = cfg.verifier.network_mode;
-    if (mode === "allowlist") throw new TrialFailure("NetworkPolicyUnsupportedError", "a separate verifier with network_mode = \"allowlist\" is not supported yet");
-    const box = await this.startBox(image, mode === "no-network" ? "none" : "default", venv, "verifier");
+    const box = await this.startBox(image, this.policies.separateVerifier ?? this.policies.baseline, venv, "verifier");
     // the verifier sees /logs/artifacts (mounted) and each listed artifact back at its source path
     for (const src of this.artifactSources(plan)) {
       await this.exec(box, ["sh", "-c", `[ ! -e '/logs/artifacts${src}' ] || { mkdir -p "$(dirname '${src}')" && rm -rf '${src}' && cp -a '/logs/artifacts${src}' '${src}'; }`], { user: "root" });
@@ -484,8 +489,13 @@ class TrialRun {
 
   // ---- helpers -----------------------------------------------------------------------------------------------
 
-  private async startBox(image: string, network: "none" | "default", env: TaskConfig["environment"], role: "agent" | "verifier"): Promise<string> {
-    const spec = boxSpec({ image, trialId: this.req.trialId, jobId: this.req.jobId, trialPath: this.path, network, env, literals: this.literals, role, home: this.req.home });
+  private async startBox(image: string, policy: NetPolicy, env: TaskConfig["environment"], role: "agent" | "verifier"): Promise<string> {
+    const net = await this.net!.boxNetworking(role, policy);
+    const network = net.network;
+    const spec = boxSpec({
+      image, trialId: this.req.trialId, jobId: this.req.jobId, trialPath: this.path, network, env, literals: this.literals, role, home: this.req.home,
+      extraHosts: net.extraHosts, netEnv: net.env, aliases: net.aliases,
+    });
     let id: string;
     try {
       id = await this.engine.create(spec);
@@ -500,6 +510,8 @@ class TrialRun {
       throw new TrialFailure("EnvironmentStartError", `cannot start the container from ${image}: ${(e as Error).message}`);
     }
     this.log(`${role} box ${id.slice(0, 12)} started from ${image} (network ${network})`);
+    this.net!.created(id, policy, network);
+    await this.net!.attach(id, policy, `${role} box boot`);
     return id;
   }
 
@@ -514,7 +526,7 @@ class TrialRun {
     }
   }
 
-  private context(plan: StepPlan): HarnessContext {
+  private context(plan: StepPlan, phaseEnv: Record<string, string> = {}): HarnessContext {
     return {
       engine: this.engine,
       containerId: this.agentBox,
@@ -523,7 +535,7 @@ class TrialRun {
       instruction: this.instruction(plan),
       user: this.agentUser(),
       workdir: this.workdir,
-      env: this.agentEnv,
+      env: { ...this.agentEnv, ...phaseEnv },
       solutionEnv: this.solutionEnv,
       model: this.req.agent.model,
       timeoutMs: plan.agentTimeoutSec * 1000,
@@ -659,7 +671,14 @@ class TrialRun {
 
   private scheduleRemoval(): void {
     const ids = [...this.boxes];
-    if (ids.length === 0) return;
+    const net = this.net;
+    if (ids.length === 0) {
+      if (net) {
+        const p: Promise<void> = net.removeNetworks().then(() => void removals.delete(p));
+        removals.add(p);
+      }
+      return;
+    }
     const p: Promise<void> = Promise.all(
       ids.map((id) =>
         this.engine.remove(id).catch((e: unknown) => {
@@ -667,9 +686,11 @@ class TrialRun {
           this.log(`could not remove container ${id.slice(0, 12)}: ${(e as Error).message}; \`evolve gc\` will`);
         }),
       ),
-    ).then(() => {
-      removals.delete(p);
-    });
+    )
+      .then(() => net?.removeNetworks())
+      .then(() => {
+        removals.delete(p);
+      });
     removals.add(p);
   }
 

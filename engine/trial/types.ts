@@ -56,6 +56,8 @@ export interface TrialRequest {
   forceBuild?: boolean;
   /** Which attempt of this trial this is (1-based), for automatic INFRASTRUCTURE_ERROR retries. */
   attempt?: number;
+  /** "name:ip" entries for every box's and the egress proxy's /etc/hosts: private mirrors on an air-gapped host, tests. */
+  extraHosts?: string[];
 }
 
 /** Live notifications from a running trial, for progress displays and `run --json`. */

@@ -1,0 +1,421 @@
+/**
+ * `evolve trial retry|regrade|stop|logs|files|procs`: acting on one trial and reading what it left. A live trial
+ * is read through the engine (its box); a settled one from its trial folder and kept tree.
+ *
+ * Exit codes: 2 for a usage error or an id/path that cannot name anything (`trial_not_found`,
+ * `path_outside_tree`, `trial_not_settled`); 1 when the trial was found but does not have what was asked (a stream it
+ * never produced, a file it never kept, no live box for `procs`, a trial that cannot be regraded).
+ */
+import { createWriteStream, existsSync, readdirSync } from "node:fs";
+import { mkdir, open, readFile, stat } from "node:fs/promises";
+import { join, posix, resolve } from "node:path";
+import { pipeline } from "node:stream/promises";
+import { Readable } from "node:stream";
+import { createGzip } from "node:zlib";
+import { openEngine } from "../engine/driver/select.ts";
+import { endBlocks, entryBlocks } from "../engine/driver/tar.ts";
+import type { Engine, EngineKind } from "../engine/driver/types.ts";
+import { EvolveError } from "../engine/errors.ts";
+import { createRegrade, createRetry, isSettled, reassertStop, requestStop, requireTrial } from "../engine/job/actions.ts";
+import { runJob } from "../engine/job/job.ts";
+import { trialDir, type Store, type TrialRecord } from "../engine/store/index.ts";
+import { exclusion, keptFile, readManifest, type KeptEntry, type KeptManifest } from "../engine/trial/changes.ts";
+import { boxArchiveRaw, boxChanges, boxList, boxPath, boxProcesses, boxReadFile, findLiveBox } from "../engine/trial/inspect.ts";
+import { runTrial, settleRemovals } from "../engine/trial/run.ts";
+import { out, outJson, outTable, style } from "./output.ts";
+import { withStore } from "./store.ts";
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+// ---- retry / regrade -------------------------------------------------------------------------------------------
+
+/** Runs a one-trial job made by retry/regrade in this process and prints its outcome. */
+async function runOneTrialJob(store: Store, home: string, made: { job: { id: string }; trial: TrialRecord }, what: string, of: string, opts: { json?: boolean; engine?: EngineKind }): Promise<number> {
+  const config = (store.getJob(made.job.id)!.config ?? {}) as { secret_names?: string[] };
+  const secrets: Record<string, string> = {};
+  for (const n of config.secret_names ?? []) if (process.env[n] !== undefined) secrets[n] = process.env[n]!;
+  const engine = await openEngine({ kind: opts.engine, home });
+  if (!opts.json) out(`${style.bold(`job ${made.job.id}`)}: ${what} of trial ${of} as trial ${made.trial.id}`);
+  const stop = new AbortController();
+  const onSigint = () => (stop.signal.aborted ? process.exit(130) : stop.abort());
+  process.on("SIGINT", onSigint);
+  try {
+    await runJob(made.job.id, { store, engine, home, runTrial, secrets, signal: stop.signal });
+  } finally {
+    process.off("SIGINT", onSigint);
+    await settleRemovals();
+    await engine.close();
+  }
+  const t = store.getTrial(made.trial.id)!;
+  const doc = { job_id: made.job.id, trial_id: t.id, [what === "retry" ? "retry_of" : "regrade_of"]: of, status: t.status, reward: t.reward ?? null, rewards: t.rewards ?? null, exception: t.exception ?? null };
+  if (opts.json) outJson(doc);
+  else {
+    const status = t.status === "SCORED" ? style.green(t.status) : style.red(t.status);
+    const why = t.exception ? style.dim(` ${t.exception.type}: ${t.exception.message.split("\n")[0].slice(0, 160)}`) : "";
+    out(`${status} ${t.task_name ?? t.task_digest} ${style.dim(t.id)}${t.reward !== null && t.reward !== undefined ? ` reward ${t.reward}` : ""}${why}`);
+  }
+  return t.status === "SCORED" ? 0 : 1;
+}
+
+/** `evolve trial retry <id>` */
+export async function retryCommand(id: string, opts: { json?: boolean; engine?: EngineKind }): Promise<number> {
+  return withStore((store, home) => runOneTrialJob(store, home, createRetry(store, id), "retry", id, opts));
+}
+
+/** `evolve trial regrade <id>` */
+export async function regradeCommand(id: string, opts: { json?: boolean; engine?: EngineKind }): Promise<number> {
+  return withStore(async (store, home) => runOneTrialJob(store, home, await createRegrade(store, home, id), "regrade", id, opts));
+}
+
+// ---- stop ------------------------------------------------------------------------------------------------------
+
+/** `evolve trial stop <id>…`: waits (up to --wait seconds) until each stopped trial has settled. */
+export async function stopCommand(ids: string[], opts: { json?: boolean; wait?: number }): Promise<number> {
+  const waitSec = opts.wait ?? 30;
+  if (!(waitSec >= 0)) throw new EvolveError("usage", `--wait must be a number of seconds ≥ 0, got ${opts.wait}`, "e.g. --wait 10");
+  return withStore(async (store) => {
+    const outcomes = requestStop(store, ids);
+    let open = outcomes.filter((o) => o.action === "requested").map((o) => o.id);
+    const deadline = Date.now() + waitSec * 1000;
+    while (open.length > 0 && Date.now() < deadline) {
+      await sleep(200);
+      open = reassertStop(store, open);
+    }
+    const rows = outcomes.map((o) => {
+      const t = store.getTrial(o.id)!;
+      return { id: o.id, action: o.action, status: t.status, settled: isSettled(t) };
+    });
+    if (opts.json) outJson(rows);
+    else {
+      for (const r of rows) {
+        if (r.action === "settled") out(`${r.id}: already settled ${r.status}; nothing to stop`);
+        else if (r.settled) out(`${r.id}: stopped, ${r.status}`);
+        else out(`${r.id}: stop requested; still ${r.status} after ${waitSec} s (its runner settles it when the current step returns)`);
+      }
+    }
+    return rows.every((r) => r.settled) ? 0 : 1;
+  });
+}
+
+// ---- logs ------------------------------------------------------------------------------------------------------
+
+/** The streams `trial logs` knows; the last two are named but not recorded today. */
+export const LOG_STREAMS = ["agent", "verifier", "system", "setup", "metrics"] as const;
+type LogStream = (typeof LOG_STREAMS)[number];
+
+const UNRECORDED: Partial<Record<LogStream, string>> = {
+  setup: "the setup stream (image build and agent install output) is named but not recorded today; build lines appear in `evolve run --json` as log events",
+  metrics: "the metrics stream (resource samples of the box) is named but not recorded today",
+};
+
+/** The files of a stream in reading order: earlier steps' copies first, then the current one. */
+function streamFiles(tdir: string, t: TrialRecord, stream: LogStream): string[] {
+  const pick = (dir: string): string | undefined => {
+    if (stream === "verifier") return join(dir, "verifier", "test-stdout.txt");
+    const agentDir = join(dir, "agent");
+    for (const n of [`${t.agent}.txt`, "stdout.log"]) if (existsSync(join(agentDir, n))) return join(agentDir, n);
+    const txt = existsSync(agentDir) ? readdirSync(agentDir).filter((n) => n.endsWith(".txt")).sort() : [];
+    return txt.length ? join(agentDir, txt[0]) : join(agentDir, `${t.agent}.txt`);
+  };
+  if (stream === "system") return [join(tdir, "trial.log")];
+  const steps = existsSync(join(tdir, "steps")) ? readdirSync(join(tdir, "steps")).sort() : [];
+  return [...steps.map((s) => pick(join(tdir, "steps", s))!), pick(tdir)!];
+}
+
+function notRecorded(t: TrialRecord, stream: LogStream): EvolveError {
+  const where = `${t.status}${t.attempt_phase ? `, phase ${t.attempt_phase}` : ""}`;
+  const why = isSettled(t)
+    ? stream === "verifier"
+      ? "its verifier never ran"
+      : stream === "agent"
+        ? "its agent never wrote output"
+        : "it kept no system log"
+    : "nothing is recorded yet";
+  return new EvolveError("stream_not_recorded", `trial ${t.id} has no ${stream} stream: ${why} (${where})`, isSettled(t) ? "see `evolve trial show` for what happened" : `follow it as it arrives: evolve trial logs ${t.id} --stream ${stream} --follow`, 1);
+}
+
+/** `evolve trial logs <id> --stream S [--follow]` */
+export async function logsCommand(id: string, opts: { stream?: string; follow?: boolean; json?: boolean }): Promise<number> {
+  const stream = (opts.stream ?? "agent") as LogStream;
+  return withStore(async (store, home) => {
+    const t = requireTrial(store, id);
+    if (UNRECORDED[stream]) {
+      if (opts.json) outJson({ trial: id, stream, recorded: false, reason: UNRECORDED[stream], text: "" });
+      else process.stderr.write(`${style.dim(`(empty) ${UNRECORDED[stream]}`)}\n`);
+      return 0;
+    }
+    const tdir = trialDir(home, id);
+    const emit = (text: string) => {
+      if (!text) return;
+      if (opts.json && opts.follow) process.stdout.write(JSON.stringify({ trial: id, stream, text }) + "\n");
+      else if (!opts.json) process.stdout.write(text);
+    };
+    if (!opts.follow) {
+      const files = streamFiles(tdir, t, stream).filter((f) => existsSync(f));
+      if (files.length === 0) throw notRecorded(t, stream);
+      const text = (await Promise.all(files.map((f) => readFile(f, "utf8")))).join("");
+      if (opts.json) outJson({ trial: id, stream, recorded: true, files, text });
+      else emit(text);
+      return 0;
+    }
+    // --follow: earlier steps whole, then tail the current file until the trial settles
+    const all = streamFiles(tdir, t, stream);
+    const current = all.at(-1)!;
+    let printed = false;
+    for (const f of all.slice(0, -1)) if (existsSync(f)) (emit(await readFile(f, "utf8")), (printed = true));
+    let offset = 0;
+    let path = current;
+    const drain = async () => {
+      // the agent's file name is known only once it exists
+      if (stream === "agent" && !existsSync(path)) path = streamFiles(tdir, store.getTrial(id) ?? t, stream).at(-1)!;
+      let size: number;
+      try {
+        size = (await stat(path)).size;
+      } catch {
+        return;
+      }
+      if (size < offset) offset = 0; // a new step's file replaced the last one
+      if (size === offset) return;
+      const fh = await open(path, "r");
+      try {
+        const buf = Buffer.alloc(size - offset);
+        const { bytesRead } = await fh.read(buf, 0, buf.length, offset);
+        offset += bytesRead;
+        emit(buf.subarray(0, bytesRead).toString("utf8"));
+        printed = true;
+      } finally {
+        await fh.close();
+      }
+    };
+    for (;;) {
+      const now = store.getTrial(id) ?? t;
+      await drain();
+      if (isSettled(now)) {
+        await drain();
+        if (!printed) throw notRecorded(now, stream);
+        return 0;
+      }
+      await sleep(200);
+    }
+  });
+}
+
+// ---- files -----------------------------------------------------------------------------------------------------
+
+type Source =
+  | { kind: "live"; engine: Engine; box: { id: string; role: string }; trial: TrialRecord }
+  | { kind: "kept"; manifest: KeptManifest; dir: string; trial: TrialRecord }
+  | { kind: "none"; reason: string; trial: TrialRecord };
+
+async function withSource<T>(id: string, engineKind: EngineKind | undefined, fn: (s: Source, home: string) => Promise<T>): Promise<T> {
+  return withStore(async (store, home) => {
+    const t = requireTrial(store, id);
+    const dir = trialDir(home, id);
+    if (!isSettled(t)) {
+      const engine = await openEngine({ kind: engineKind, home });
+      try {
+        const box = await findLiveBox(engine, id);
+        if (box) return await fn({ kind: "live", engine, box, trial: t }, home);
+        return await fn({ kind: "none", reason: `the trial is ${t.status}${t.attempt_phase ? ` in phase ${t.attempt_phase}` : ""} and has no running box yet`, trial: t }, home);
+      } finally {
+        await engine.close();
+      }
+    }
+    const manifest = await readManifest(dir);
+    if (manifest) return fn({ kind: "kept", manifest, dir, trial: t }, home);
+    return fn({ kind: "none", reason: `the trial settled ${t.status} without a kept tree (its box never ran to the end of the trial)`, trial: t }, home);
+  });
+}
+
+function requireReadable(s: Source): asserts s is Exclude<Source, { kind: "none" }> {
+  if (s.kind === "none") throw new EvolveError("files_unavailable", `trial ${s.trial.id} has no files to read: ${s.reason}`, "see `evolve trial files status <id>`", 1);
+}
+
+const UNTOUCHED_NOTE = "files the run never touched are not listed: the image holds them (the kept tree is only what the run added, modified or deleted)";
+
+/** `evolve trial files status <id>` */
+export async function filesStatusCommand(id: string, opts: { json?: boolean; engine?: EngineKind }): Promise<number> {
+  return withSource(id, opts.engine, async (s) => {
+    const doc: Record<string, unknown> = { trial: id, status: s.trial.status, source: s.kind };
+    if (s.kind === "live") Object.assign(doc, { box: s.box.id, role: s.box.role });
+    if (s.kind === "kept") {
+      const m = s.manifest;
+      Object.assign(doc, {
+        dir: join(s.dir, "fs"),
+        captured_at: m.captured_at,
+        files: m.files.filter((f) => f.type === "file").length,
+        deleted: m.files.filter((f) => f.kind === "deleted").length,
+        kept_bytes: m.kept_bytes,
+        cap_bytes: m.cap_bytes,
+        excluded: m.excluded.length,
+        skipped: m.skipped.length,
+      });
+    }
+    if (s.kind === "none") doc.reason = s.reason;
+    if (opts.json) return outJson(doc), 0;
+    if (s.kind === "live") out(`trial ${id} is ${s.trial.status}: reading its live ${s.box.role} box ${s.box.id.slice(0, 12)}`);
+    else if (s.kind === "kept") {
+      out(`trial ${id} settled ${s.trial.status}: serving its kept tree (${doc.files} file(s), ${doc.deleted} deletion(s), ${s.manifest.kept_bytes} bytes, captured ${s.manifest.captured_at})`);
+      if (s.manifest.skipped.length) out(style.yellow(`${s.manifest.skipped.length} changed path(s) could not be kept; see \`evolve trial files changes ${id}\``));
+      out(style.dim(UNTOUCHED_NOTE));
+    } else out(`trial ${id}: no files to read: ${s.reason}`);
+    return 0;
+  });
+}
+
+/** Immediate children of `dir` in the kept tree: kept entries, and folders implied by deeper ones. */
+function keptChildren(m: KeptManifest, dir: string): KeptEntry[] {
+  const byName = new Map<string, KeptEntry>();
+  for (const e of m.files) {
+    if (e.path === dir || !(dir === "/" ? e.path.startsWith("/") : e.path.startsWith(`${dir}/`))) continue;
+    const rest = e.path.slice(dir === "/" ? 1 : dir.length + 1);
+    const name = rest.split("/")[0];
+    if (rest === name) byName.set(name, e);
+    else if (!byName.has(name)) byName.set(name, { path: posix.join(dir, name), kind: "modified", type: "dir" });
+  }
+  return [...byName.values()].sort((a, b) => (a.path < b.path ? -1 : 1));
+}
+
+/** `evolve trial files ls <id> [path]` */
+export async function filesLsCommand(id: string, path: string | undefined, opts: { json?: boolean; engine?: EngineKind }): Promise<number> {
+  const p = boxPath(path);
+  return withSource(id, opts.engine, async (s) => {
+    requireReadable(s);
+    if (s.kind === "live") {
+      const r = await boxList(s.engine, s.box.id, p);
+      if (opts.json) return outJson({ trial: id, source: "live", path: p, entries: r.entries, ...(r.raw !== undefined ? { raw: r.raw } : {}) }), 0;
+      if (r.raw !== undefined) return process.stdout.write(r.raw), 0;
+      outTable(["TYPE", "SIZE", "MODE", "MODIFIED", "NAME"], r.entries.map((e) => [e.type, e.size, e.mode, e.mtime?.replace("T", " ").replace(/\.\d+Z$/, "Z"), e.type === "dir" ? `${e.name}/` : e.name]));
+      return 0;
+    }
+    const self = s.manifest.files.find((e) => e.path === p);
+    const entries = self && self.type !== "dir" ? [self] : keptChildren(s.manifest, p);
+    if (opts.json) return outJson({ trial: id, source: "kept", path: p, entries, note: UNTOUCHED_NOTE }), 0;
+    if (entries.length) {
+      outTable(["CHANGE", "TYPE", "SIZE", "MODE", "NAME"], entries.map((e) => [e.kind, e.type ?? "-", e.size, e.mode, `${posix.basename(e.path)}${e.type === "dir" ? "/" : ""}${e.target ? ` -> ${e.target}` : ""}`]));
+    } else out(`nothing under ${p} was changed by the run`);
+    out(style.dim(UNTOUCHED_NOTE));
+    return 0;
+  });
+}
+
+/** `evolve trial files cat <id> <path>` */
+export async function filesCatCommand(id: string, path: string, opts: { json?: boolean; engine?: EngineKind }): Promise<number> {
+  const p = boxPath(path);
+  return withSource(id, opts.engine, async (s) => {
+    requireReadable(s);
+    let data: Buffer;
+    if (s.kind === "live") data = (await boxReadFile(s.engine, s.box.id, p)).data;
+    else {
+      const e = s.manifest.files.find((x) => x.path === p);
+      const skipped = s.manifest.skipped.find((x) => x.path === p);
+      const excluded = s.manifest.excluded.find((x) => p === x.path || p.startsWith(`${x.path}/`));
+      if (skipped) throw new EvolveError("file_not_kept", `${p} was changed by the run but not kept: ${skipped.reason}`, "", 1);
+      if (!e && excluded) throw new EvolveError("file_not_kept", `${p} is not kept: ${excluded.path} is left out (${excluded.reason})`, "", 1);
+      if (!e) throw new EvolveError("file_not_kept", `${p} was not changed by the run: only the image holds it`, `see what changed: evolve trial files changes ${id}`, 1);
+      if (e.kind === "deleted") throw new EvolveError("file_deleted", `${p} was deleted by the run`, "", 1);
+      if (e.type === "dir") throw new EvolveError("not_a_file", `${p} is a folder`, `list it: evolve trial files ls ${id} ${p}`, 1);
+      if (e.type !== "file") throw new EvolveError("not_a_file", `${p} is a ${e.type}${e.target ? ` to ${e.target}` : ""}`, "", 1);
+      data = await readFile(keptFile(s.dir, p));
+    }
+    if (opts.json) outJson({ trial: id, source: s.kind, path: p, size: data.length, text: data.toString("utf8") });
+    else process.stdout.write(data);
+    return 0;
+  });
+}
+
+/** `evolve trial files changes <id>` */
+export async function filesChangesCommand(id: string, opts: { json?: boolean; engine?: EngineKind }): Promise<number> {
+  return withSource(id, opts.engine, async (s) => {
+    requireReadable(s);
+    if (s.kind === "live") {
+      const all = await boxChanges(s.engine, s.box.id);
+      const changes = all.filter((c) => !exclusion(c.path));
+      if (opts.json) return outJson({ trial: id, source: "live", changes }), 0;
+      outTable(["CHANGE", "PATH"], changes.map((c) => [c.kind, c.path]));
+      return 0;
+    }
+    const m = s.manifest;
+    const changes = m.files.filter((f) => !(f.kind === "modified" && f.type === "dir"));
+    if (opts.json) return outJson({ trial: id, source: "kept", changes, excluded: m.excluded, skipped: m.skipped, kept_bytes: m.kept_bytes, cap_bytes: m.cap_bytes }), 0;
+    if (changes.length === 0) out("the run changed no files (outside the paths left out below)");
+    else outTable(["CHANGE", "TYPE", "SIZE", "SHA256", "PATH"], changes.map((f) => [f.kind, f.type, f.size, f.sha256?.slice(0, 12), `${f.path}${f.target ? ` -> ${f.target}` : ""}`]));
+    for (const x of m.skipped) out(style.yellow(`not kept: ${x.path} (${x.kind}): ${x.reason}`));
+    for (const x of m.excluded) out(style.dim(`left out: ${x.path}: ${x.reason}`));
+    return 0;
+  });
+}
+
+/** The kept tree under `p` as tar blocks, named from p's basename as the engines name an archive GET. */
+async function* keptTar(dir: string, m: KeptManifest, p: string): AsyncGenerator<Buffer> {
+  const base = p === "/" ? "" : posix.basename(p);
+  const nameOf = (path: string) => (p === "/" ? path.slice(1) : base + path.slice(p.length));
+  const within = (path: string) => p === "/" || path === p || path.startsWith(`${p}/`);
+  const emittedDirs = new Set<string>();
+  const dirEntry = function* (name: string, mode: number) {
+    if (!name || emittedDirs.has(name)) return;
+    emittedDirs.add(name);
+    yield* entryBlocks({ name, type: "dir", mode });
+  };
+  for (const e of m.files) {
+    if (!within(e.path) || e.kind === "deleted") continue;
+    const name = nameOf(e.path);
+    // parents first, so an extractor meets each folder before its files
+    const parts = name.split("/");
+    for (let i = 1; i < parts.length; i++) yield* dirEntry(parts.slice(0, i).join("/"), 0o755);
+    const mode = parseInt(e.mode ?? "0755", 8);
+    if (e.type === "dir") yield* dirEntry(name, mode);
+    else if (e.type === "symlink") yield* entryBlocks({ name, type: "symlink", mode: 0o777, linkname: e.target ?? "" });
+    else if (e.type === "file") yield* entryBlocks({ name, type: "file", mode, data: await readFile(keptFile(dir, e.path)) });
+  }
+  yield endBlocks();
+}
+
+/** `evolve trial files archive <id> [--path P] [-o DIR]`: a .tar.gz of one subtree. */
+export async function filesArchiveCommand(id: string, opts: { path?: string; output?: string; json?: boolean; engine?: EngineKind }): Promise<number> {
+  const p = boxPath(opts.path);
+  const outDir = resolve(opts.output ?? ".");
+  return withSource(id, opts.engine, async (s) => {
+    requireReadable(s);
+    await mkdir(outDir, { recursive: true });
+    const file = join(outDir, `${id}${p === "/" ? "" : `-${p.slice(1).replace(/\//g, "_")}`}.tar.gz`);
+    if (s.kind === "live") {
+      const chunks: Buffer[] = [];
+      const found = await boxArchiveRaw(s.engine, s.box.id, p, (c) => chunks.push(Buffer.from(c)));
+      if (!found) throw new EvolveError("file_not_found", `${p} does not exist in the live box`, "", 1);
+      await pipeline(Readable.from(chunks), createGzip(), createWriteStream(file));
+    } else {
+      const has = s.manifest.files.some((e) => e.kind !== "deleted" && (p === "/" || e.path === p || e.path.startsWith(`${p}/`)));
+      if (!has) throw new EvolveError("file_not_kept", `the run changed nothing under ${p}: the kept tree has nothing to archive there`, `see what changed: evolve trial files changes ${id}`, 1);
+      await pipeline(Readable.from(keptTar(s.dir, s.manifest, p)), createGzip(), createWriteStream(file));
+    }
+    const bytes = (await stat(file)).size;
+    if (opts.json) outJson({ trial: id, source: s.kind, path: p, file, bytes });
+    else out(`wrote ${file} (${bytes} bytes, ${s.kind === "live" ? "from the live box" : "the kept tree"} under ${p})`);
+    return 0;
+  });
+}
+
+// ---- procs -----------------------------------------------------------------------------------------------------
+
+/** `evolve trial procs <id>` */
+export async function procsCommand(id: string, opts: { json?: boolean; engine?: EngineKind }): Promise<number> {
+  return withStore(async (store, home) => {
+    const t = requireTrial(store, id);
+    if (isSettled(t)) {
+      throw new EvolveError("trial_not_live", `trial ${id} settled ${t.status}: its box is gone, there are no processes to list`, `read what it left: evolve trial files changes ${id}`, 1);
+    }
+    const engine = await openEngine({ kind: opts.engine, home });
+    try {
+      const box = await findLiveBox(engine, id);
+      if (!box) throw new EvolveError("trial_not_live", `trial ${id} is ${t.status}${t.attempt_phase ? ` in phase ${t.attempt_phase}` : ""} and has no running box yet`, "try again once it boots", 1);
+      const procs = await boxProcesses(engine, box.id);
+      if (opts.json) return outJson({ trial: id, box: box.id, role: box.role, processes: procs }), 0;
+      outTable(["PID", "PPID", "USER", "ELAPSED", "COMMAND"], procs.map((p) => [p.pid, p.ppid, p.user, p.elapsed, p.command]));
+      return 0;
+    } finally {
+      await engine.close();
+    }
+  });
+}
+

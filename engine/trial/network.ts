@@ -1,0 +1,306 @@
+/**
+ * A trial's network policy, per box and per phase (platform-tasks.md "Network access", "Verifier network";
+ * Harbor's `[agent]`/`[verifier]` phase overrides).
+ *
+ * Design. The engine's networks are the only tools, so every guarantee is a missing route, never a rule a process
+ * in the box could undo:
+ * - `public`: the box is on the engine's default network (egress).
+ * - `no-network`: the box is on no network with a route out: the engine's "none" network (loopback only), or,
+ *   when something must stay reachable (compose sidecars) or the policy changes between phases, only the trial's
+ *   INTERNAL service network `evolve-<trial>-svc` (no gateway, no route off the host bridge).
+ * - `allowlist`: the box is on the trial's INTERNAL proxy network `evolve-<trial>-egress`, whose only other member is
+ *   the trial's egress proxy (a python3 asyncio proxy, proxy/script.ts, labelled with the trial). The proxy is on
+ *   that network and on the engine's default network; it forwards CONNECT and plain-HTTP requests whose host
+ *   matches `allowed_hosts` (exact names; `*.x` matches names below x, never x) and answers 403 otherwise. The box
+ *   finds it as `evolve-proxy:3128` (an /etc/hosts entry: internal networks get no DNS from podman's CNI) through
+ *   HTTP_PROXY/HTTPS_PROXY/http_proxy/https_proxy; NO_PROXY keeps loopback and compose services direct. A process
+ *   that ignores those variables has no route anywhere but the proxy and the services.
+ * - Phase overrides switch a running box by connecting and disconnecting networks (both engines do that on a live
+ *   container): `enter(box, "agent")` before the agent, `enter(box, "verify")` before a shared verifier (back to
+ *   the baseline, as Harbor restores it after the agent). Each switch is written to the trial's system log.
+ * - A separate verifier box gets its own policy at creation (`[verifier.environment]`, else `[environment]`, with
+ *   `[verifier] network_mode`/`allowed_hosts` over either); the proxy's allowlist is rewritten for it.
+ *
+ * The gateway seam (next issue). The LLM gateway will be the ONE thing a `no-network` box reaches, and it must not
+ * need a route to do so: the gateway listens on a unix socket per trial on the host, `gatewaySocketPath(home,
+ * trial)` = `<home>/run/gateway/<trial>.sock`, bind-mounted into the box at `/run/evolve/gateway.sock`
+ * (GATEWAY_SOCKET_IN_BOX) through `boxSpec({ gatewaySocket })`. A harness then points its client at the socket
+ * (e.g. a tiny in-box shim, or clients that speak HTTP over a unix socket). A file is not a route: sealing the
+ * network never has to be relaxed for the model, and the spend cap stays airtight. Nothing here builds the gateway.
+ */
+import { join } from "node:path";
+import { LABEL_HOME, LABEL_JOB, LABEL_MANAGED, LABEL_TRIAL, type Engine } from "../driver/types.ts";
+import { baselineNetwork, verifierMode, type NetworkMode, type TaskConfig } from "../task/model.ts";
+import { TrialFailure } from "./errors.ts";
+export { hostAllowed } from "../task/rules-network.ts";
+import { PROXY_SCRIPT } from "./proxy/script.ts";
+
+/** The name the box reaches the egress proxy by. */
+export const PROXY_ALIAS = "evolve-proxy";
+export const PROXY_PORT = 3128;
+/** Where a no-network box will find the model gateway (next issue): a unix socket, not a route. */
+export const GATEWAY_SOCKET_IN_BOX = "/run/evolve/gateway.sock";
+
+/** The host path of a trial's gateway socket (next issue), bind-mounted at GATEWAY_SOCKET_IN_BOX. */
+export function gatewaySocketPath(home: string, trialId: string): string {
+  return join(home, "run", "gateway", `${trialId}.sock`);
+}
+
+/** The image the egress proxy runs in (python3 needed); EVOLVE_PROXY_IMAGE overrides. */
+export function proxyImage(): string {
+  return process.env.EVOLVE_PROXY_IMAGE || "debian:bookworm-slim";
+}
+
+/** One network policy: the mode and, for `allowlist`, its host patterns. */
+export interface NetPolicy {
+  mode: NetworkMode;
+  hosts: string[];
+}
+
+/** The policy of each place a trial runs code. */
+export interface TrialPolicies {
+  /** `[environment]`: boot, install, a shared verifier. */
+  baseline: NetPolicy;
+  /** `[agent] network_mode`/`allowed_hosts` over the baseline, for the agent phase. */
+  agent: NetPolicy;
+  /** A separate verifier box's policy; undefined for a shared verifier. */
+  separateVerifier?: NetPolicy;
+}
+
+/** Reads the policies out of a task (validated tasks only: allowed_hosts comes with allowlist). */
+export function trialPolicies(cfg: TaskConfig): TrialPolicies {
+  const env = cfg.environment;
+  const baseline: NetPolicy = { mode: baselineNetwork(env), hosts: env.allowed_hosts ?? [] };
+  const agent: NetPolicy = cfg.agent.network_mode ? { mode: cfg.agent.network_mode, hosts: cfg.agent.allowed_hosts ?? [] } : baseline;
+  let separateVerifier: NetPolicy | undefined;
+  if (verifierMode(cfg.verifier) === "separate") {
+    const venv = cfg.verifier.environment ?? env;
+    separateVerifier = { mode: baselineNetwork(venv), hosts: venv.allowed_hosts ?? [] };
+    if (cfg.verifier.network_mode) {
+      separateVerifier = { mode: cfg.verifier.network_mode, hosts: cfg.verifier.allowed_hosts ?? (cfg.verifier.network_mode === "allowlist" ? separateVerifier.hosts : []) };
+    }
+  }
+  return { baseline, agent, separateVerifier };
+}
+
+function samePolicy(a: NetPolicy, b: NetPolicy): boolean {
+  return a.mode === b.mode && (a.mode !== "allowlist" || a.hosts.join("\n") === b.hosts.join("\n"));
+}
+
+function describe(p: NetPolicy): string {
+  return p.mode === "allowlist" ? `allowlist [${p.hosts.join(", ")}]` : p.mode;
+}
+
+/** How one box is to be created: its first network and what goes into its /etc/hosts and environment. */
+export interface BoxNetworking {
+  network: string;
+  extraHosts: string[];
+  env: Record<string, string>;
+  aliases?: string[];
+}
+
+/** Options of a trial's network. */
+export interface TrialNetworkOptions {
+  trialId: string;
+  jobId: string;
+  home: string;
+  policies: TrialPolicies;
+  /** The task runs compose sidecars: the box lives on the service network whatever its policy. */
+  compose: boolean;
+  /** "name:ip" entries for every box's and the proxy's /etc/hosts (private mirrors; tests). */
+  extraHosts?: string[];
+  /** The trial's system log (trial.log). */
+  log: (line: string) => void;
+  /** Hands a container the network created (the proxy) to the trial, which removes it with its boxes. */
+  track: (id: string) => void;
+}
+
+/**
+ * The networks and egress proxy of one trial. Created lazily: a plain public or no-network trial without phase
+ * overrides or sidecars makes nothing and pays nothing.
+ */
+export class TrialNetwork {
+  private svcNet?: string;
+  private egressNet?: string;
+  private proxyId?: string;
+  private proxyIp?: string;
+  private proxyHosts?: string[];
+  private readonly applied = new Map<string, NetPolicy>();
+  private readonly networks: string[] = [];
+  /** Compose service names, reachable directly (NO_PROXY). */
+  services: string[] = [];
+
+  constructor(
+    private readonly engine: Engine,
+    private readonly opts: TrialNetworkOptions,
+  ) {}
+
+  private get labels(): Record<string, string> {
+    return { [LABEL_MANAGED]: "true", [LABEL_TRIAL]: this.opts.trialId, [LABEL_JOB]: this.opts.jobId, [LABEL_HOME]: this.opts.home };
+  }
+
+  /** The engine's default (egress) network as connect/disconnect name it. */
+  private get defaultNet(): string {
+    return this.engine.kind === "podman" ? "podman" : "bridge";
+  }
+
+  /** True when the agent box must live on managed networks: sidecars, an allowlist, or a policy that switches. */
+  get managed(): boolean {
+    const { baseline, agent } = this.opts.policies;
+    return this.opts.compose || baseline.mode === "allowlist" || agent.mode === "allowlist" || !samePolicy(baseline, agent);
+  }
+
+  /** The internal network compose services (and a switching box) live on; created on first use. */
+  async serviceNetwork(): Promise<string> {
+    if (!this.svcNet) this.svcNet = await this.makeNetwork(`evolve-${this.opts.trialId.toLowerCase()}-svc`);
+    return this.svcNet;
+  }
+
+  private async makeNetwork(name: string): Promise<string> {
+    try {
+      await this.engine.createNetwork(name, { internal: true, labels: this.labels });
+    } catch (e) {
+      throw new TrialFailure("NetworkSetupError", `cannot create the trial network ${name}: ${(e as Error).message}`);
+    }
+    this.networks.push(name);
+    return name;
+  }
+
+  /** The environment that sends a client through the proxy. */
+  proxyEnv(): Record<string, string> {
+    const url = `http://${PROXY_ALIAS}:${PROXY_PORT}`;
+    const noProxy = ["localhost", "127.0.0.1", "::1", ...this.services].join(",");
+    return { HTTP_PROXY: url, HTTPS_PROXY: url, http_proxy: url, https_proxy: url, NO_PROXY: noProxy, no_proxy: noProxy };
+  }
+
+  /**
+   * Starts the egress proxy (once per trial) with `hosts` as its allowlist, or rewrites the allowlist of the
+   * running one. The proxy sits on the default network (egress) and on the trial's internal egress network.
+   */
+  private async ensureProxy(hosts: string[]): Promise<void> {
+    if (this.proxyId) {
+      if (this.proxyHosts?.join("\n") !== hosts.join("\n")) await this.writeAllowlist(hosts);
+      return;
+    }
+    const image = proxyImage();
+    if (!(await this.engine.imageExists(image))) {
+      throw new TrialFailure("ImageNotFoundError", `the egress proxy image ${image} is not present locally (set EVOLVE_PROXY_IMAGE to a local image with python3)`);
+    }
+    this.egressNet ??= await this.makeNetwork(`evolve-${this.opts.trialId.toLowerCase()}-egress`);
+    const id = await this.engine.create({
+      image,
+      cmd: ["python3", "-c", PROXY_SCRIPT, String(PROXY_PORT)],
+      env: { EVOLVE_ALLOWED_HOSTS: hosts.join(",") },
+      labels: { ...this.labels, "dev.evolve.role": "proxy" },
+      network: "default",
+      extraHosts: this.opts.extraHosts,
+      memoryMb: 128,
+    });
+    this.opts.track(id);
+    this.proxyId = id;
+    await this.engine.start(id);
+    await this.engine.connect(this.egressNet, id, [PROXY_ALIAS]);
+    const st = await this.engine.inspect(id);
+    this.proxyIp = st?.networks?.[this.egressNet]?.ip;
+    if (!this.proxyIp) throw new TrialFailure("NetworkSetupError", "the egress proxy got no address on the trial's egress network");
+    const ready = await this.engine.exec(
+      id,
+      ["python3", "-c", `import socket,time\nfor i in range(200):\n  try:\n    socket.create_connection(("127.0.0.1",${PROXY_PORT}),1).close();break\n  except OSError: time.sleep(0.025)\nelse: raise SystemExit(1)`],
+      { timeoutMs: 15_000 },
+    );
+    if (ready.exitCode !== 0) throw new TrialFailure("NetworkSetupError", `the egress proxy did not start listening: ${ready.stderr.trim().slice(-300)}`);
+    this.proxyHosts = hosts;
+    this.opts.log(`egress proxy ${id.slice(0, 12)} at ${PROXY_ALIAS}:${PROXY_PORT} (${this.proxyIp}) allows [${hosts.join(", ")}]`);
+  }
+
+  private async writeAllowlist(hosts: string[]): Promise<void> {
+    const r = await this.engine.exec(this.proxyId!, ["sh", "-c", 'printf "%s\\n" "$@" > /tmp/evolve-allow.new && mv /tmp/evolve-allow.new /tmp/evolve-allow', "sh", ...hosts], {});
+    if (r.exitCode !== 0) throw new TrialFailure("NetworkSetupError", `cannot update the egress proxy's allowlist: ${r.stderr.trim()}`);
+    this.proxyHosts = hosts;
+    this.opts.log(`egress proxy now allows [${hosts.join(", ")}]`);
+  }
+
+  /**
+   * How to create a box of `role` so that `policy` holds from its first instant. The agent box of a managed trial
+   * starts on the service network and is switched to its policy by `attach` right after it starts.
+   */
+  async boxNetworking(role: "agent" | "verifier", policy: NetPolicy): Promise<BoxNetworking> {
+    const extraHosts = [...(this.opts.extraHosts ?? [])];
+    const needsProxy = role === "agent" ? [this.opts.policies.baseline, this.opts.policies.agent].some((p) => p.mode === "allowlist") : policy.mode === "allowlist";
+    if (needsProxy) {
+      // eager: the box's /etc/hosts must name the proxy from creation (internal networks have no DNS)
+      await this.ensureProxy((role === "agent" && policy.mode !== "allowlist" ? this.opts.policies.agent : policy).hosts);
+      extraHosts.push(`${PROXY_ALIAS}:${this.proxyIp}`);
+    }
+    const env = policy.mode === "allowlist" ? this.proxyEnv() : {};
+    const onServices = this.opts.compose || (role === "agent" && this.managed);
+    if (onServices) {
+      return { network: await this.serviceNetwork(), extraHosts, env, aliases: role === "agent" ? ["main"] : [] };
+    }
+    if (policy.mode === "allowlist") return { network: this.egressNet!, extraHosts, env };
+    return { network: policy.mode === "no-network" ? "none" : "default", extraHosts, env };
+  }
+
+  /** Records the policy a box was created under (no switching needed when it already holds). */
+  created(box: string, policy: NetPolicy, network: string): void {
+    if (network === this.svcNet) return; // a service-network box is switched by attach()
+    this.applied.set(box, policy);
+  }
+
+  /** Puts a started box under `policy` by connecting and disconnecting networks; logs the switch. */
+  async attach(box: string, policy: NetPolicy, why: string): Promise<void> {
+    const before = this.applied.get(box);
+    if (before && samePolicy(before, policy)) return;
+    if (policy.mode === "allowlist") await this.ensureProxy(policy.hosts);
+    const want = new Set<string>();
+    if (this.svcNet) want.add(this.svcNet);
+    if (policy.mode === "public") want.add(this.defaultNet);
+    if (policy.mode === "allowlist") want.add(this.egressNet!);
+    const st = await this.engine.inspect(box);
+    const have = new Set(Object.keys(st?.networks ?? {}));
+    const changes: string[] = [];
+    try {
+      for (const n of have) {
+        if (!want.has(n)) {
+          await this.engine.disconnect(n, box);
+          changes.push(`-${n}`);
+        }
+      }
+      for (const n of want) {
+        if (!have.has(n)) {
+          await this.engine.connect(n, box, n === this.svcNet ? ["main"] : []);
+          changes.push(`+${n}`);
+        }
+      }
+    } catch (e) {
+      throw new TrialFailure("NetworkSetupError", `cannot switch the box to ${describe(policy)} for ${why}: ${(e as Error).message}`);
+    }
+    this.applied.set(box, policy);
+    if (before) this.opts.log(`network: ${why}: ${describe(before)} → ${describe(policy)} (${changes.join(" ") || "no change of networks"})`);
+    else this.opts.log(`network: ${why}: ${describe(policy)} (${changes.join(" ") || "as created"})`);
+  }
+
+  /** Switches the agent box to the policy of the phase it enters (the agent's override, or back to the baseline). */
+  async enter(box: string, phase: "agent" | "verify"): Promise<void> {
+    if (!this.managed) return;
+    const p = this.opts.policies;
+    await this.attach(box, phase === "agent" ? p.agent : p.baseline, `${phase} phase`);
+  }
+
+  /** Extra exec environment for a phase in the agent box: the proxy when the phase is allowlisted, else none. */
+  execEnv(phase: "agent" | "verify"): Record<string, string> {
+    const { baseline, agent } = this.opts.policies;
+    const p = phase === "agent" ? agent : baseline;
+    if (p.mode === "allowlist") return this.proxyEnv();
+    // the box was created with the proxy variables: a non-allowlist phase clears them
+    if (baseline.mode === "allowlist") return Object.fromEntries(Object.keys(this.proxyEnv()).map((k) => [k, ""]));
+    return {};
+  }
+
+  /** Removes the trial's networks (after its containers are gone); `evolve gc` collects any this misses. */
+  async removeNetworks(): Promise<void> {
+    for (const n of this.networks.splice(0)) {
+      await this.engine.removeNetwork(n).catch(() => {});
+    }
+  }
+}
