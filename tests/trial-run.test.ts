@@ -149,6 +149,8 @@ const EXPECT: Record<string, { status: string; rewards?: Record<string, number> 
     : { status: "INFRASTRUCTURE_ERROR", rewards: null, exception: "GpuUnavailableError", message: /needs 1 GPU/, files: [...BASE, "exception.txt"] },
   "no-network": { status: "SCORED", rewards: { reward: 0 }, files: [...RAN, "verifier/reward.txt"] },
   "public-network": { status: "SCORED", rewards: { reward: 1 }, files: [...RAN, "verifier/reward.txt"] },
+  // a no-network compose task: the verifier gets the `web` sidecar's answer by service name, nothing else
+  "compose-sidecar": { status: "SCORED", rewards: { reward: 1 }, files: [...RAN, "verifier/reward.txt"] },
 };
 
 beforeAll(async () => {
@@ -314,6 +316,10 @@ describe("cancellation", () => {
 
   it("leaves no container of any finished trial behind", async () => {
     await settleRemovals();
-    for (const { rec } of ran.values()) expect(await engine.list({ [LABEL_TRIAL]: rec.id }), rec.id).toEqual([]);
+    for (const { rec } of ran.values()) {
+      expect(await engine.list({ [LABEL_TRIAL]: rec.id }), rec.id).toEqual([]);
+      // compose trials make a service network; it goes with them
+      expect(await engine.listNetworks({ [LABEL_TRIAL]: rec.id }), rec.id).toEqual([]);
+    }
   });
 });

@@ -143,7 +143,8 @@ export class RestEngine implements Engine {
     }
     const body: Record<string, unknown> = {
       Image: spec.image,
-      Cmd: spec.cmd,
+      Cmd: spec.cmd.length > 0 ? spec.cmd : undefined,
+      Entrypoint: spec.entrypoint,
       Env: envList(spec.env),
       WorkingDir: spec.workdir,
       User: spec.user,

@@ -26,8 +26,10 @@ export interface Mount {
 export interface ContainerSpec {
   name?: string;
   image: string;
-  /** Replaces the image's CMD (never its ENTRYPOINT): the box is kept alive with e.g. ["sleep", "infinity"]. */
+  /** Replaces the image's CMD (never its ENTRYPOINT): the box is kept alive with e.g. ["sleep", "infinity"]. [] keeps the image's CMD. */
   cmd: string[];
+  /** Replaces the image's ENTRYPOINT (compose services that declare one); the box never sets it. */
+  entrypoint?: string[];
   env?: Record<string, string>;
   workdir?: string;
   user?: string;

@@ -17,7 +17,8 @@ export const oracle: Harness = {
       return { exitCode: 127, timedOut: false };
     }
     // a fresh copy per step, so a step never runs the previous step's leftover files
-    await ctx.engine.exec(ctx.containerId, ["sh", "-c", "rm -rf /solution"], { user: "root" });
+    // (checked with a HEAD first: an exec costs a runtime process, and a fresh box has no /solution)
+    if (await ctx.engine.pathExists(ctx.containerId, "/solution")) await ctx.engine.exec(ctx.containerId, ["sh", "-c", "rm -rf /solution"], { user: "root" });
     await ctx.engine.copyIn(ctx.containerId, solution, "/solution");
     const r = await ctx.engine.exec(ctx.containerId, ["bash", "-c", "bash /solution/solve.sh >> /logs/agent/oracle.txt 2>&1"], {
       user: ctx.user,

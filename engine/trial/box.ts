@@ -7,7 +7,7 @@
  */
 import { existsSync } from "node:fs";
 import { join } from "node:path";
-import { LABEL_HOME, LABEL_JOB, LABEL_MANAGED, LABEL_TASK_DIGEST, LABEL_TRIAL, type ContainerSpec, type Engine } from "../driver/types.ts";
+import { LABEL_HOME, LABEL_JOB, LABEL_MANAGED, LABEL_TASK_DIGEST, LABEL_TRIAL, type ContainerSpec, type ContainerState, type Engine } from "../driver/types.ts";
 import type { EnvironmentConfig } from "../task/model.ts";
 import { TrialFailure } from "./errors.ts";
 import { GATEWAY_SOCKET_IN_BOX } from "./network.ts";
@@ -162,7 +162,7 @@ export async function awaitHealthy(engine: Engine, id: string, hc: Healthcheck, 
 }
 
 /** Fails the trial when the box's main process (the image's ENTRYPOINT) has exited: its service is gone. */
-export async function requireRunning(engine: Engine, id: string, when: string): Promise<void> {
+export async function requireRunning(engine: Engine, id: string, when: string): Promise<ContainerState> {
   const s = await engine.inspect(id);
   if (!s) throw new TrialFailure("EnvironmentStartError", `the container vanished ${when}`);
   if (!s.running) {
@@ -171,4 +171,5 @@ export async function requireRunning(engine: Engine, id: string, when: string): 
       `the image's entrypoint exited with code ${s.exitCode ?? "unknown"} ${when}`,
     );
   }
+  return s;
 }

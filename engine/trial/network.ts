@@ -127,8 +127,9 @@ export class TrialNetwork {
   private proxyHosts?: string[];
   private readonly applied = new Map<string, NetPolicy>();
   private readonly networks: string[] = [];
-  /** Compose service names, reachable directly (NO_PROXY). */
-  services: string[] = [];
+  /** Compose service names, reachable directly (NO_PROXY), and their /etc/hosts entries. */
+  private readonly services: string[] = [];
+  private readonly serviceHosts: string[] = [];
 
   constructor(
     private readonly engine: Engine,
@@ -164,6 +165,22 @@ export class TrialNetwork {
     }
     this.networks.push(name);
     return name;
+  }
+
+  /** /etc/hosts entries a new container gets: the caller's, and the compose services started so far. */
+  hostsForServices(): string[] {
+    return [...(this.opts.extraHosts ?? []), ...this.serviceHosts];
+  }
+
+  /** Records a started compose service, reachable as `name` from containers created after it. */
+  addService(name: string, ip: string): void {
+    this.services.push(name);
+    this.serviceHosts.push(`${name}:${ip}`);
+  }
+
+  /** A sidecar keeps egress on a public baseline (as in Harbor) and has none otherwise; it never switches. */
+  async attachService(id: string): Promise<void> {
+    if (this.opts.policies.baseline.mode === "public") await this.engine.connect(this.defaultNet, id);
   }
 
   /** The environment that sends a client through the proxy. */
@@ -225,7 +242,7 @@ export class TrialNetwork {
    * starts on the service network and is switched to its policy by `attach` right after it starts.
    */
   async boxNetworking(role: "agent" | "verifier", policy: NetPolicy): Promise<BoxNetworking> {
-    const extraHosts = [...(this.opts.extraHosts ?? [])];
+    const extraHosts = this.hostsForServices();
     const needsProxy = role === "agent" ? [this.opts.policies.baseline, this.opts.policies.agent].some((p) => p.mode === "allowlist") : policy.mode === "allowlist";
     if (needsProxy) {
       // eager: the box's /etc/hosts must name the proxy from creation (internal networks have no DNS)

@@ -16,6 +16,7 @@ import { baselineNetwork, DEFAULT_AGENT_TIMEOUT_SEC, DEFAULT_VERIFIER_TIMEOUT_SE
 import { awaitHealthy, boxSpec, ensureBuilt, gpuDevices, requireImage, requireRunning, taskImageTag } from "./box.ts";
 import { keepChangedFiles } from "./changes.ts";
 import { resolveAgentEnv, resolveVerifierEnv } from "./env.ts";
+import { ComposeTask } from "./compose.ts";
 import { TrialNetwork, trialPolicies, type NetPolicy, type TrialPolicies } from "./network.ts";
 import { CancelledFailure, TrialFailure } from "./errors.ts";
 import { pruneEmptyDirs, redactTree, writeJson, writeResult, type ExceptionRecord, type StepResult, type TimeSpan, type TrialConfigFile } from "./result.ts";
@@ -79,6 +80,7 @@ class TrialRun {
   private configFile!: TrialConfigFile;
   private agentException: ExceptionRecord | null = null;
   private net?: TrialNetwork;
+  private compose?: ComposeTask;
   private policies!: TrialPolicies;
   private readonly startedAt = now();
 
@@ -194,12 +196,13 @@ class TrialRun {
     this.agentEnv = env.all;
     this.solutionEnv = sol.all;
     this.policies = trialPolicies(cfg);
+    this.compose = ComposeTask.load(this.req.task.dir, this.agentEnv);
     this.net = new TrialNetwork(this.engine, {
       trialId: this.req.trialId,
       jobId: this.req.jobId,
       home: this.req.home,
       policies: this.policies,
-      compose: false,
+      compose: this.compose !== undefined,
       extraHosts: this.req.extraHosts,
       log: (l) => this.log(l),
       track: (id) => this.boxes.add(id),
@@ -213,14 +216,25 @@ class TrialRun {
 
   private async build(): Promise<void> {
     const env = this.cfg.environment;
+    const context = join(this.req.task.dir, "environment");
+    if (this.compose) {
+      const mainFromCompose = !env.docker_image && !existsSync(join(context, "Dockerfile"));
+      await this.compose.build(this.engine, {
+        digest: this.req.task.digest, force: !!this.req.forceBuild, timeoutMs: env.build_timeout_sec * 1000, mainFromCompose,
+        log: (line) => this.deps.onEvent?.({ kind: "log", trialId: this.req.trialId, stream: "build", line }),
+      });
+      if (mainFromCompose) {
+        this.image = this.compose.mainImage!;
+        return;
+      }
+    }
     if (env.docker_image) {
       await requireImage(this.engine, env.docker_image);
       this.image = env.docker_image;
       return;
     }
-    const context = join(this.req.task.dir, "environment");
     if (!existsSync(join(context, "Dockerfile"))) {
-      throw new TrialFailure("TaskInvalidError", "the task has no environment/Dockerfile and no docker_image (compose tasks are not supported yet)");
+      throw new TrialFailure("TaskInvalidError", "the task has no environment/Dockerfile, no docker_image and no image for its compose service main");
     }
     const tag = taskImageTag(this.req.task.digest);
     const r = await ensureBuilt(this.engine, {
@@ -237,6 +251,9 @@ class TrialRun {
 
   private async boot(): Promise<void> {
     const cfg = this.cfg;
+    if (this.compose) {
+      await this.compose.start(this.engine, this.net!, { trialId: this.req.trialId, jobId: this.req.jobId, home: this.req.home, track: (id) => this.boxes.add(id), log: (l) => this.log(l) });
+    }
     this.agentBox = await this.startBox(this.image, this.policies.baseline, cfg.environment, "agent");
     if (cfg.environment.healthcheck) {
       await awaitHealthy(this.engine, this.agentBox, cfg.environment.healthcheck, () => !!this.deps.signal?.aborted);
@@ -494,7 +511,7 @@ class TrialRun {
     const network = net.network;
     const spec = boxSpec({
       image, trialId: this.req.trialId, jobId: this.req.jobId, trialPath: this.path, network, env, literals: this.literals, role, home: this.req.home,
-      extraHosts: net.extraHosts, netEnv: net.env, aliases: net.aliases,
+      extraHosts: net.extraHosts, netEnv: { ...(role === "agent" ? this.compose?.main.environment : undefined), ...net.env }, aliases: net.aliases,
     });
     let id: string;
     try {
