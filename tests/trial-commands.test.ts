@@ -1,0 +1,215 @@
+/**
+ * `evolve trial retry|regrade|stop|logs|files|procs` end to end through the real CLI (`bun main.ts`) on real podman:
+ * a finished oracle trial's kept tree, streams and archive; retry and regrade as new one-trial jobs (a regrade
+ * scores from the kept files alone: the fresh box's image lacks the file the verifier checks); a live trial's box
+ * read through the engine, then stopped without cancelling its job; and every error path's code and exit status.
+ */
+import { spawn, spawnSync } from "node:child_process";
+import { cpSync, existsSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+
+const root = resolve(__dirname, "..");
+const bun = join(root, "node_modules/.bin/bun");
+const FIXTURES = join(root, "fixtures", "tasks", "trials");
+const hasPodman = spawnSync("podman", ["image", "exists", "debian:bookworm-slim"]).status === 0;
+let home: string;
+let work: string;
+
+function evolve(args: string[]) {
+  const r = spawnSync(bun, [join(root, "main.ts"), ...args], {
+    cwd: work,
+    encoding: "utf8",
+    env: { ...process.env, EVOLVE_HOME: home, NO_COLOR: "1" },
+    timeout: 240_000,
+  });
+  return { code: r.status, stdout: r.stdout, stderr: r.stderr };
+}
+
+function json(args: string[]) {
+  const r = evolve([...args, "--json"]);
+  if (r.code !== 0) throw new Error(`evolve ${args.join(" ")} exited ${r.code}: ${r.stderr}`);
+  return JSON.parse(r.stdout);
+}
+
+/** Runs one fixture with the oracle and returns its trial id. */
+function runFixture(dir: string): string {
+  const r = evolve(["run", "-p", dir, "-a", "oracle", "--json"]);
+  const settled = r.stdout.trim().split("\n").map((l) => JSON.parse(l)).filter((e) => e.kind === "trial_settled");
+  expect(settled).toHaveLength(1);
+  return settled[0].trial.id;
+}
+
+/** A one-line `error[CODE]` and the exit status. */
+function expectError(args: string[], code: string, exit: number) {
+  const r = evolve(args);
+  expect(r.stderr.split("\n")[0]).toMatch(new RegExp(`^error\\[${code}\\]: `));
+  expect(r.code).toBe(exit);
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+let okTrial: string;
+
+beforeAll(() => {
+  home = mkdtempSync(join(tmpdir(), "evolve-tcmd-home-"));
+  work = mkdtempSync(join(tmpdir(), "evolve-tcmd-work-"));
+  if (hasPodman) okTrial = runFixture(join(FIXTURES, "oracle-ok"));
+}, 240_000);
+
+afterAll(() => {
+  if (hasPodman) evolve(["gc"]);
+});
+
+describe.skipIf(!hasPodman)("a finished trial (needs podman)", () => {
+  it("keeps the file the oracle wrote: files status, changes, ls, cat and archive read the kept tree", () => {
+    const status = json(["trial", "files", "status", okTrial]);
+    expect(status).toMatchObject({ source: "kept", status: "SCORED", files: 1, skipped: 0 });
+
+    const changes = json(["trial", "files", "changes", okTrial]);
+    const hello = changes.changes.find((c: { path: string }) => c.path === "/app/hello.txt");
+    expect(hello).toMatchObject({ kind: "added", type: "file", size: 13 });
+    // what evolve itself put in the box is left out, with the reason
+    expect(changes.excluded.map((x: { path: string }) => x.path)).toEqual(expect.arrayContaining(["/logs", "/tests", "/solution"]));
+
+    const cat = evolve(["trial", "files", "cat", okTrial, "/app/hello.txt"]);
+    expect(cat).toMatchObject({ code: 0, stdout: "hello, world\n" });
+
+    const ls = json(["trial", "files", "ls", okTrial, "/app"]);
+    expect(ls.entries.map((e: { path: string }) => e.path)).toEqual(["/app/hello.txt"]);
+    expect(evolve(["trial", "files", "ls", okTrial, "/app"]).stdout).toMatch(/image holds them/);
+
+    const out = join(work, "archives");
+    const arch = json(["trial", "files", "archive", okTrial, "--path", "/app", "-o", out]);
+    expect(existsSync(arch.file)).toBe(true);
+    const listing = spawnSync("tar", ["tzf", arch.file], { encoding: "utf8" }).stdout.split("\n");
+    expect(listing).toContain("app/hello.txt");
+    const content = spawnSync("tar", ["xzOf", arch.file, "app/hello.txt"], { encoding: "utf8" }).stdout;
+    expect(content).toBe("hello, world\n");
+  });
+
+  it("prints the verifier, system and agent streams; setup is an empty page that says why", () => {
+    const v = evolve(["trial", "logs", okTrial, "--stream", "verifier"]);
+    expect(v.code).toBe(0);
+    expect(v.stdout).toBe(readFileSync(join(home, "trials", okTrial, "verifier", "test-stdout.txt"), "utf8"));
+    expect(v.stdout).toMatch(/checking \/app\/hello.txt/);
+    expect(evolve(["trial", "logs", okTrial, "--stream", "system"]).stdout).toMatch(/verifier: \{"reward":1\}/);
+    expect(json(["trial", "logs", okTrial, "--stream", "agent"])).toMatchObject({ recorded: true, files: [expect.stringMatching(/agent\/oracle\.txt$/)] });
+    const setup = evolve(["trial", "logs", okTrial, "--stream", "setup"]);
+    expect(setup).toMatchObject({ code: 0, stdout: "" });
+    expect(setup.stderr).toMatch(/not recorded today/);
+    // --follow on a settled trial prints the stream and ends
+    expect(evolve(["trial", "logs", okTrial, "--stream", "verifier", "--follow"])).toMatchObject({ code: 0, stdout: v.stdout });
+  });
+
+  it("retry runs the same task as a new job holding one new trial", () => {
+    const r = json(["trial", "retry", okTrial]);
+    expect(r).toMatchObject({ retry_of: okTrial, status: "SCORED", reward: 1 });
+    const orig = json(["trial", "show", okTrial]);
+    const again = json(["trial", "show", r.trial_id]);
+    expect(r.trial_id).not.toBe(okTrial);
+    expect(again.job_id).not.toBe(orig.job_id);
+    expect(again).toMatchObject({ task_digest: orig.task_digest, agent: "oracle", retry_of: okTrial });
+    expect(json(["job", "show", again.job_id])).toMatchObject({ n_trials: 1, status: "COMPLETED" });
+  });
+
+  it("regrade re-scores from the kept files only (no agent runs) and gives the same reward", () => {
+    const r = json(["trial", "regrade", okTrial]);
+    expect(r).toMatchObject({ regrade_of: okTrial, status: "SCORED", reward: 1 });
+    const t = json(["trial", "show", r.trial_id]);
+    expect(t.regrade_of).toBe(okTrial);
+    expect(Object.keys(t.phase_timings)).not.toContain("agent");
+    const dir = join(home, "trials", r.trial_id);
+    expect(existsSync(join(dir, "agent"))).toBe(false);
+    expect(readFileSync(join(dir, "verifier", "test-stdout.txt"), "utf8")).toMatch(/checking/);
+    expect(JSON.parse(readFileSync(join(dir, "config.json"), "utf8")).regrade_of).toBe(okTrial);
+  });
+
+  it("regrades a separate-verifier trial from its artifacts", () => {
+    const id = runFixture(join(FIXTURES, "separate-verifier"));
+    expect(json(["trial", "regrade", id])).toMatchObject({ status: "SCORED", reward: 1 });
+  });
+
+  it("refuses what it cannot do with a one-line error and the right exit status", () => {
+    expectError(["trial", "show", "NOPE"], "trial_not_found", 2);
+    expectError(["trial", "logs", "NOPE"], "trial_not_found", 2);
+    expectError(["trial", "retry", "NOPE"], "trial_not_found", 2);
+    expectError(["trial", "logs", okTrial, "--stream", "bogus"], "usage", 2);
+    expectError(["trial", "files", "cat", okTrial, "/app/../../etc/passwd"], "path_outside_tree", 2);
+    expectError(["trial", "files", "cat", okTrial, "/app/README.md"], "file_not_kept", 1);
+    expectError(["trial", "procs", okTrial], "trial_not_live", 1);
+    // a trial that never booted: no verifier stream, nothing to regrade, no files
+    const broken = runFixture(join(FIXTURES, "docker-image-missing"));
+    expectError(["trial", "logs", broken, "--stream", "verifier"], "stream_not_recorded", 1);
+    expectError(["trial", "regrade", broken], "regrade_never_verified", 1);
+    expectError(["trial", "files", "ls", broken], "files_unavailable", 1);
+  });
+});
+
+describe.skipIf(!hasPodman)("a live trial (needs podman)", () => {
+  it("reads the running box (files, procs), follows its log to the end, and stops it without cancelling its job", async () => {
+    const task = join(work, "sleeper");
+    cpSync(join(FIXTURES, "oracle-ok"), task, { recursive: true });
+    writeFileSync(join(task, "solution", "solve.sh"), '#!/bin/bash\necho "hello, world" > /app/hello.txt\necho started\nsleep 120\n');
+    writeFileSync(join(task, "task.toml"), readFileSync(join(task, "task.toml"), "utf8").replace('name = "evolve-trials/oracle-ok"', 'name = "evolve-trials/sleeper"').replace(/\[agent\]\ntimeout_sec = 60/, "[agent]\ntimeout_sec = 300"));
+    const child = spawn(bun, [join(root, "main.ts"), "run", "-p", task, "-a", "oracle", "-k", "2", "-n", "2", "--json"], {
+      cwd: work,
+      env: { ...process.env, EVOLVE_HOME: home, NO_COLOR: "1" },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    let seen = "";
+    child.stdout.on("data", (b) => (seen += b));
+    const exited = new Promise<number | null>((r) => child.on("exit", (code) => r(code)));
+    try {
+      // both trials in their agent phase, and the oracle's first file written
+      const t0 = Date.now();
+      let ids: string[] = [];
+      for (;;) {
+        const agent = [...seen.matchAll(/"kind":"phase","trialId":"(\w+)","phase":"agent"/g)].map((m) => m[1]);
+        ids = [...new Set(agent)];
+        if (ids.length === 2 && ids.every((id) => existsSync(join(home, "trials", id, "agent", "oracle.txt")) && readFileSync(join(home, "trials", id, "agent", "oracle.txt"), "utf8").includes("started"))) break;
+        if (Date.now() - t0 > 120_000) throw new Error(`trials never reached the agent: ${seen}`);
+        await sleep(100);
+      }
+      const [a, b] = ids;
+      expect(json(["trial", "files", "status", a])).toMatchObject({ source: "live", role: "agent" });
+      expect(evolve(["trial", "files", "cat", a, "/app/hello.txt"]).stdout).toBe("hello, world\n");
+      const ls = json(["trial", "files", "ls", a, "/app"]);
+      expect(ls.entries.find((e: { name: string }) => e.name === "hello.txt")).toMatchObject({ type: "file", size: 13 });
+      expect(json(["trial", "files", "changes", a]).changes).toContainEqual({ path: "/app/hello.txt", kind: "added" });
+      const procs = json(["trial", "procs", a]);
+      expect(procs.processes.map((p: { command: string }) => p.command).join("\n")).toMatch(/sleep 120/);
+      const arch = json(["trial", "files", "archive", a, "--path", "/app", "-o", join(work, "live-archives")]);
+      expect(spawnSync("tar", ["tzf", arch.file], { encoding: "utf8" }).stdout.split("\n")).toContain("app/hello.txt");
+
+      // a follower of the agent stream ends on its own once the trial settles
+      const follower = spawn(bun, [join(root, "main.ts"), "trial", "logs", a, "--stream", "agent", "--follow"], { cwd: work, env: { ...process.env, EVOLVE_HOME: home, NO_COLOR: "1" } });
+      let followed = "";
+      follower.stdout.on("data", (d) => (followed += d));
+      const followerDone = new Promise<number | null>((r) => follower.on("exit", (c) => r(c)));
+
+      const s0 = Date.now();
+      const stop = json(["trial", "stop", a]);
+      expect(stop).toEqual([{ id: a, action: "requested", status: "CANCELLED", settled: true }]);
+      expect(Date.now() - s0).toBeLessThan(10_000);
+      const ta = json(["trial", "show", a]);
+      expect(ta).toMatchObject({ status: "CANCELLED", exception: { type: "CancelledError" } });
+      expect(await followerDone).toBe(0);
+      expect(followed).toMatch(/started/);
+
+      // the job goes on: the other trial is still running, the job is not cancelled
+      expect(json(["trial", "show", b]).status).toBe("RUNNING");
+      const jobId = ta.job_id;
+      expect(json(["job", "show", jobId]).status).toBe("RUNNING");
+      expect(json(["trial", "stop", b, "--wait", "20"])[0]).toMatchObject({ status: "CANCELLED" });
+      expect(await exited).toBe(1);
+      expect(json(["job", "show", jobId])).toMatchObject({ status: "COMPLETED", counts: { CANCELLED: 2 } });
+      // once settled, there is no box to list processes of, and stopping again does nothing
+      expectError(["trial", "procs", a], "trial_not_live", 1);
+      expect(json(["trial", "stop", a])[0]).toMatchObject({ action: "settled" });
+    } finally {
+      if (child.exitCode === null) child.kill("SIGKILL");
+    }
+  }, 240_000);
+});
