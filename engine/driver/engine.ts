@@ -175,7 +175,7 @@ export class RestEngine implements Engine {
     for (const [name, n] of Object.entries<any>(data.NetworkSettings?.Networks ?? {})) {
       networks[name] = { ip: String(n?.IPAddress ?? ""), aliases: n?.Aliases ?? [] };
     }
-    return { id: String(data.Id), running, exitCode: ended ? Number(st.ExitCode ?? 0) : null, labels: data.Config?.Labels ?? {}, networks };
+    return { id: String(data.Id), running, exitCode: ended ? Number(st.ExitCode ?? 0) : null, labels: data.Config?.Labels ?? {}, networks, workdir: String(data.Config?.WorkingDir || "/") };
   }
 
   /**
@@ -250,6 +250,12 @@ export class RestEngine implements Engine {
       }
     }
     grace.unref?.();
+  }
+
+  /** Whether `path` exists in the container (a HEAD on its archive: no exec, so no runtime process to spawn). */
+  async pathExists(id: string, path: string): Promise<boolean> {
+    const res = await this.rest.request("HEAD", `/containers/${seg(id)}/archive`, { query: { path }, ok: [404] });
+    return res.status === 200;
   }
 
   /** Copies a host folder's contents into `containerDir` (created if missing, with root-owned 0755 parents). */

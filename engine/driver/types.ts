@@ -78,6 +78,8 @@ export interface ContainerState {
   labels: Record<string, string>;
   /** The networks it is attached to, with its IP address on each (inspect only). */
   networks?: Record<string, { ip: string; aliases: string[] }>;
+  /** The working directory a plain exec starts in (the image's WORKDIR, "/" when unset; inspect only). */
+  workdir?: string;
 }
 
 /** A container engine reached through its REST socket. */
@@ -96,6 +98,8 @@ export interface Engine {
   start(id: string): Promise<void>;
   inspect(id: string): Promise<ContainerState | undefined>;
   exec(id: string, cmd: string[], opts?: ExecOptions): Promise<ExecResult>;
+  /** Whether a path exists in the container: answered by the engine without starting a process in the box. */
+  pathExists(id: string, path: string): Promise<boolean>;
   /** Copies a host folder's contents into `containerDir` (created if missing), owned by root. */
   copyIn(id: string, hostDir: string, containerDir: string): Promise<void>;
   /** Stops (if running) and removes a container with its anonymous volumes. Missing is fine. */
