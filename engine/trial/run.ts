@@ -79,6 +79,8 @@ class TrialRun {
   private secretValues: string[];
   private configFile!: TrialConfigFile;
   private agentException: ExceptionRecord | null = null;
+  /** Set in boot by the combined root check: `[agent] user` is not in the image. */
+  private userMissing = false;
   private net?: TrialNetwork;
   private compose?: ComposeTask;
   private policies!: TrialPolicies;
@@ -259,22 +261,23 @@ class TrialRun {
       await awaitHealthy(this.engine, this.agentBox, cfg.environment.healthcheck, () => !!this.deps.signal?.aborted);
       this.checkCancelled();
     }
-    await requireRunning(this.engine, this.agentBox, "before the agent started");
+    const state = await requireRunning(this.engine, this.agentBox, "before the agent started");
+    // Every exec spawns a runtime process (~0.2 s on podman), so the image's WORKDIR comes from inspect and the
+    // workdir and agent-user checks share one exec; a missing user still fails in install, before any agent work.
     const wd = cfg.environment.workdir;
-    if (wd) {
-      await this.exec(this.agentBox, ["sh", "-c", `mkdir -p '${wd}'`], { user: "root" });
-      this.workdir = wd;
-    } else {
-      const pwd = await this.exec(this.agentBox, ["pwd"], { user: "root" });
-      this.workdir = pwd.stdout.trim() || "/";
+    const user = this.agentUser();
+    this.workdir = wd || state.workdir || "/";
+    if (wd || user !== undefined) {
+      const check = 'if [ -n "$1" ]; then mkdir -p "$1"; fi; if [ -n "$2" ] && ! id -u "$2" >/dev/null 2>&1; then echo evolve-no-user; fi';
+      const r = await this.exec(this.agentBox, ["sh", "-c", check, "sh", wd ?? "", user ?? ""], { user: "root" });
+      this.userMissing = user !== undefined && (r.exitCode !== 0 || r.stdout.includes("evolve-no-user"));
     }
   }
 
   private async install(): Promise<void> {
     const user = this.agentUser();
     if (user !== undefined) {
-      const r = await this.exec(this.agentBox, ["id", "-u", user], { user: "root" });
-      if (r.exitCode !== 0) {
+      if (this.userMissing) {
         await requireRunning(this.engine, this.agentBox, "before the agent started");
         throw new TrialFailure("AgentUserNotFoundError", `[agent] user ${user} does not exist in the image (add it in the Dockerfile, e.g. RUN useradd -m ${user})`);
       }
@@ -336,10 +339,8 @@ class TrialRun {
       if (r.exitCode !== 0) this.log(`step ${plan.name}: workdir/setup.sh exited ${r.exitCode}`);
     }
     const ctx = this.context(plan, this.net!.execEnv("agent"));
-    const out = await this.harness.run(ctx).catch((e: unknown) => {
-      this.checkCancelled();
-      throw e;
-    });
+    // a harness's engine call that fails because the entrypoint died is that death, not an engine error
+    const out = await this.guard(box, () => this.harness.run(ctx));
     this.checkCancelled();
     if (out.timedOut) {
       step.exception = this.exc("AgentTimeoutError", `the agent ran past its ${plan.agentTimeoutSec} s timeout${plan.name ? ` in step ${plan.name}` : ""}`);
@@ -395,7 +396,8 @@ class TrialRun {
       const box = separate ? await this.separateVerifierBox(plan) : this.agentBox;
       const { env, pendingJudge } = resolveVerifierEnv({ ...this.cfg.verifier.env, ...plan.verifierEnv });
       if (pendingJudge.length > 0) this.log(`judge credentials ${pendingJudge.join(", ")} are left unset: the gateway answers them (next issue)`);
-      await this.exec(box, ["sh", "-c", "rm -rf /tests"], { user: "root" });
+      // a HEAD rather than an exec: /tests is only there when the image or the agent made it
+      if (await this.guard(box, () => this.engine.pathExists(box, "/tests"))) await this.exec(box, ["sh", "-c", "rm -rf /tests"], { user: "root" });
       const shared = join(this.req.task.dir, "tests");
       if (existsSync(shared)) await this.engine.copyIn(box, shared, "/tests");
       if (plan.name !== null && existsSync(join(plan.dir, "tests"))) await this.engine.copyIn(box, join(plan.dir, "tests"), "/tests");
@@ -533,9 +535,14 @@ class TrialRun {
   }
 
   /** exec that turns "the box died under us" into the entrypoint's exit code, and an abort into CancelledFailure. */
-  private async exec(id: string, cmd: string[], opts: Parameters<Engine["exec"]>[2]) {
+  private exec(id: string, cmd: string[], opts: Parameters<Engine["exec"]>[2]) {
+    return this.guard(id, () => this.engine.exec(id, cmd, opts));
+  }
+
+  /** Runs an engine call on box `id`; when it fails, a dead box or an abort is the reason reported. */
+  private async guard<T>(id: string, fn: () => Promise<T>): Promise<T> {
     try {
-      return await this.engine.exec(id, cmd, opts);
+      return await fn();
     } catch (e) {
       this.checkCancelled();
       await requireRunning(this.engine, id, "during the trial");
