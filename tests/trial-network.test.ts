@@ -25,6 +25,7 @@ let server: Server;
 let port: number;
 let hostIp: string;
 const ran = new Map<string, { rec: TrialRecord; log: string; probes: string }>();
+const copies: string[] = [];
 
 function hostAddress(): string {
   for (const list of Object.values(networkInterfaces())) {
@@ -35,7 +36,9 @@ function hostAddress(): string {
 
 /** A copy of a fixture whose probe scripts know the test server's port. */
 function withPort(name: string): string {
-  const dir = join(mkdtempSync(join(tmpdir(), "evolve-netfx-")), name);
+  const parent = mkdtempSync(join(tmpdir(), "evolve-netfx-"));
+  copies.push(parent);
+  const dir = join(parent, name);
   cpSync(join(FIXTURES, name), dir, { recursive: true });
   for (const sub of ["tests", "solution"]) writeFileSync(join(dir, sub, "port.txt"), `${port}\n`);
   return dir;
@@ -88,6 +91,7 @@ afterAll(async () => {
   await store?.close();
   await engine?.close();
   if (home) rmSync(home, { recursive: true, force: true });
+  for (const c of copies) rmSync(c, { recursive: true, force: true });
 });
 
 describe("allowlist", () => {
