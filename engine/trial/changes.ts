@@ -200,7 +200,14 @@ async function captureChanges(engine: Engine, id: string, trialPath: string, cap
     );
     await Promise.all(pending);
   };
-  await Promise.all(Array.from({ length: Math.min(FETCH_CONCURRENCY, fetches.length) }, worker));
+  const [owners] = await Promise.all([
+    ownersOf(engine, id, wanted.map((c) => c.path)),
+    ...Array.from({ length: Math.min(FETCH_CONCURRENCY, fetches.length) }, worker),
+  ]);
+  for (const e of manifest.files) {
+    const o = owners.get(e.path);
+    if (o) [e.uid, e.gid] = o;
+  }
   if (budgetHit) {
     const recorded = new Set([...manifest.files, ...manifest.skipped].map((e) => e.path));
     for (const c of wanted) {
@@ -212,6 +219,25 @@ async function captureChanges(engine: Engine, id: string, trialPath: string, cap
   manifest.files.sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : 0));
   await writeJson(join(trialPath, MANIFEST_FILE), manifest);
   return manifest;
+}
+
+/**
+ * Owners of `paths` in the box, from one `stat` exec per thousand paths. The archive cannot say: podman's archive
+ * GET rewrites every owner to the caller. Paths stat cannot read (or a box without sh/stat) keep the archive's
+ * owner.
+ */
+async function ownersOf(engine: Engine, id: string, paths: string[]): Promise<Map<string, [number, number]>> {
+  const out = new Map<string, [number, number]>();
+  for (let i = 0; i < paths.length; i += 1000) {
+    const r = await engine
+      .exec(id, ["sh", "-c", 'stat -c "%u:%g|%n" -- "$@" 2>/dev/null; exit 0', "sh", ...paths.slice(i, i + 1000)], { user: "root", timeoutMs: 30_000 })
+      .catch(() => undefined);
+    for (const line of r?.stdout.split("\n") ?? []) {
+      const m = /^(\d+):(\d+)\|(.*)$/.exec(line);
+      if (m) out.set(m[3], [Number(m[1]), Number(m[2])]);
+    }
+  }
+  return out;
 }
 
 /** The kept tree's manifest of a trial, or undefined when the trial kept none (it never booted, or it was cancelled). */
