@@ -69,6 +69,12 @@ container_engine() {
   bash "$EVOLVE_ROOT/scripts/ci/podman.sh"
 }
 
+# Docker for the test suite's Docker leg: dockerd on its own socket with the base images loaded (~27 s on a fresh
+# host, mostly the docker.io download; a second run reuses the daemon). Exports nothing: callers set DOCKER_HOST.
+docker_engine() {
+  bash "$EVOLVE_ROOT/scripts/ci/docker.sh"
+}
+
 # Locally built base images under the names task Dockerfiles use; no registry is reachable.
 base_images() {
   bash "$EVOLVE_ROOT/scripts/ci/base-images.sh"
