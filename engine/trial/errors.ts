@@ -45,4 +45,6 @@ export const DETERMINISTIC_EXCEPTIONS: ReadonlySet<string> = new Set([
   "ImageNotFoundError",
   "EnvironmentBuildError",
   "AgentUserNotFoundError",
+  "RegradeRefusedError",
+  "RegradeRestoreError",
 ]);

@@ -730,8 +730,14 @@ class TrialRun {
 
   private update(fields: Partial<TrialRecord>): void {
     const prevStatus = this.rec.status;
-    this.rec = { ...this.rec, ...fields, phase_timings: structuredClone(this.timings) as TrialRecord["phase_timings"], updated_at: now() };
-    this.deps.store.putTrial(this.rec);
+    const store = this.deps.store;
+    store.transaction(() => {
+      // `trial stop` from another process writes stop_requested_at into this record: never write over it.
+      const stop = store.getTrial(this.req.trialId)?.stop_requested_at;
+      const base = stop !== undefined && this.rec.stop_requested_at === undefined ? { ...this.rec, stop_requested_at: stop } : this.rec;
+      this.rec = { ...base, ...fields, phase_timings: structuredClone(this.timings) as TrialRecord["phase_timings"], updated_at: now() };
+      store.putTrial(this.rec);
+    });
     if (fields.status && fields.status !== prevStatus) {
       this.deps.onEvent?.({ kind: "status", trialId: this.req.trialId, status: fields.status as TrialStatus });
     }
