@@ -38,7 +38,7 @@ engine.rest.request = async (method: string, path: string, opts?: any) => {
   try {
     return await orig(method, path, opts);
   } finally {
-    calls.push({ at: Math.round(s - t0), ms: Math.round(performance.now() - s), what: `${method} ${path.replace(/[0-9a-f]{64}/g, "<id>").slice(0, 60)}` });
+    calls.push({ at: Math.round(s - t0), ms: Math.round(performance.now() - s), what: `${method} ${path.replace(/[0-9a-f]{64}/g, "<id>").slice(0, 60)}${opts?.query?.path ? ` path=${opts.query.path}` : ""}` });
   }
 };
 try {
