@@ -3,7 +3,7 @@
  *
  * - `nop_trial`: wall time of one `nop` trial with a trivial verifier through evolve's engine (REST driver), from
  *   the trial's start to its settled record (container removal happens after, off the critical path);
- * - `cli_floor`: in the same run, the same image driven by the podman CLI the way a shell script would do a bare
+ * - `cli_floor`: in the same run, the same image driven by the engine's CLI the way a shell script would do a bare
  *   trial: `podman run -d`, two `exec`, `cp` out, `rm -f`;
  * - `concurrency`: N trials whose agent step is `sleep 2`, at `-n 4` and serially (speed-up = serial / parallel);
  * - `memory`: peak RSS of `evolve run` for a small and a larger job of nop trials (flat = the ratio stays near 1).
@@ -12,6 +12,7 @@
  * fails on a missed goal (timings depend on the machine); it exits 2 only when it cannot run at all.
  *
  * Usage: bun scripts/bench/trial-overhead.ts [--runs 10] [--sleepers 20] [--small 4] [--large 16] [--image debian:bookworm-slim]
+ *        [--engine podman|docker]   (docker: DOCKER_HOST names the daemon; the floor then uses the docker CLI)
  */
 import { spawn, spawnSync } from "node:child_process";
 import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
@@ -47,9 +48,11 @@ function writeTask(dir: string, image: string, sleep: number): string {
   return dir;
 }
 
+let CLI: "podman" | "docker" = "podman";
+
 function podman(args: string[]): string {
-  const r = spawnSync("podman", args, { encoding: "utf8" });
-  if (r.status !== 0) throw new Error(`podman ${args.join(" ")}: ${r.stderr.trim()}`);
+  const r = spawnSync(CLI, args, { encoding: "utf8" });
+  if (r.status !== 0) throw new Error(`${CLI} ${args.join(" ")}: ${r.stderr.trim()}`);
   return r.stdout.trim();
 }
 
@@ -62,7 +65,7 @@ function cliFloor(image: string, runs: number, scratch: string): number[] {
     podman(["exec", id, "sh", "-c", "true"]);
     podman(["exec", id, "sh", "-c", "echo 1 > /tmp/reward.txt"]);
     podman(["cp", `${id}:/tmp/reward.txt`, join(scratch, "reward.txt")]);
-    podman(["rm", "-f", "-t", "0", id]);
+    podman(CLI === "podman" ? ["rm", "-f", "-t", "0", id] : ["rm", "-f", id]);
     if (i > 0) out.push(performance.now() - t0); // the first run warms caches
   }
   return out;
@@ -96,18 +99,21 @@ async function main(): Promise<number> {
       small: { type: "string", default: "4" },
       large: { type: "string", default: "16" },
       image: { type: "string", default: "debian:bookworm-slim" },
+      engine: { type: "string", default: "podman" },
     },
   });
   const runs = Number(values.runs);
   const image = values.image!;
-  if (spawnSync("podman", ["image", "exists", image]).status !== 0) {
+  if (values.engine !== "podman" && values.engine !== "docker") throw new Error("--engine is podman or docker");
+  CLI = values.engine;
+  if (spawnSync(CLI, ["image", "inspect", image], { stdio: "ignore" }).status !== 0) {
     console.error(`error[bench_image_missing]: ${image} is not present locally; run scripts/ci/base-images.sh`);
     return 2;
   }
   const scratch = mkdtempSync(join(tmpdir(), "evolve-bench-trial-"));
   const home = join(scratch, "home");
   const store = openStore(home);
-  const engine = await openEngine({ home });
+  const engine = await openEngine({ kind: CLI, home });
   try {
     const nopTask = (await importTasks(store, home, writeTask(join(scratch, "nop"), image, 0), { secrets: new Set() }))[0];
     const sleepTask = (await importTasks(store, home, writeTask(join(scratch, "sleep"), image, 2), { secrets: new Set() }))[0];
@@ -150,7 +156,7 @@ async function main(): Promise<number> {
 
     // peak memory of the CLI for a small and a larger nop job
     const cli = [join(ROOT, "node_modules/.bin/bun"), join(ROOT, "main.ts")];
-    const env = { ...process.env, EVOLVE_HOME: home, NO_COLOR: "1" };
+    const env = { ...process.env, EVOLVE_HOME: home, NO_COLOR: "1", EVOLVE_ENGINE: CLI };
     const memSmall = await peakRss([...cli, "run", "-p", join(scratch, "nop"), "-a", "nop", "-k", values.small!, "-n", "4"], env);
     const memLarge = await peakRss([...cli, "run", "-p", join(scratch, "nop"), "-a", "nop", "-k", values.large!, "-n", "4"], env);
 
@@ -165,7 +171,7 @@ async function main(): Promise<number> {
           engine: (await engine.info()).kind,
           image,
           nop_trial: nopS,
-          cli_floor: { ...floorS, steps: "podman run -d, exec ×2, cp, rm -f" },
+          cli_floor: { ...floorS, steps: `${CLI} run -d, exec ×2, cp, rm -f` },
           nop_to_floor_ratio: ratio,
           concurrency: { trials: sleepers, agent_sleep_sec: 2, n4_ms: parallel.ms, serial_ms: serial.ms, speedup, scored: [parallel.scored, serial.scored] },
           memory: { small_trials: Number(values.small), small_peak_kib: memSmall.peak_kib, large_trials: Number(values.large), large_peak_kib: memLarge.peak_kib, ratio: memRatio },
