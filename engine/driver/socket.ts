@@ -6,7 +6,7 @@
 import { spawn } from "node:child_process";
 import { accessSync, closeSync, constants, mkdirSync, openSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { delimiter, join } from "node:path";
+import { delimiter, dirname, join } from "node:path";
 import { EvolveError } from "../errors.ts";
 import { ping } from "./rest.ts";
 import type { EngineKind } from "./types.ts";
@@ -94,7 +94,8 @@ export async function startPodmanService(home: string): Promise<string> {
   // Two evolve processes may race to start it: the loser's service takes the socket over, which is harmless.
   const log = openSync(join(runDir, "podman-service.log"), "a");
   try {
-    const child = spawn(bin, ["system", "service", "--time=300", `unix://${socket}`], { detached: true, stdio: ["ignore", log, log] });
+    // Its own working folder: the service outlives us, and conmon drops files such as `oom` into the cwd it inherits.
+    const child = spawn(bin, ["system", "service", "--time=300", `unix://${socket}`], { detached: true, cwd: dirname(socket), stdio: ["ignore", log, log] });
     child.on("error", () => {});
     child.unref();
   } finally {
