@@ -32,6 +32,8 @@ export interface BuildOptions {
 export async function cliBuild(kind: EngineKind, socket: string, opts: BuildOptions): Promise<void> {
   const dockerfile = opts.dockerfile ? (isAbsolute(opts.dockerfile) ? opts.dockerfile : join(opts.context, opts.dockerfile)) : join(opts.context, "Dockerfile");
   const args = ["build", "-f", dockerfile, "-t", opts.tag];
+  // Docker's classic builder keeps the container of a failed step (podman removes it by default): no leftovers.
+  if (kind === "docker") args.push("--force-rm");
   for (const [k, v] of Object.entries(opts.labels)) args.push("--label", `${k}=${v}`);
   args.push(opts.context);
 

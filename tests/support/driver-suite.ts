@@ -8,6 +8,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { openEngine, type Engine } from "../../engine/driver/index.ts";
+import type { RestEngine } from "../../engine/driver/engine.ts";
 import type { EngineKind } from "../../engine/driver/types.ts";
 import { expectCode } from "./expect-code.ts";
 
@@ -231,6 +232,9 @@ function suite(kind: EngineKind): void {
     it("a failing build says why, with the last lines of its output", async () => {
       const e = await expectCode(() => engine.build({ context: ctx, dockerfile: "Bad.Dockerfile", tag: `localhost/${RUN}-bad`, labels: {}, timeoutMs: 60_000 }), "build_failed");
       expect(e.message).toContain(`the-step-${RUN}-broke`);
+      // the failed step's container is not left behind (Docker's classic builder keeps it without --force-rm)
+      const { data } = await (engine as RestEngine).rest.json("GET", "/containers/json", { query: { all: true } });
+      expect((data as { Command?: string }[]).filter((c) => String(c.Command ?? "").includes(`the-step-${RUN}-broke`))).toEqual([]);
     });
 
     it("a build past its timeout is stopped quickly", async () => {
