@@ -14,7 +14,7 @@ import { cliBuild } from "./build.ts";
 import { RestClient, seg } from "./rest.ts";
 import { Demuxer, TailBuffer } from "./stream.ts";
 import { tarDirectory, tarSingleFile } from "./tar.ts";
-import type { ContainerSpec, ContainerState, Engine, EngineKind, ExecOptions, ExecResult } from "./types.ts";
+import type { ContainerSpec, ContainerState, Engine, EngineKind, ExecOptions, ExecResult, PathStat } from "./types.ts";
 
 /** How long a killed exec's stream may take to close before we stop waiting for it. */
 const KILL_GRACE_MS = 3000;
@@ -256,6 +256,36 @@ export class RestEngine implements Engine {
   async pathExists(id: string, path: string): Promise<boolean> {
     const res = await this.rest.request("HEAD", `/containers/${seg(id)}/archive`, { query: { path }, ok: [404] });
     return res.status === 200;
+  }
+
+  async pathStat(id: string, path: string): Promise<PathStat | undefined> {
+    const res = await this.rest.request("HEAD", `/containers/${seg(id)}/archive`, { query: { path }, ok: [404] });
+    const header = res.headers["x-docker-container-path-stat"];
+    if (res.status === 404 || typeof header !== "string") return undefined;
+    const st = JSON.parse(Buffer.from(header, "base64").toString("utf8")) as { name?: string; size?: number; mode?: number; linkTarget?: string };
+    const mode = Number(st.mode ?? 0);
+    // Go's ModeDir is the top bit of a uint32: test it arithmetically, JS bit operators are signed 32-bit
+    return { name: String(st.name ?? ""), size: Number(st.size ?? 0), mode, isDir: mode >= 2 ** 31, linkTarget: String(st.linkTarget ?? "") };
+  }
+
+  async changes(id: string): Promise<{ path: string; kind: "added" | "modified" | "deleted" }[]> {
+    const { data } = await this.rest.json("GET", `/containers/${seg(id)}/changes`);
+    const kinds = ["modified", "added", "deleted"] as const;
+    return ((data ?? []) as { Path: string; Kind: number }[]).map((c) => ({ path: String(c.Path), kind: kinds[c.Kind] ?? "modified" }));
+  }
+
+  async archiveGet(id: string, path: string, onChunk: (chunk: Buffer) => void, signal?: AbortSignal): Promise<boolean> {
+    const res = await this.rest.request("GET", `/containers/${seg(id)}/archive`, { query: { path }, ok: [404], onData: onChunk, signal, timeoutMs: 0 });
+    return res.status !== 404;
+  }
+
+  async archivePut(id: string, path: string, tar: Buffer): Promise<void> {
+    await this.rest.request("PUT", `/containers/${seg(id)}/archive`, { query: { path }, body: tar });
+  }
+
+  async top(id: string, psArgs: string): Promise<{ titles: string[]; processes: string[][] }> {
+    const { data } = await this.rest.json("GET", `/containers/${seg(id)}/top`, { query: { ps_args: psArgs } });
+    return { titles: (data?.Titles ?? []).map(String), processes: (data?.Processes ?? []) as string[][] };
   }
 
   /** Copies a host folder's contents into `containerDir` (created if missing, with root-owned 0755 parents). */

@@ -82,6 +82,16 @@ export interface ContainerState {
   workdir?: string;
 }
 
+/** What the engine says about one path in a container (Docker's X-Docker-Container-Path-Stat). */
+export interface PathStat {
+  name: string;
+  size: number;
+  /** Go's os.FileMode bits: permissions in the low 9 bits, with type bits above (dir = 1 << 31). */
+  mode: number;
+  isDir: boolean;
+  linkTarget: string;
+}
+
 /** A container engine reached through its REST socket. */
 export interface Engine {
   readonly kind: EngineKind;
@@ -100,6 +110,19 @@ export interface Engine {
   exec(id: string, cmd: string[], opts?: ExecOptions): Promise<ExecResult>;
   /** Whether a path exists in the container: answered by the engine without starting a process in the box. */
   pathExists(id: string, path: string): Promise<boolean>;
+  /** A path's stat as the engine reports it (no process in the box), or undefined when absent. */
+  pathStat(id: string, path: string): Promise<PathStat | undefined>;
+  /** Paths the container added, modified or deleted relative to its image. */
+  changes(id: string): Promise<{ path: string; kind: "added" | "modified" | "deleted" }[]>;
+  /**
+   * Streams a tar of `path` (entries named from its basename) to `onChunk`; false when the path does not exist.
+   * `signal` ends the transfer early.
+   */
+  archiveGet(id: string, path: string, onChunk: (chunk: Buffer) => void, signal?: AbortSignal): Promise<boolean>;
+  /** Extracts a tar into the container at `path`, which must exist. */
+  archivePut(id: string, path: string, tar: Buffer): Promise<void>;
+  /** The container's processes as the engine lists them (`ps` columns given by `psArgs`). */
+  top(id: string, psArgs: string): Promise<{ titles: string[]; processes: string[][] }>;
   /** Copies a host folder's contents into `containerDir` (created if missing), owned by root. */
   copyIn(id: string, hostDir: string, containerDir: string): Promise<void>;
   /** Stops (if running) and removes a container with its anonymous volumes. Missing is fine. */

@@ -147,6 +147,15 @@ async function captureChanges(engine: Engine, id: string, trialPath: string, cap
     while (next < fetches.length && !budgetHit) await fetchOne(fetches[next++]);
   };
   const fetchOne = async (f: { path: string; subtree: boolean }) => {
+    if (!f.subtree) {
+      // A folder changed only in itself (its listing or mode, e.g. /app after a file was removed): the engine's
+      // stat says so without an archive, which costs a round of the mount machinery (~0.2 s on podman).
+      const st = await engine.pathStat(id, f.path);
+      if (st?.isDir) {
+        manifest.files.push({ path: f.path, kind: kindOf.get(f.path) ?? "modified", type: "dir", mode: octalMode(st.mode & 0o777) });
+        return;
+      }
+    }
     const parent = posix.dirname(f.path);
     let cur: { entry: KeptEntry; parts: Buffer[]; keep: boolean } | undefined;
     const stop = new AbortController();

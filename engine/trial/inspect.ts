@@ -3,13 +3,9 @@
  * capture in changes.ts). Everything goes through the engine's REST API where it can — the changes list, the archive
  * GET (a tar of one path), the process list — so it works in images without a shell; only a folder listing execs
  * `stat` in the box, falling back to `ls -la` text.
- *
- * The Engine interface (driver/types.ts) has no calls for changes, archive GET or top yet; they are reached here
- * through the RestEngine's client, both engines speaking the same Docker API for them.
  */
 import { posix } from "node:path";
 import { LABEL_TRIAL, type Engine } from "../driver/types.ts";
-import type { RestClient } from "../driver/rest.ts";
 import { EvolveError } from "../errors.ts";
 import { TarReader, type TarHeader, type TarSink } from "./untar.ts";
 
@@ -38,14 +34,6 @@ export interface BoxProcess {
   command: string;
 }
 
-const KINDS: Record<number, BoxChange["kind"]> = { 0: "modified", 1: "added", 2: "deleted" };
-
-function restOf(engine: Engine): RestClient {
-  const rest = (engine as { rest?: RestClient }).rest;
-  if (!rest) throw new EvolveError("engine_unsupported", `the ${engine.kind} engine in use cannot read a box's files`, "use the podman or docker REST engine", 2);
-  return rest;
-}
-
 /**
  * A path as the box names it: absolute, normalized, without `..`. Relative paths count from `/`. A `..` segment is
  * refused rather than resolved, so a path can never name something outside the tree it is read from.
@@ -68,12 +56,9 @@ export async function findLiveBox(engine: Engine, trialId: string): Promise<{ id
   return b ? { id: b.id, role: b.labels["dev.evolve.role"] ?? "box" } : undefined;
 }
 
-/** The engine's list of paths the box added, changed or deleted relative to its image. */
+/** The engine's list of paths the box added, changed or deleted relative to its image, sorted by path. */
 export async function boxChanges(engine: Engine, id: string): Promise<BoxChange[]> {
-  const { data } = await restOf(engine).json("GET", `/containers/${encodeURIComponent(id)}/changes`);
-  return ((data ?? []) as { Path: string; Kind: number }[])
-    .map((c) => ({ path: String(c.Path), kind: KINDS[c.Kind] ?? "modified" }))
-    .sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : 0));
+  return (await engine.changes(id)).sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : 0));
 }
 
 /**
@@ -82,22 +67,14 @@ export async function boxChanges(engine: Engine, id: string): Promise<BoxChange[
  */
 export async function boxArchive(engine: Engine, id: string, path: string, sink: TarSink, signal?: AbortSignal): Promise<boolean> {
   const reader = new TarReader(sink);
-  const res = await restOf(engine).request("GET", `/containers/${encodeURIComponent(id)}/archive`, {
-    query: { path },
-    ok: [404],
-    onData: (c) => reader.write(c),
-    signal,
-    timeoutMs: 0,
-  });
-  if (res.status === 404) return false;
+  if (!(await engine.archiveGet(id, path, (c) => reader.write(c), signal))) return false;
   if (!signal?.aborted) reader.finish();
   return true;
 }
 
 /** The raw tar bytes of one path of the box, streamed to `onChunk`; false when the path does not exist. */
 export async function boxArchiveRaw(engine: Engine, id: string, path: string, onChunk: (c: Buffer) => void): Promise<boolean> {
-  const res = await restOf(engine).request("GET", `/containers/${encodeURIComponent(id)}/archive`, { query: { path }, ok: [404], onData: onChunk, timeoutMs: 0 });
-  return res.status !== 404;
+  return engine.archiveGet(id, path, onChunk);
 }
 
 /**
@@ -181,13 +158,13 @@ export async function boxList(engine: Engine, id: string, dir: string): Promise<
 export async function boxProcesses(engine: Engine, id: string): Promise<BoxProcess[]> {
   const cols = "pid,ppid,user,etime,args";
   const psArgs = engine.kind === "podman" ? cols : `-o ${cols}`;
-  const { data } = await restOf(engine).json("GET", `/containers/${encodeURIComponent(id)}/top`, { query: { ps_args: psArgs } });
-  const titles: string[] = (data?.Titles ?? []).map((t: string) => t.toUpperCase());
+  const data = await engine.top(id, psArgs);
+  const titles = data.titles.map((t) => t.toUpperCase());
   const at = (row: string[], ...names: string[]) => {
     const i = titles.findIndex((t) => names.includes(t));
     return i === -1 ? "" : String(row[i] ?? "");
   };
-  return ((data?.Processes ?? []) as string[][]).map((row) => ({
+  return data.processes.map((row) => ({
     pid: at(row, "PID"),
     ppid: at(row, "PPID"),
     user: at(row, "USER", "UID"),
@@ -198,5 +175,5 @@ export async function boxProcesses(engine: Engine, id: string): Promise<BoxProce
 
 /** Extracts a tar (held in memory) into the box at `path`, which must exist. */
 export async function boxPutTar(engine: Engine, id: string, path: string, tar: Buffer): Promise<void> {
-  await restOf(engine).request("PUT", `/containers/${encodeURIComponent(id)}/archive`, { query: { path }, body: tar });
+  await engine.archivePut(id, path, tar);
 }

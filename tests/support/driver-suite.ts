@@ -127,6 +127,25 @@ function suite(kind: EngineKind): void {
       expect(listed.map((c) => c.id)).toContain(id);
       expect(await engine.list({ "dev.evolve.test": `${RUN}-other` })).toEqual([]);
     });
+
+    it("reads the box from outside: stat, changes, archive out and in, processes", async () => {
+      await engine.exec(id, ["sh", "-c", "mkdir -p /work/sub && printf hello > /work/sub/f.txt"], { user: "root" });
+      expect(await engine.pathStat(id, "/work/sub")).toMatchObject({ name: "sub", isDir: true });
+      expect(await engine.pathStat(id, "/work/sub/f.txt")).toMatchObject({ name: "f.txt", size: 5, isDir: false });
+      expect(await engine.pathStat(id, "/work/none")).toBeUndefined();
+      const changes = await engine.changes(id);
+      expect(changes).toContainEqual({ path: "/work/sub/f.txt", kind: "added" });
+      const chunks: Buffer[] = [];
+      expect(await engine.archiveGet(id, "/work/sub/f.txt", (c) => chunks.push(c))).toBe(true);
+      const tar = Buffer.concat(chunks);
+      expect(tar.subarray(0, 5).toString()).toBe("f.txt");
+      expect(await engine.archiveGet(id, "/work/none", () => {})).toBe(false);
+      await engine.exec(id, ["mkdir", "-p", "/work/copy"], { user: "root" });
+      await engine.archivePut(id, "/work/copy", tar);
+      expect((await engine.exec(id, ["cat", "/work/copy/f.txt"])).stdout).toBe("hello");
+      const top = await engine.top(id, kind === "podman" ? "pid,args" : "-o pid,args");
+      expect(top.processes.some((row) => row.join(" ").includes("sleep"))).toBe(true);
+    });
   });
 
   describe("networks", () => {
