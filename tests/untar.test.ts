@@ -1,5 +1,5 @@
 /**
- * The streaming tar reader (engine/trial/untar.ts) against archives it did not write: the system `tar` in pax and
+ * The streaming tar reader (engine/driver/untar.ts) against archives it did not write: the system `tar` in pax and
  * GNU formats (long names, symlinks, modes, a file bigger than a block) and evolve's own writer, fed in awkward
  * chunk sizes, since the engines' archive streams arrive in arbitrary pieces.
  */
@@ -9,7 +9,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { endBlocks, entryBlocks } from "../engine/driver/tar.ts";
-import { TarReader, readTar, type TarHeader } from "../engine/trial/untar.ts";
+import { TarReader, readTar, type TarHeader } from "../engine/driver/untar.ts";
 
 const LONG = `${"deep/".repeat(30)}${"n".repeat(120)}.txt`;
 

@@ -18,7 +18,7 @@ import { join, posix } from "node:path";
 import type { Engine } from "../driver/types.ts";
 import { boxArchive, boxChanges, type BoxChange } from "./inspect.ts";
 import { writeJson } from "./result.ts";
-import type { TarHeader } from "./untar.ts";
+import type { TarHeader } from "../driver/untar.ts";
 
 /** Bytes of file content kept per trial. */
 export const KEPT_CAP_BYTES = 64 * 1024 * 1024;

@@ -7,7 +7,7 @@
 import { posix } from "node:path";
 import { LABEL_TRIAL, type Engine } from "../driver/types.ts";
 import { EvolveError } from "../errors.ts";
-import { TarReader, type TarHeader, type TarSink } from "./untar.ts";
+import { TarReader, type TarHeader, type TarSink } from "../driver/untar.ts";
 
 /** One path the box's file system changed, as the engine reports it against the image. */
 export interface BoxChange {
