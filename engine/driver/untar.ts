@@ -2,7 +2,7 @@
  * A streaming tar reader for what the engines send back (`GET /containers/{id}/archive`): ustar headers, GNU
  * longname/longlink records and pax `path`/`linkpath`/`size` records (Go's archive/tar writes either). It is fed
  * chunks as they arrive and hands each entry's bytes on as they come, so reading a large subtree never holds more
- * than one chunk plus what the caller chooses to keep. The writer lives in engine/driver/tar.ts.
+ * than one chunk plus what the caller chooses to keep. The writer is beside it in tar.ts.
  */
 
 const BLOCK = 512;
