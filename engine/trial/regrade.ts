@@ -10,7 +10,7 @@
  *
  * What cannot be regraded faithfully is refused before any job is made ({@link regradeRefusal}).
  */
-import { appendFileSync, existsSync } from "node:fs";
+import { existsSync } from "node:fs";
 import { cp, mkdir, readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { parse as parseToml } from "smol-toml";
@@ -27,9 +27,9 @@ import { CancelledFailure, TrialFailure } from "./errors.ts";
 import { boxPutTar } from "./inspect.ts";
 import { pruneEmptyDirs, writeJson, writeResult, type ExceptionRecord, type TimeSpan, type TrialConfigFile } from "./result.ts";
 import { primaryReward, readRewards, verifierTail, type RewardMap } from "./reward.ts";
-import { SETTLED_STATUSES, type Phase, type TrialDeps, type TrialRequest, type TrialStatus } from "./types.ts";
+import { now, TrialRecorder } from "./recorder.ts";
+import { SETTLED_STATUSES, type TrialDeps, type TrialRequest, type TrialStatus } from "./types.ts";
 
-const now = () => new Date().toISOString();
 
 /**
  * Why trial `orig` cannot be regraded, as the EvolveError to throw, or undefined when it can. Checked before the
@@ -74,47 +74,23 @@ export async function runRegrade(req: TrialRequest, deps: TrialDeps, origId: str
   return new Regrade(req, deps, origId).run();
 }
 
-class Regrade {
-  private readonly path: string;
+class Regrade extends TrialRecorder {
   private readonly engine: Engine;
-  private rec: TrialRecord;
   private cfg!: TaskConfig;
   private config!: TrialConfigFile & { regrade_of: string };
-  private readonly timings: Partial<Record<Phase, TimeSpan>> = {};
   private box = "";
   private image = "";
   private literals: Record<string, string> = {};
   private readonly startedAt = now();
 
   constructor(
-    private readonly req: TrialRequest,
-    private readonly deps: TrialDeps,
+    req: TrialRequest,
+    deps: TrialDeps,
     private readonly origId: string,
   ) {
-    this.path = trialDir(req.home, req.trialId);
+    // a regrade's record starts afresh whatever an earlier attempt of it left
+    super(req, deps, { status: "QUEUED", regrade_of: origId });
     this.engine = deps.engine;
-    const existing = deps.store.getTrial(req.trialId);
-    this.rec = {
-      ...(existing ?? { created_at: now(), phase_timings: {} }),
-      id: req.trialId,
-      job_id: req.jobId,
-      task_digest: req.task.digest,
-      task_name: req.task.name,
-      source: req.task.source,
-      agent: req.agent.name,
-      model: req.agent.model,
-      status: "QUEUED",
-      attempt_phase: "prepare",
-      phase_timings: {},
-      rewards: null,
-      reward: null,
-      exception: null,
-      attempt: req.attempt ?? 1,
-      regrade_of: origId,
-      started_at: this.startedAt,
-      finished_at: undefined,
-      updated_at: now(),
-    };
   }
 
   async run(): Promise<TrialRecord> {
@@ -145,20 +121,6 @@ class Regrade {
       this.deps.signal?.removeEventListener("abort", onAbort);
     }
     return this.persist(status, rewards, exception);
-  }
-
-  private async phase<T>(p: Phase, fn: () => Promise<T>): Promise<T> {
-    if (this.deps.signal?.aborted) throw new CancelledFailure();
-    const span: TimeSpan = { started_at: now() };
-    this.timings[p] = span;
-    this.update({ attempt_phase: p });
-    this.deps.onEvent?.({ kind: "phase", trialId: this.req.trialId, phase: p, at: span.started_at });
-    try {
-      return await fn();
-    } finally {
-      span.finished_at = now();
-      this.update({});
-    }
   }
 
   private async prepare(): Promise<void> {
@@ -356,23 +318,4 @@ class Regrade {
     return r;
   }
 
-  private exc(type: string, message: string, traceback = ""): ExceptionRecord {
-    return { type, message, traceback, occurred_at: now() };
-  }
-
-  private log(line: string): void {
-    try {
-      appendFileSync(join(this.path, "trial.log"), `${now()} ${line}\n`);
-    } catch {
-      // the folder may not exist yet
-    }
-    this.deps.onEvent?.({ kind: "log", trialId: this.req.trialId, stream: "system", line });
-  }
-
-  private update(fields: Partial<TrialRecord>): void {
-    const prev = this.rec.status;
-    this.rec = { ...this.rec, ...fields, phase_timings: structuredClone(this.timings) as TrialRecord["phase_timings"], updated_at: now() };
-    this.deps.store.putTrial(this.rec);
-    if (fields.status && fields.status !== prev) this.deps.onEvent?.({ kind: "status", trialId: this.req.trialId, status: fields.status as TrialStatus });
-  }
 }

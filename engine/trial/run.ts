@@ -4,14 +4,14 @@
  * always leaves its tree (config.json, result.json, exception.txt when failed) under trialDir(home, id).
  * See errors.ts for which failure settles which status.
  */
-import { appendFileSync, existsSync, readFileSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
 import { chmod, copyFile, mkdir, mkdtemp, readdir, readFile, rename, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { Engine } from "../driver/types.ts";
 import { getHarness } from "../harness/index.ts";
 import type { Harness, HarnessContext } from "../harness/types.ts";
-import { trialDir, type TrialRecord } from "../store/index.ts";
+import type { TrialRecord } from "../store/index.ts";
 import { baselineNetwork, DEFAULT_AGENT_TIMEOUT_SEC, DEFAULT_VERIFIER_TIMEOUT_SEC, parseTaskToml, verifierMode, type TaskConfig } from "../task/model.ts";
 import { awaitHealthy, boxSpec, ensureBuilt, gpuDevices, requireImage, requireRunning, taskImageTag } from "./box.ts";
 import { keepChangedFiles } from "./changes.ts";
@@ -24,9 +24,9 @@ import { primaryReward, readRewards, verifierTail, type RewardMap } from "./rewa
 import { runRegrade } from "./regrade.ts";
 import { aggregateStepRewards, passesMinReward, type MinReward } from "./steps.ts";
 import { watchStopRequest } from "./stop.ts";
+import { now, TrialRecorder } from "./recorder.ts";
 import type { Phase, TrialDeps, TrialRequest, TrialStatus } from "./types.ts";
 
-const now = () => new Date().toISOString();
 
 // container removals run after the trial returns; callers that exit (tests, `evolve run`) await them here
 const removals = new Set<Promise<void>>();
@@ -62,13 +62,10 @@ interface StepPlan {
   artifacts: unknown[];
 }
 
-class TrialRun {
-  private readonly path: string;
+class TrialRun extends TrialRecorder {
   private readonly engine: Engine;
-  private rec: TrialRecord;
   private cfg!: TaskConfig;
   private harness!: Harness;
-  private readonly timings: Partial<Record<Phase, TimeSpan>> = {};
   private readonly boxes = new Set<string>();
   private agentBox = "";
   private workdir: string | undefined;
@@ -76,7 +73,6 @@ class TrialRun {
   private solutionEnv: Record<string, string> = {};
   private literals: Record<string, string> = {};
   private image = "";
-  private secretValues: string[];
   private configFile!: TrialConfigFile;
   private agentException: ExceptionRecord | null = null;
   /** Set in boot by the combined root check: `[agent] user` is not in the image. */
@@ -86,36 +82,9 @@ class TrialRun {
   private policies!: TrialPolicies;
   private readonly startedAt = now();
 
-  constructor(
-    private readonly req: TrialRequest,
-    private readonly deps: TrialDeps,
-  ) {
-    this.path = trialDir(req.home, req.trialId);
+  constructor(req: TrialRequest, deps: TrialDeps) {
+    super(req, deps);
     this.engine = deps.engine;
-    this.secretValues = Object.values(req.secrets);
-    const existing = deps.store.getTrial(req.trialId);
-    const at = now();
-    this.rec = {
-      ...(existing ?? { created_at: at, phase_timings: {} }),
-      id: req.trialId,
-      job_id: req.jobId,
-      task_digest: req.task.digest,
-      task_name: req.task.name,
-      source: req.task.source,
-      agent: req.agent.name,
-      model: req.agent.model,
-      status: existing?.status ?? "QUEUED",
-      attempt_phase: "prepare",
-      phase_timings: {},
-      rewards: null,
-      reward: null,
-      exception: null,
-      step_results: undefined,
-      attempt: req.attempt ?? 1,
-      started_at: at,
-      finished_at: undefined,
-      updated_at: at,
-    };
   }
 
   async run(): Promise<TrialRecord> {
@@ -149,21 +118,6 @@ class TrialRun {
   }
 
   // ---- phases ------------------------------------------------------------------------------------------------
-
-  private async phase<T>(p: Phase, fn: () => Promise<T>): Promise<T> {
-    this.checkCancelled();
-    const span: TimeSpan = this.timings[p] ?? { started_at: now() };
-    delete span.finished_at;
-    this.timings[p] = span;
-    this.update({ attempt_phase: p });
-    this.deps.onEvent?.({ kind: "phase", trialId: this.req.trialId, phase: p, at: span.started_at });
-    try {
-      return await fn();
-    } finally {
-      span.finished_at = now();
-      this.update({});
-    }
-  }
 
   private async prepare(): Promise<void> {
     for (const d of ["agent", "verifier", "artifacts"]) {
@@ -670,23 +624,10 @@ class TrialRun {
     return tail.trim() ? tail : fallback;
   }
 
-  private exc(type: string, message: string, traceback = ""): ExceptionRecord {
-    return { type, message: this.redact(message), traceback: this.redact(traceback), occurred_at: now() };
-  }
-
   private toException(e: unknown): ExceptionRecord {
     if (e instanceof TrialFailure) return this.exc(e.type, e.message, e.traceback);
     const err = e as Error;
     return this.exc("EnvironmentError", String(err?.message ?? e), String(err?.stack ?? ""));
-  }
-
-  private redact(s: string): string {
-    for (const v of this.secretValues) if (v.length >= 4) s = s.split(v).join("[redacted]");
-    return s;
-  }
-
-  private checkCancelled(): void {
-    if (this.deps.signal?.aborted) throw new CancelledFailure();
   }
 
   private killBoxes(): void {
@@ -718,29 +659,5 @@ class TrialRun {
     removals.add(p);
   }
 
-  private log(line: string): void {
-    const text = this.redact(line);
-    try {
-      appendFileSync(join(this.path, "trial.log"), `${now()} ${text}\n`);
-    } catch {
-      // the trial folder may not exist yet (prepare failed); the event below still carries the line
-    }
-    this.deps.onEvent?.({ kind: "log", trialId: this.req.trialId, stream: "system", line: text });
-  }
-
-  private update(fields: Partial<TrialRecord>): void {
-    const prevStatus = this.rec.status;
-    const store = this.deps.store;
-    store.transaction(() => {
-      // `trial stop` from another process writes stop_requested_at into this record: never write over it.
-      const stop = store.getTrial(this.req.trialId)?.stop_requested_at;
-      const base = stop !== undefined && this.rec.stop_requested_at === undefined ? { ...this.rec, stop_requested_at: stop } : this.rec;
-      this.rec = { ...base, ...fields, phase_timings: structuredClone(this.timings) as TrialRecord["phase_timings"], updated_at: now() };
-      store.putTrial(this.rec);
-    });
-    if (fields.status && fields.status !== prevStatus) {
-      this.deps.onEvent?.({ kind: "status", trialId: this.req.trialId, status: fields.status as TrialStatus });
-    }
-  }
 }
 
