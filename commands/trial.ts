@@ -13,13 +13,12 @@ import { pipeline } from "node:stream/promises";
 import { Readable } from "node:stream";
 import { createGzip } from "node:zlib";
 import { openEngine } from "../engine/driver/select.ts";
-import { endBlocks, entryBlocks } from "../engine/driver/tar.ts";
 import type { Engine, EngineKind } from "../engine/driver/types.ts";
 import { EvolveError } from "../engine/errors.ts";
 import { createRegrade, createRetry, isSettled, reassertStop, requestStop, requireTrial } from "../engine/job/actions.ts";
 import { runJob } from "../engine/job/job.ts";
 import { trialDir, type Store, type TrialRecord } from "../engine/store/index.ts";
-import { exclusion, keptFile, readManifest, type KeptEntry, type KeptManifest } from "../engine/trial/changes.ts";
+import { exclusion, keptChildren, keptFile, keptTar, readManifest, type KeptManifest } from "../engine/trial/changes.ts";
 import { boxArchiveRaw, boxChanges, boxList, boxPath, boxProcesses, boxReadFile, findLiveBox } from "../engine/trial/inspect.ts";
 import { runTrial, settleRemovals } from "../engine/trial/run.ts";
 import { out, outJson, outTable, style } from "./output.ts";
@@ -263,19 +262,6 @@ export async function filesStatusCommand(id: string, opts: { json?: boolean; eng
   });
 }
 
-/** Immediate children of `dir` in the kept tree: kept entries, and folders implied by deeper ones. */
-function keptChildren(m: KeptManifest, dir: string): KeptEntry[] {
-  const byName = new Map<string, KeptEntry>();
-  for (const e of m.files) {
-    if (e.path === dir || !(dir === "/" ? e.path.startsWith("/") : e.path.startsWith(`${dir}/`))) continue;
-    const rest = e.path.slice(dir === "/" ? 1 : dir.length + 1);
-    const name = rest.split("/")[0];
-    if (rest === name) byName.set(name, e);
-    else if (!byName.has(name)) byName.set(name, { path: posix.join(dir, name), kind: "modified", type: "dir" });
-  }
-  return [...byName.values()].sort((a, b) => (a.path < b.path ? -1 : 1));
-}
-
 /** `evolve trial files ls <id> [path]` */
 export async function filesLsCommand(id: string, path: string | undefined, opts: { json?: boolean; engine?: EngineKind }): Promise<number> {
   const p = boxPath(path);
@@ -344,31 +330,6 @@ export async function filesChangesCommand(id: string, opts: { json?: boolean; en
     for (const x of m.excluded) out(style.dim(`left out: ${x.path}: ${x.reason}`));
     return 0;
   });
-}
-
-/** The kept tree under `p` as tar blocks, named from p's basename as the engines name an archive GET. */
-async function* keptTar(dir: string, m: KeptManifest, p: string): AsyncGenerator<Buffer> {
-  const base = p === "/" ? "" : posix.basename(p);
-  const nameOf = (path: string) => (p === "/" ? path.slice(1) : base + path.slice(p.length));
-  const within = (path: string) => p === "/" || path === p || path.startsWith(`${p}/`);
-  const emittedDirs = new Set<string>();
-  const dirEntry = function* (name: string, mode: number) {
-    if (!name || emittedDirs.has(name)) return;
-    emittedDirs.add(name);
-    yield* entryBlocks({ name, type: "dir", mode });
-  };
-  for (const e of m.files) {
-    if (!within(e.path) || e.kind === "deleted") continue;
-    const name = nameOf(e.path);
-    // parents first, so an extractor meets each folder before its files
-    const parts = name.split("/");
-    for (let i = 1; i < parts.length; i++) yield* dirEntry(parts.slice(0, i).join("/"), 0o755);
-    const mode = parseInt(e.mode ?? "0755", 8);
-    if (e.type === "dir") yield* dirEntry(name, mode);
-    else if (e.type === "symlink") yield* entryBlocks({ name, type: "symlink", mode: 0o777, linkname: e.target ?? "" });
-    else if (e.type === "file") yield* entryBlocks({ name, type: "file", mode, data: await readFile(keptFile(dir, e.path)) });
-  }
-  yield endBlocks();
 }
 
 /** `evolve trial files archive <id> [--path P] [-o DIR]`: a .tar.gz of one subtree. */

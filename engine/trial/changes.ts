@@ -15,6 +15,7 @@
 import { createHash } from "node:crypto";
 import { mkdir, readFile, writeFile } from "node:fs/promises";
 import { join, posix } from "node:path";
+import { endBlocks, entryBlocks } from "../driver/tar.ts";
 import type { Engine } from "../driver/types.ts";
 import { boxArchive, boxChanges, type BoxChange } from "./inspect.ts";
 import { writeJson } from "./result.ts";
@@ -261,4 +262,42 @@ export async function readManifest(trialPath: string): Promise<KeptManifest | un
 /** Where a kept file lies on the host. `path` must already be a normalized box path (inspect.ts boxPath). */
 export function keptFile(trialPath: string, path: string): string {
   return join(trialPath, KEPT_DIR, path);
+}
+
+/** Immediate children of `dir` in the kept tree: kept entries, and folders implied by deeper ones. */
+export function keptChildren(m: KeptManifest, dir: string): KeptEntry[] {
+  const byName = new Map<string, KeptEntry>();
+  for (const e of m.files) {
+    if (e.path === dir || !(dir === "/" ? e.path.startsWith("/") : e.path.startsWith(`${dir}/`))) continue;
+    const rest = e.path.slice(dir === "/" ? 1 : dir.length + 1);
+    const name = rest.split("/")[0];
+    if (rest === name) byName.set(name, e);
+    else if (!byName.has(name)) byName.set(name, { path: posix.join(dir, name), kind: "modified", type: "dir" });
+  }
+  return [...byName.values()].sort((a, b) => (a.path < b.path ? -1 : 1));
+}
+
+/** The kept tree under `p` as tar blocks, named from p's basename as the engines name an archive GET. */
+export async function* keptTar(dir: string, m: KeptManifest, p: string): AsyncGenerator<Buffer> {
+  const base = p === "/" ? "" : posix.basename(p);
+  const nameOf = (path: string) => (p === "/" ? path.slice(1) : base + path.slice(p.length));
+  const within = (path: string) => p === "/" || path === p || path.startsWith(`${p}/`);
+  const emittedDirs = new Set<string>();
+  const dirEntry = function* (name: string, mode: number) {
+    if (!name || emittedDirs.has(name)) return;
+    emittedDirs.add(name);
+    yield* entryBlocks({ name, type: "dir", mode });
+  };
+  for (const e of m.files) {
+    if (!within(e.path) || e.kind === "deleted") continue;
+    const name = nameOf(e.path);
+    // parents first, so an extractor meets each folder before its files
+    const parts = name.split("/");
+    for (let i = 1; i < parts.length; i++) yield* dirEntry(parts.slice(0, i).join("/"), 0o755);
+    const mode = parseInt(e.mode ?? "0755", 8);
+    if (e.type === "dir") yield* dirEntry(name, mode);
+    else if (e.type === "symlink") yield* entryBlocks({ name, type: "symlink", mode: 0o777, linkname: e.target ?? "" });
+    else if (e.type === "file") yield* entryBlocks({ name, type: "file", mode, data: await readFile(keptFile(dir, e.path)) });
+  }
+  yield endBlocks();
 }
