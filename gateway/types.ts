@@ -1,0 +1,75 @@
+/**
+ * The gateway's contracts. The gateway knows trials only as ids: who may call (credentials), what a call cost
+ * (metering) and whether it may be sent (budgets) come in through these interfaces, so the engine decides where
+ * records are kept and the gateway never imports from engine/ or commands/.
+ */
+
+/** Which lane a call is billed to: the agent of a trial, or the LLM judge of its verifier. */
+export type Lane = "agent" | "judge";
+
+/** A gateway credential as the server sees it once a presented key is resolved. */
+export interface Credential {
+  /** Opaque id of the credential (never the key itself). */
+  id: string;
+  trialId: string;
+  jobId?: string;
+  lane: Lane;
+  /** Model names or patterns (`anthropic/*`, `claude-*`) this credential admits; empty = any configured model. */
+  models: string[];
+  /** ISO time after which the key is refused. */
+  expiresAt?: string;
+}
+
+/** Resolves a presented key (`x-api-key` or `Authorization: Bearer`) to a live credential, or undefined. */
+export type Authenticate = (key: string) => Credential | undefined;
+
+/** Token counts of one model call, as read from the provider's response or stream. */
+export interface Usage {
+  input_tokens: number;
+  cached_read_tokens: number;
+  cache_write_tokens: number;
+  output_tokens: number;
+  reasoning_tokens: number;
+}
+
+/** USD per token, in LiteLLM's key grammar. */
+export interface Price {
+  input_cost_per_token: number;
+  output_cost_per_token: number;
+  cache_read_input_token_cost?: number;
+  cache_creation_input_token_cost?: number;
+  output_cost_per_reasoning_token?: number;
+}
+
+/** One metered model call. `cost_usd` is null when the model has no known price (never priced as zero). */
+export interface CallRecord {
+  id: string;
+  credentialId: string;
+  trialId: string;
+  jobId?: string;
+  lane: Lane;
+  route: "messages" | "count_tokens" | "chat" | "responses" | "models";
+  upstream: string;
+  model: string;
+  stream: boolean;
+  status: number;
+  usage: Usage | null;
+  cost_usd: number | null;
+  latency_ms: number;
+  started_at: string;
+  error?: string;
+}
+
+/** Receives every finished call. */
+export type Meter = (call: CallRecord) => void;
+
+/** The outcome of asking to reserve budget for one request. */
+export type Reservation =
+  | { ok: true; id: string; reservedUsd: number }
+  | { ok: false; scope: "user" | "team" | "other"; message: string };
+
+/** Budgets: reserve the worst-case cost before a request goes upstream, settle to the measured cost after. */
+export interface Budget {
+  reserve(cred: Credential, worstCaseUsd: number | null): Reservation;
+  settle(reservationId: string, actualUsd: number | null): void;
+}
