@@ -23,12 +23,22 @@ export interface Credential {
 /** Resolves a presented key (`x-api-key` or `Authorization: Bearer`) to a live credential, or undefined. */
 export type Authenticate = (key: string) => Credential | undefined;
 
-/** Token counts of one model call, as read from the provider's response or stream. */
+/**
+ * Token counts of one model call, as read from the provider's response or stream, normalized so the input
+ * buckets are disjoint (as Anthropic reports them): OpenAI's `prompt_tokens`/`input_tokens` include cached
+ * tokens, so the cached share is moved out of `input_tokens`. Build it with `usageFromAnthropic`,
+ * `usageFromOpenAIChat` or `usageFromOpenAIResponses` in prices.ts.
+ */
 export interface Usage {
+  /** Uncached input only (excludes cache reads and cache writes). */
   input_tokens: number;
   cached_read_tokens: number;
   cache_write_tokens: number;
+  /** The part of `cache_write_tokens` written with a 1-hour TTL (Anthropic), priced higher; absent = none. */
+  cache_write_1h_tokens?: number;
+  /** All output, reasoning included. */
   output_tokens: number;
+  /** The reasoning part of `output_tokens` (0 where the provider does not split it out). */
   reasoning_tokens: number;
 }
 
@@ -39,6 +49,8 @@ export interface Price {
   cache_read_input_token_cost?: number;
   cache_creation_input_token_cost?: number;
   output_cost_per_reasoning_token?: number;
+  /** Anthropic 1-hour cache writes (LiteLLM's key). */
+  cache_creation_input_token_cost_above_1hr?: number;
 }
 
 /** One metered model call. `cost_usd` is null when the model has no known price (never priced as zero). */
