@@ -1,0 +1,232 @@
+/**
+ * Per-trial agent credentials and judge credentials for the gateway.
+ *
+ * A key is 32 random bytes (node:crypto), shown once at issue and kept only as its sha256: a leaked record or
+ * log cannot be replayed. Lookup hashes the presented key and compares digests in constant time, so response
+ * timing says nothing about how much of a key matched. Records live in memory; a `persist` hook lets the engine
+ * keep them (hashes only) where it keeps trials.
+ */
+import { createHash, randomBytes, randomUUID, timingSafeEqual } from "node:crypto";
+import type { Authenticate, Credential, Lane } from "./types.ts";
+
+/** The model family a judge key belongs to, named after the env var a task asks for. */
+export type JudgeFamily = "anthropic" | "openai";
+
+/** What is stored for a credential: the contract's view plus the key's hash and lifecycle. */
+export interface CredentialRecord extends Credential {
+  /** sha256 of the key, hex. The key itself is never stored. */
+  keyHash: string;
+  issuedAt: string;
+  revokedAt?: string;
+  /** Judge keys: the one family they admit. */
+  family?: JudgeFamily;
+}
+
+/** Receives every created or changed record (issue, revoke), so the engine can persist it. */
+export type CredentialPersist = (record: CredentialRecord) => void;
+
+/** What `issueAgent` / `issueJudge` return: the key (shown once) and its record. */
+export interface Issued {
+  key: string;
+  credential: CredentialRecord;
+}
+
+/** Options for an agent credential. */
+export interface AgentCredentialOptions {
+  trialId: string;
+  jobId?: string;
+  /** Model names or patterns admitted (`anthropic/*`, `claude-*`); empty or absent = any configured model. */
+  models?: string[];
+  /** Lifetime in ms from now, or an absolute ISO time via `expiresAt`. */
+  ttlMs?: number;
+  expiresAt?: string;
+}
+
+/** Options for a judge credential. */
+export interface JudgeCredentialOptions extends Omit<AgentCredentialOptions, "models"> {
+  family: JudgeFamily;
+}
+
+const KEY_PREFIX = "evk-";
+
+/** sha256 hex of a key. */
+export function hashKey(key: string): string {
+  return createHash("sha256").update(key, "utf8").digest("hex");
+}
+
+/**
+ * Model patterns for a judge family. Anthropic: `claude-*` with or without the `anthropic/` prefix. OpenAI: its
+ * chat model families (`gpt-*`, `o1*`, `o3*`, `o4*`, `chatgpt-*`, `codex-*`) with or without `openai/`.
+ */
+export const FAMILY_MODELS: Record<JudgeFamily, string[]> = {
+  anthropic: ["anthropic/*", "claude-*"],
+  openai: ["openai/*", "gpt-*", "o1*", "o3*", "o4*", "chatgpt-*", "codex-*"],
+};
+
+/** Matches a model against one pattern: exact, or a trailing `*` as a prefix wildcard. */
+function matchPattern(model: string, pattern: string): boolean {
+  return pattern.endsWith("*") ? model.startsWith(pattern.slice(0, -1)) : model === pattern;
+}
+
+/**
+ * Whether `cred` admits `model`. An empty list admits any model the gateway has configured; otherwise one
+ * pattern must match. A provider-prefixed pattern (`anthropic/*`) never admits another provider's prefix.
+ */
+export function admitsModel(cred: Credential, model: string): boolean {
+  if (cred.models.length === 0) return true;
+  return cred.models.some((p) => matchPattern(model, p));
+}
+
+/** The in-memory credential store: issue, authenticate, revoke. */
+export class Credentials {
+  private readonly byHash = new Map<string, CredentialRecord>();
+  private readonly byId = new Map<string, CredentialRecord>();
+
+  constructor(
+    private readonly persist?: CredentialPersist,
+    private readonly now: () => number = Date.now,
+  ) {}
+
+  /** Restores records the engine persisted (e.g. a gateway restarted mid-job). */
+  load(records: Iterable<CredentialRecord>): void {
+    for (const r of records) {
+      this.byHash.set(r.keyHash, r);
+      this.byId.set(r.id, r);
+    }
+  }
+
+  private issue(lane: Lane, o: AgentCredentialOptions, models: string[], family?: JudgeFamily): Issued {
+    const key = KEY_PREFIX + randomBytes(32).toString("base64url");
+    const expiresAt = o.expiresAt ?? (o.ttlMs !== undefined ? new Date(this.now() + o.ttlMs).toISOString() : undefined);
+    const record: CredentialRecord = {
+      id: `cred_${randomUUID()}`,
+      trialId: o.trialId,
+      ...(o.jobId !== undefined ? { jobId: o.jobId } : {}),
+      lane,
+      models,
+      ...(expiresAt !== undefined ? { expiresAt } : {}),
+      keyHash: hashKey(key),
+      issuedAt: new Date(this.now()).toISOString(),
+      ...(family ? { family } : {}),
+    };
+    this.byHash.set(record.keyHash, record);
+    this.byId.set(record.id, record);
+    this.persist?.(record);
+    return { key, credential: record };
+  }
+
+  /** A trial's agent credential. */
+  issueAgent(o: AgentCredentialOptions): Issued {
+    return this.issue("agent", o, [...(o.models ?? [])]);
+  }
+
+  /** A trial's judge credential: it admits only its family's models. */
+  issueJudge(o: JudgeCredentialOptions): Issued {
+    return this.issue("judge", o, [...FAMILY_MODELS[o.family]], o.family);
+  }
+
+  /**
+   * The live credential for a presented key, or undefined (unknown, revoked or expired). The hash lookup finds a
+   * candidate; the digest comparison is constant-time so the map's behaviour is the only thing timing could show,
+   * and that depends on the full 256-bit hash, not on a key prefix.
+   */
+  authenticate: Authenticate = (key: string) => {
+    if (typeof key !== "string" || !key.startsWith(KEY_PREFIX)) return undefined;
+    const h = hashKey(key);
+    const r = this.byHash.get(h);
+    if (!r) return undefined;
+    if (!timingSafeEqual(Buffer.from(r.keyHash, "hex"), Buffer.from(h, "hex"))) return undefined;
+    if (r.revokedAt) return undefined;
+    if (r.expiresAt && Date.parse(r.expiresAt) <= this.now()) return undefined;
+    return toCredential(r);
+  };
+
+  /** Revokes one credential; true if it was live. */
+  revoke(credentialId: string): boolean {
+    const r = this.byId.get(credentialId);
+    if (!r || r.revokedAt) return false;
+    r.revokedAt = new Date(this.now()).toISOString();
+    this.persist?.(r);
+    return true;
+  }
+
+  /** Revokes every live credential of a trial (or of one lane of it); returns how many. */
+  revokeTrial(trialId: string, lane?: Lane): number {
+    let count = 0;
+    for (const r of this.byId.values()) {
+      if (r.trialId === trialId && (!lane || r.lane === lane) && this.revoke(r.id)) count++;
+    }
+    return count;
+  }
+
+  /** A credential's record by id (for listings and tests). */
+  get(credentialId: string): CredentialRecord | undefined {
+    return this.byId.get(credentialId);
+  }
+
+  /** Drops revoked and expired records from memory (their persisted copies are the engine's business). */
+  prune(): number {
+    let count = 0;
+    for (const r of [...this.byId.values()]) {
+      if (r.revokedAt || (r.expiresAt && Date.parse(r.expiresAt) <= this.now())) {
+        this.byId.delete(r.id);
+        this.byHash.delete(r.keyHash);
+        count++;
+      }
+    }
+    return count;
+  }
+}
+
+/** The contract's view of a record (no hash, no lifecycle fields). */
+function toCredential(r: CredentialRecord): Credential {
+  return {
+    id: r.id,
+    trialId: r.trialId,
+    ...(r.jobId !== undefined ? { jobId: r.jobId } : {}),
+    lane: r.lane,
+    models: [...r.models],
+    ...(r.expiresAt !== undefined ? { expiresAt: r.expiresAt } : {}),
+  };
+}
+
+/** Joins a base URL and a path without doubling or losing the slash. */
+function withPath(baseUrl: string, path: string): string {
+  return baseUrl.replace(/\/+$/, "") + path;
+}
+
+/**
+ * The variables an agent box gets. Anthropic clients append `/v1/messages` to `ANTHROPIC_BASE_URL`, so it is the
+ * gateway root; OpenAI clients append `/chat/completions` or `/responses` to `OPENAI_BASE_URL`, so it ends in
+ * `/v1`. The `_API_BASE` companions (litellm's names) carry the same values.
+ */
+export function agentEnv(key: string, baseUrl: string): Record<string, string> {
+  const root = baseUrl.replace(/\/+$/, "");
+  const v1 = withPath(root, "/v1");
+  return {
+    ANTHROPIC_API_KEY: key,
+    ANTHROPIC_BASE_URL: root,
+    ANTHROPIC_API_BASE: root,
+    OPENAI_API_KEY: key,
+    OPENAI_BASE_URL: v1,
+    OPENAI_API_BASE: v1,
+  };
+}
+
+/** The `[verifier.env]` names that ask for a judge credential, and the family each stands for. */
+export const JUDGE_ENV_NAMES: Record<string, JudgeFamily> = {
+  ANTHROPIC_API_KEY: "anthropic",
+  OPENAI_API_KEY: "openai",
+};
+
+/**
+ * The variables a verifier gets for one judge family: the key under the name the task asked for, with both
+ * base-URL companions beside it (`_BASE_URL` for the official SDKs, `_API_BASE` for litellm), so the judge's
+ * client works unchanged and offline.
+ */
+export function judgeEnv(family: JudgeFamily, key: string, baseUrl: string): Record<string, string> {
+  const root = baseUrl.replace(/\/+$/, "");
+  if (family === "anthropic") return { ANTHROPIC_API_KEY: key, ANTHROPIC_BASE_URL: root, ANTHROPIC_API_BASE: root };
+  const v1 = withPath(root, "/v1");
+  return { OPENAI_API_KEY: key, OPENAI_BASE_URL: v1, OPENAI_API_BASE: v1 };
+}
