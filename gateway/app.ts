@@ -1,0 +1,287 @@
+/**
+ * The gateway's hono app: Anthropic Messages, OpenAI chat completions and Responses on the wire, each call
+ * authenticated against a gateway credential, reserved against the budget, forwarded with the real key, metered
+ * from the response or the stream, and settled. Who the callers are, what models cost and where records go come in
+ * as `GatewayDeps`, so this file knows trials only as ids.
+ */
+import { Hono, type Context } from "hono";
+import { randomUUID } from "node:crypto";
+import type { Authenticate, Budget, CallRecord, Credential, Meter, Price, Usage } from "./types.ts";
+import { meteredStream } from "./sse.ts";
+import { costOf, usageFromJson, type WireApi } from "./usage.ts";
+import { authHeaders, routeModel, upstreamUrl, type RoutedModel, type Upstreams } from "./upstreams.ts";
+
+/** What the app needs from the rest of evolve. */
+export interface GatewayDeps {
+  upstreams: Upstreams;
+  authenticate: Authenticate;
+  meter: Meter;
+  budget: Budget;
+  /** The price of a model by its routed name (`anthropic/claude-…`); undefined when unknown. */
+  prices: (model: string) => Price | undefined;
+  /** Wall clock in ms (tests pin it). */
+  now?: () => number;
+  /** The fetch used upstream (tests and benchmarks may swap it). */
+  fetch?: typeof fetch;
+}
+
+/** Output tokens assumed for the worst case when a request sets no limit (OpenAI makes `max_tokens` optional). */
+export const DEFAULT_MAX_OUTPUT_TOKENS = 32_000;
+
+/**
+ * Prompt tokens assumed for the worst case: one per 3 bytes of request body. Real tokenisers average ~4 bytes per
+ * token on English and the JSON framing only adds bytes, so this over-reserves, which is the safe side of a cap.
+ */
+export const BYTES_PER_TOKEN_ESTIMATE = 3;
+
+type ErrorShape = "anthropic" | "openai";
+
+/** A gateway-made error in the caller's provider shape (SDKs parse these into their own error classes). */
+export function providerError(shape: ErrorShape, status: number, message: string, headers: Record<string, string> = {}): Response {
+  let body: unknown;
+  if (shape === "anthropic") {
+    const type =
+      status === 401 ? "authentication_error" : status === 403 ? "permission_error" : status === 404 ? "not_found_error"
+        : status === 429 ? "rate_limit_error" : status >= 500 ? "api_error" : "invalid_request_error";
+    body = { type: "error", error: { type, message } };
+  } else {
+    const code =
+      status === 401 ? "invalid_api_key" : status === 403 ? "model_not_allowed" : status === 404 ? "model_not_found"
+        : status === 429 ? "insufficient_quota" : status >= 500 ? "upstream_error" : null;
+    const type = status === 429 ? "insufficient_quota" : status >= 500 ? "server_error" : "invalid_request_error";
+    body = { error: { message, type, param: null, code } };
+  }
+  return new Response(JSON.stringify(body), { status, headers: { "content-type": "application/json", ...headers } });
+}
+
+/** The key a client presented, from `x-api-key` or `Authorization: Bearer`. */
+function presentedKey(c: Context): string | undefined {
+  const x = c.req.header("x-api-key");
+  if (x) return x;
+  const auth = c.req.header("authorization");
+  if (auth && /^bearer\s/i.test(auth)) return auth.slice(7).trim();
+  return undefined;
+}
+
+/** Glob match with `*` only; patterns are few and short, so a regex per call is not worth caching. */
+function globMatch(pattern: string, name: string): boolean {
+  if (!pattern.includes("*")) return pattern === name;
+  const parts = pattern.split("*");
+  if (!name.startsWith(parts[0]!) || !name.endsWith(parts[parts.length - 1]!)) return false;
+  let at = parts[0]!.length;
+  for (let i = 1; i < parts.length - 1; i++) {
+    const j = name.indexOf(parts[i]!, at);
+    if (j < 0) return false;
+    at = j + parts[i]!.length;
+  }
+  return at <= name.length - parts[parts.length - 1]!.length;
+}
+
+/** Whether a credential admits a routed model, by its routed name, the name asked for, or the upstream's name. */
+export function admits(cred: Credential, requested: string, routed: RoutedModel): boolean {
+  if (cred.models.length === 0) return true;
+  return cred.models.some((p) => globMatch(p, routed.model) || globMatch(p, requested) || globMatch(p, routed.upstreamModel));
+}
+
+/**
+ * Request headers forwarded upstream: an allowlist, so no client credential (`x-api-key`, `authorization`,
+ * `api-key`, `x-goog-api-key`, proxy keys, …) can ever leak through under a name we did not think of.
+ */
+const FORWARD_REQUEST_HEADERS = ["anthropic-version", "anthropic-beta", "openai-beta", "user-agent", "accept", "idempotency-key"];
+
+/** Response headers not copied back: hop-by-hop, and the framing fetch already undid (it decodes the body). */
+const DROP_RESPONSE_HEADERS = new Set(["connection", "keep-alive", "transfer-encoding", "content-length", "content-encoding"]);
+
+function responseHeaders(up: Response): Headers {
+  const h = new Headers();
+  up.headers.forEach((v, k) => {
+    if (!DROP_RESPONSE_HEADERS.has(k)) h.set(k, v);
+  });
+  return h;
+}
+
+const ROUTE_PATH = { messages: "/messages", count_tokens: "/messages/count_tokens", chat: "/chat/completions", responses: "/responses" } as const;
+
+/** Builds the gateway app. */
+export function createGatewayApp(deps: GatewayDeps): Hono {
+  const now = deps.now ?? Date.now;
+  const doFetch = deps.fetch ?? fetch;
+  const app = new Hono();
+
+  /** Authenticate or answer 401; expiry is checked here too so a stale credential store cannot admit a key. */
+  const auth = (c: Context, shape: ErrorShape): Credential | Response => {
+    const key = presentedKey(c);
+    if (!key) return providerError(shape, 401, "missing gateway key: send x-api-key or Authorization: Bearer");
+    const cred = deps.authenticate(key);
+    if (!cred) return providerError(shape, 401, "invalid or revoked gateway key");
+    if (cred.expiresAt && Date.parse(cred.expiresAt) <= now()) return providerError(shape, 401, "gateway key expired");
+    return cred;
+  };
+
+  const record = (cred: Credential, fields: Omit<CallRecord, "id" | "credentialId" | "trialId" | "jobId" | "lane">) => {
+    const rec: CallRecord = { id: randomUUID(), credentialId: cred.id, trialId: cred.trialId, lane: cred.lane, ...fields };
+    if (cred.jobId !== undefined) rec.jobId = cred.jobId;
+    try {
+      deps.meter(rec);
+    } catch {
+      // A failing meter must not turn a served call into an error for the agent.
+    }
+  };
+
+  const proxy = async (c: Context, route: "messages" | "count_tokens" | "chat" | "responses"): Promise<Response> => {
+    const api: WireApi = route === "count_tokens" ? "messages" : route;
+    const shape: ErrorShape = api === "messages" ? "anthropic" : "openai";
+    const startedMs = now();
+    const cred = auth(c, shape);
+    if (cred instanceof Response) return cred;
+
+    const raw = await c.req.text();
+    let body: any;
+    try {
+      body = JSON.parse(raw);
+    } catch {
+      return providerError(shape, 400, "request body is not valid JSON");
+    }
+    if (!body || typeof body !== "object" || typeof body.model !== "string") return providerError(shape, 400, "model: field required");
+    const requested: string = body.model;
+    const routed = routeModel(deps.upstreams, requested, api);
+    if (!routed) return providerError(shape, 404, `model ${requested} is not served by this gateway`);
+    if (!admits(cred, requested, routed)) return providerError(shape, 403, `this gateway key does not admit model ${requested}`);
+
+    const stream = body.stream === true;
+    // Rewrite the body only when needed: the upstream name differs, or chat usage must be asked for.
+    let dropUsageChunk = false;
+    let changed = false;
+    if (routed.upstreamModel !== requested) {
+      body.model = routed.upstreamModel;
+      changed = true;
+    }
+    if (route === "chat" && stream && body.stream_options?.include_usage !== true) {
+      body.stream_options = { ...(body.stream_options ?? {}), include_usage: true };
+      dropUsageChunk = true;
+      changed = true;
+    }
+    const outBody = changed ? JSON.stringify(body) : raw;
+
+    const price = deps.prices(routed.model) ?? deps.prices(routed.upstreamModel);
+    const started_at = new Date(startedMs).toISOString();
+    const base = { route, upstream: routed.upstream.name, model: routed.model, stream } as const;
+
+    // count_tokens is free upstream, so it reserves nothing.
+    let reservationId: string | undefined;
+    if (route !== "count_tokens") {
+      let worst: number | null = null;
+      if (price) {
+        const maxOut = Number(body.max_tokens ?? body.max_completion_tokens ?? body.max_output_tokens ?? DEFAULT_MAX_OUTPUT_TOKENS) || DEFAULT_MAX_OUTPUT_TOKENS;
+        const inTokens = Math.ceil(raw.length / BYTES_PER_TOKEN_ESTIMATE);
+        // A prompt may all become a cache write, the dearest input bucket.
+        const inPrice = Math.max(price.input_cost_per_token, price.cache_creation_input_token_cost ?? 0);
+        worst = inTokens * inPrice + maxOut * Math.max(price.output_cost_per_token, price.output_cost_per_reasoning_token ?? 0);
+      }
+      const r = deps.budget.reserve(cred, worst);
+      if (!r.ok) {
+        const message = /^(user|team|other):/.test(r.message) ? r.message : `${r.scope}: ${r.message}`;
+        record(cred, { ...base, status: 429, usage: null, cost_usd: 0, latency_ms: now() - startedMs, started_at, error: message });
+        // x-should-retry: the official SDKs honour it, so a spent budget is not retried into the ground.
+        return providerError(shape, 429, message, { "x-should-retry": "false" });
+      }
+      reservationId = r.id;
+    }
+    let settled = false;
+    const settle = (usage: Usage | null): number | null => {
+      const cost = route === "count_tokens" ? 0 : usage && price ? costOf(usage, price) : null;
+      if (reservationId !== undefined && !settled) {
+        settled = true;
+        deps.budget.settle(reservationId, cost);
+      }
+      return cost;
+    };
+
+    const headers: Record<string, string> = { "content-type": "application/json", "accept-encoding": "identity", ...authHeaders(routed.upstream) };
+    for (const h of FORWARD_REQUEST_HEADERS) {
+      const v = c.req.header(h);
+      if (v !== undefined) headers[h] = v;
+    }
+    if (api === "messages" && routed.upstream.kind === "anthropic" && headers["anthropic-version"] === undefined) {
+      headers["anthropic-version"] = "2023-06-01";
+    }
+
+    let up: Response;
+    try {
+      up = await doFetch(upstreamUrl(routed.upstream, ROUTE_PATH[route]), { method: "POST", headers, body: outBody, signal: c.req.raw.signal });
+    } catch (err) {
+      const message = `upstream ${routed.upstream.name} unreachable: ${(err as Error)?.message ?? err}`;
+      settle(null);
+      record(cred, { ...base, status: 502, usage: null, cost_usd: null, latency_ms: now() - startedMs, started_at, error: message });
+      return providerError(shape, 502, message);
+    }
+
+    const rh = responseHeaders(up);
+    if (!up.ok) {
+      // Errors pass through unchanged: clients match on the provider's status and wording.
+      const text = await up.text();
+      settle(null);
+      record(cred, { ...base, status: up.status, usage: null, cost_usd: 0, latency_ms: now() - startedMs, started_at, error: text.slice(0, 500) });
+      return new Response(text, { status: up.status, headers: rh });
+    }
+
+    const isSse = (up.headers.get("content-type") ?? "").includes("text/event-stream");
+    if (isSse && up.body) {
+      const status = up.status;
+      const out = meteredStream(up.body, api, dropUsageChunk, ({ usage, error }) => {
+        const cost = settle(usage.usage);
+        const rec: Omit<CallRecord, "id" | "credentialId" | "trialId" | "jobId" | "lane"> = {
+          ...base, status, usage: usage.usage, cost_usd: cost, latency_ms: now() - startedMs, started_at,
+        };
+        if (error) rec.error = error;
+        record(cred, rec);
+      });
+      rh.set("cache-control", "no-cache");
+      return new Response(out, { status, headers: rh });
+    }
+
+    const text = await up.text();
+    let usage: Usage | null = null;
+    if (route !== "count_tokens") {
+      try {
+        usage = usageFromJson(api, JSON.parse(text));
+      } catch {
+        usage = null;
+      }
+    }
+    const cost = settle(usage);
+    record(cred, { ...base, status: up.status, usage, cost_usd: route === "count_tokens" ? 0 : cost, latency_ms: now() - startedMs, started_at });
+    return new Response(text, { status: up.status, headers: rh });
+  };
+
+  app.post("/v1/messages", (c) => proxy(c, "messages"));
+  app.post("/v1/messages/count_tokens", (c) => proxy(c, "count_tokens"));
+  app.post("/v1/chat/completions", (c) => proxy(c, "chat"));
+  app.post("/v1/responses", (c) => proxy(c, "responses"));
+  // Codex tries a WebSocket first on this path; a 404 makes it fall back to HTTP + SSE.
+  app.get("/v1/responses", (c) => c.json({ error: { message: "WebSocket transport is not supported; use HTTP", type: "invalid_request_error", param: null, code: null } }, 404));
+
+  app.get("/v1/models", (c) => {
+    // One body both SDKs read: Anthropic's list fields (type, display_name, created_at, has_more, first_id,
+    // last_id) beside OpenAI's (object, created, owned_by).
+    const shape: ErrorShape = c.req.header("anthropic-version") || c.req.header("x-api-key") ? "anthropic" : "openai";
+    const cred = auth(c, shape);
+    if (cred instanceof Response) return cred;
+    const data: unknown[] = [];
+    const seen = new Set<string>();
+    const add = (id: string, owner: string) => {
+      if (seen.has(id)) return;
+      const routed = routeModel(deps.upstreams, id, "messages") ?? routeModel(deps.upstreams, id, "chat");
+      if (!routed || !admits(cred, id, routed)) return;
+      seen.add(id);
+      data.push({ id, type: "model", object: "model", display_name: id, created_at: "1970-01-01T00:00:00Z", created: 0, owned_by: owner });
+    };
+    for (const u of deps.upstreams.byName.values()) for (const m of u.models) add(`${u.name}/${m}`, u.name);
+    for (const alias of deps.upstreams.aliases.keys()) add(alias, "evolve");
+    const first = (data[0] as { id: string } | undefined)?.id ?? null;
+    const last = (data[data.length - 1] as { id: string } | undefined)?.id ?? null;
+    return c.json({ object: "list", data, has_more: false, first_id: first, last_id: last });
+  });
+
+  return app;
+}
