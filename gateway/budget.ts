@@ -1,0 +1,235 @@
+/**
+ * Budgets: a per-trial spend cap, per-user credits, a per-team monthly budget and a global stop.
+ *
+ * A request reserves its worst-case cost before it goes upstream and settles to the measured cost afterwards.
+ * `reserve` is synchronous — check and add happen in one turn of the event loop — so concurrent requests in one
+ * process cannot overshoot: for every capped scope, settled spend plus open reservations never exceed the cap
+ * (LiteLLM's budget races, issues #34732/#40095, came from checking spend that was recorded only after the call).
+ *
+ * Unknown worst case (a model with no price, or no output bound): refused wherever a cap applies to the
+ * request, because a cap that admits unpriceable calls is not a cap; admitted with nothing reserved where no cap
+ * applies, and counted in `unpricedCalls` so the spend reads as a lower bound, never as zero.
+ */
+import { randomUUID } from "node:crypto";
+import type { Budget, Credential, Lane, Reservation } from "./types.ts";
+
+export { worstCaseUsd } from "./prices.ts";
+
+/** Who a trial bills to and what it may spend. */
+export interface TrialBudget {
+  /** The agent lane's spend cap for this trial (the task's or the job's), USD. */
+  capUsd?: number;
+  /** The judge lane's own cap, USD; absent = judge spend is not capped per trial. */
+  judgeCapUsd?: number;
+  user?: string;
+  team?: string;
+}
+
+/** Spend in one scope. `spentUsd` is settled; `reservedUsd` is held by requests in flight. */
+export interface ScopeSpend {
+  spentUsd: number;
+  reservedUsd: number;
+  limitUsd?: number;
+  /** Calls that could not be priced (admitted only where no cap applied): spend is a lower bound. */
+  unpricedCalls: number;
+}
+
+type ScopeName = "user" | "team" | "other";
+
+interface Scope extends ScopeSpend {
+  kind: ScopeName;
+  label: string;
+  /** Open reservations; at 0 `reservedUsd` is reset exactly, so float residue cannot build up and block. */
+  open: number;
+}
+
+interface Held {
+  reservedUsd: number;
+  scopes: Scope[];
+  priced: boolean;
+}
+
+const money = (v: number) => `$${v.toFixed(6).replace(/0+$/, "").replace(/\.$/, ".00")}`;
+
+/** The UTC month a team's budget is counted in. */
+export function monthOf(ms: number): string {
+  return new Date(ms).toISOString().slice(0, 7);
+}
+
+/** In-memory budgets implementing the gateway's `Budget` contract. */
+export class Budgets implements Budget {
+  private readonly scopes = new Map<string, Scope>();
+  private readonly trials = new Map<string, TrialBudget>();
+  private readonly userCredits = new Map<string, number>();
+  private readonly teamMonthly = new Map<string, number>();
+  private readonly held = new Map<string, Held>();
+  private stopReason: string | undefined;
+  private globalCapUsd: number | undefined;
+
+  constructor(private readonly now: () => number = Date.now) {}
+
+  /** Sets who a trial bills to and its caps (the engine calls this when it issues the trial's credentials). */
+  setTrial(trialId: string, b: TrialBudget): void {
+    this.trials.set(trialId, { ...b });
+    this.scope(`trial:${trialId}:agent`, "other", `trial ${trialId}`).limitUsd = b.capUsd;
+    this.scope(`trial:${trialId}:judge`, "other", `trial ${trialId} judge`).limitUsd = b.judgeCapUsd;
+  }
+
+  /** A user's credits, USD, and what they have already spent (from the store) before this process. */
+  setUserCredits(user: string, creditsUsd: number, alreadySpentUsd = 0): void {
+    this.userCredits.set(user, creditsUsd);
+    const s = this.scope(`user:${user}`, "user", `user ${user}`);
+    s.limitUsd = creditsUsd;
+    s.spentUsd = Math.max(s.spentUsd, alreadySpentUsd);
+  }
+
+  /** A team's monthly budget, USD, and this month's spend so far (from the store). */
+  setTeamBudget(team: string, monthlyUsd: number, spentThisMonthUsd = 0): void {
+    this.teamMonthly.set(team, monthlyUsd);
+    const s = this.scope(`team:${team}:${monthOf(this.now())}`, "team", `team ${team}`);
+    s.limitUsd = monthlyUsd;
+    s.spentUsd = Math.max(s.spentUsd, spentThisMonthUsd);
+  }
+
+  /** An optional cap on everything this gateway sends, USD. */
+  setGlobalCap(usd: number | undefined): void {
+    this.globalCapUsd = usd;
+    this.scope("global", "other", "global").limitUsd = usd;
+  }
+
+  /** The global stop: every new request is refused until `resume()`; requests in flight settle normally. */
+  stop(reason = "spending is stopped"): void {
+    this.stopReason = reason;
+  }
+
+  /** Lifts the global stop. */
+  resume(): void {
+    this.stopReason = undefined;
+  }
+
+  private scope(key: string, kind: ScopeName, label: string): Scope {
+    let s = this.scopes.get(key);
+    if (!s) {
+      s = { kind, label, spentUsd: 0, reservedUsd: 0, unpricedCalls: 0, open: 0 };
+      this.scopes.set(key, s);
+    }
+    return s;
+  }
+
+  /** Every scope a credential's request counts against, in the order refusals are reported: user, team, other. */
+  private scopesFor(cred: Credential): Scope[] {
+    const t = this.trials.get(cred.trialId) ?? {};
+    const out: Scope[] = [];
+    if (t.user !== undefined) {
+      const s = this.scope(`user:${t.user}`, "user", `user ${t.user}`);
+      s.limitUsd = this.userCredits.get(t.user);
+      out.push(s);
+    }
+    if (t.team !== undefined) {
+      const s = this.scope(`team:${t.team}:${monthOf(this.now())}`, "team", `team ${t.team}`);
+      s.limitUsd = this.teamMonthly.get(t.team);
+      out.push(s);
+    }
+    const lane: Lane = cred.lane;
+    const trial = this.scope(`trial:${cred.trialId}:${lane}`, "other", lane === "agent" ? `trial ${cred.trialId}` : `trial ${cred.trialId} judge`);
+    trial.limitUsd = lane === "agent" ? t.capUsd : t.judgeCapUsd;
+    out.push(trial);
+    const global = this.scope("global", "other", "global");
+    global.limitUsd = this.globalCapUsd;
+    out.push(global);
+    return out;
+  }
+
+  /**
+   * Reserves `worstCaseUsd` in every scope the request counts against, or refuses naming the first scope that
+   * cannot hold it. Atomic: nothing awaits between the check and the add.
+   */
+  reserve(cred: Credential, worstCaseUsd: number | null): Reservation {
+    if (this.stopReason !== undefined) return { ok: false, scope: "other", message: `other: ${this.stopReason}` };
+    const scopes = this.scopesFor(cred);
+    if (worstCaseUsd === null || !Number.isFinite(worstCaseUsd) || worstCaseUsd < 0) {
+      const capped = scopes.find((s) => s.limitUsd !== undefined);
+      if (capped) {
+        return {
+          ok: false,
+          scope: capped.kind,
+          message: `${capped.kind}: ${capped.label} has a spend cap and this request's cost cannot be bounded (model has no price)`,
+        };
+      }
+      const id = `res_${randomUUID()}`;
+      for (const s of scopes) s.unpricedCalls++;
+      this.held.set(id, { reservedUsd: 0, scopes, priced: false });
+      return { ok: true, id, reservedUsd: 0 };
+    }
+    for (const s of scopes) {
+      if (s.limitUsd === undefined) continue;
+      if (s.spentUsd + s.reservedUsd + worstCaseUsd > s.limitUsd) {
+        return {
+          ok: false,
+          scope: s.kind,
+          message:
+            `${s.kind}: ${s.label} budget of ${money(s.limitUsd)} would be exceeded ` +
+            `(spent ${money(s.spentUsd)}, in flight ${money(s.reservedUsd)}, this request up to ${money(worstCaseUsd)})`,
+        };
+      }
+    }
+    const id = `res_${randomUUID()}`;
+    for (const s of scopes) {
+      s.reservedUsd += worstCaseUsd;
+      s.open++;
+    }
+    this.held.set(id, { reservedUsd: worstCaseUsd, scopes, priced: true });
+    return { ok: true, id, reservedUsd: worstCaseUsd };
+  }
+
+  /**
+   * Replaces a reservation by the measured cost. `null` (the cost could not be measured: a cut stream, a model
+   * without a price) keeps the whole reservation as spent rather than counting it as free. Settling an unknown
+   * or already settled id does nothing, so a retry path cannot count a call twice.
+   */
+  settle(reservationId: string, actualUsd: number | null): void {
+    const h = this.held.get(reservationId);
+    if (!h) return;
+    this.held.delete(reservationId);
+    const measured = actualUsd !== null && Number.isFinite(actualUsd) && actualUsd >= 0 ? actualUsd : null;
+    const spent = measured ?? h.reservedUsd;
+    for (const s of h.scopes) {
+      if (h.priced) s.open--;
+      s.reservedUsd = s.open > 0 ? Math.max(0, s.reservedUsd - h.reservedUsd) : 0;
+      s.spentUsd += spent;
+      // an admitted unpriced call that later got a measured cost is priced after all
+      if (!h.priced && measured !== null) s.unpricedCalls = Math.max(0, s.unpricedCalls - 1);
+    }
+  }
+
+  private view(key: string): ScopeSpend {
+    const s = this.scopes.get(key);
+    if (!s) return { spentUsd: 0, reservedUsd: 0, unpricedCalls: 0 };
+    return {
+      spentUsd: s.spentUsd,
+      reservedUsd: s.reservedUsd,
+      ...(s.limitUsd !== undefined ? { limitUsd: s.limitUsd } : {}),
+      unpricedCalls: s.unpricedCalls,
+    };
+  }
+
+  /** A trial's spend in one lane (agent by default). */
+  trialSpend(trialId: string, lane: Lane = "agent"): ScopeSpend {
+    return this.view(`trial:${trialId}:${lane}`);
+  }
+
+  /** A user's spend against their credits. */
+  userSpend(user: string): ScopeSpend {
+    return this.view(`user:${user}`);
+  }
+
+  /** A team's spend in a month (`YYYY-MM`, UTC; this month by default). */
+  teamSpend(team: string, month = monthOf(this.now())): ScopeSpend {
+    return this.view(`team:${team}:${month}`);
+  }
+
+  /** Everything this gateway has spent and holds. */
+  globalSpend(): ScopeSpend {
+    return this.view("global");
+  }
+}

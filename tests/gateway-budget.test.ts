@@ -1,0 +1,141 @@
+import { describe, expect, it } from "vitest";
+import { Budgets, worstCaseUsd } from "../gateway/budget.ts";
+import { Prices } from "../gateway/prices.ts";
+import type { Credential } from "../gateway/types.ts";
+
+const cred = (trialId: string, lane: "agent" | "judge" = "agent"): Credential => ({ id: `c-${trialId}-${lane}`, trialId, lane, models: [] });
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+describe("budget reservations", () => {
+  it("100 concurrent requests against a cap that admits about 10: recorded spend never exceeds the cap", async () => {
+    const b = new Budgets();
+    b.setTrial("t1", { capUsd: 1.0 });
+    const c = cred("t1");
+    // worst case of one request: 2000 input tokens + max_tokens 5600 on claude-sonnet-4-5 ≈ $0.096
+    const worst = worstCaseUsd(new Prices().priceOf("claude-sonnet-4-5"), 2000, 5600)!;
+    expect(worst).toBeCloseTo(2000 * 6e-6 + 5600 * 1.5e-5, 12);
+    let violations = 0;
+    const check = () => {
+      const s = b.trialSpend("t1");
+      if (s.spentUsd + s.reservedUsd > 1.0 + 1e-12) violations++;
+    };
+    const results = await Promise.all(
+      Array.from({ length: 100 }, async () => {
+        await sleep(Math.random() * 5);
+        const r = b.reserve(c, worst);
+        check();
+        if (!r.ok) return r;
+        await sleep(1 + Math.random() * 10);
+        b.settle(r.id, r.reservedUsd * (0.85 + Math.random() * 0.15)); // measured ≤ reserved
+        check();
+        return r;
+      }),
+    );
+    const admitted = results.filter((r) => r.ok).length;
+    const refused = results.filter((r) => !r.ok);
+    expect(violations).toBe(0);
+    expect(admitted).toBeGreaterThanOrEqual(Math.floor(1.0 / worst));
+    expect(admitted).toBeLessThanOrEqual(Math.floor(1.0 / (worst * 0.85)));
+    expect(refused.length).toBe(100 - admitted);
+    for (const r of refused) expect(r).toMatchObject({ ok: false, scope: "other", message: expect.stringMatching(/^other: trial t1 budget of \$1/) });
+    const s = b.trialSpend("t1");
+    expect(s.reservedUsd).toBe(0);
+    expect(s.spentUsd).toBeLessThanOrEqual(1.0);
+    expect(s.spentUsd).toBeGreaterThan(0.8);
+  });
+
+  it("all reserved before any settles: exactly floor(cap / worst) admitted", async () => {
+    const b = new Budgets();
+    b.setTrial("t", { capUsd: 10 });
+    const rs = await Promise.all(Array.from({ length: 100 }, async () => b.reserve(cred("t"), 1)));
+    expect(rs.filter((r) => r.ok).length).toBe(10);
+  });
+
+  it("settling to the actual cost frees the difference for later requests", () => {
+    const b = new Budgets();
+    b.setTrial("t", { capUsd: 1 });
+    const r1 = b.reserve(cred("t"), 0.8);
+    expect(r1.ok).toBe(true);
+    expect(b.reserve(cred("t"), 0.5).ok).toBe(false);
+    if (r1.ok) b.settle(r1.id, 0.2);
+    expect(b.trialSpend("t")).toEqual({ spentUsd: 0.2, reservedUsd: 0, limitUsd: 1, unpricedCalls: 0 });
+    const r2 = b.reserve(cred("t"), 0.5);
+    expect(r2.ok).toBe(true);
+    expect(b.trialSpend("t").reservedUsd).toBe(0.5);
+  });
+
+  it("null actual keeps the reservation as spent, never 0; settle is idempotent", () => {
+    const b = new Budgets();
+    b.setTrial("t", { capUsd: 1 });
+    const r = b.reserve(cred("t"), 0.3);
+    if (!r.ok) throw new Error("refused");
+    b.settle(r.id, null);
+    b.settle(r.id, 0);
+    expect(b.trialSpend("t")).toMatchObject({ spentUsd: 0.3, reservedUsd: 0 });
+  });
+
+  it("per-user credits refuse with scope user", () => {
+    const b = new Budgets();
+    b.setUserCredits("ana", 1, 0.9);
+    b.setTrial("t", { user: "ana" });
+    const r = b.reserve(cred("t"), 0.2);
+    expect(r).toMatchObject({ ok: false, scope: "user", message: expect.stringMatching(/^user: user ana budget/) });
+    expect(b.reserve(cred("t"), 0.05).ok).toBe(true);
+    expect(b.userSpend("ana")).toMatchObject({ spentUsd: 0.9, reservedUsd: 0.05, limitUsd: 1 });
+  });
+
+  it("per-team monthly budget refuses with scope team and resets with the month", () => {
+    let now = Date.parse("2026-03-31T23:00:00Z");
+    const b = new Budgets(() => now);
+    b.setTeamBudget("red", 1);
+    b.setTrial("t", { team: "red" });
+    const r = b.reserve(cred("t"), 0.9);
+    if (!r.ok) throw new Error("refused");
+    b.settle(r.id, 0.9);
+    expect(b.reserve(cred("t"), 0.2)).toMatchObject({ ok: false, scope: "team", message: expect.stringMatching(/^team: team red/) });
+    now = Date.parse("2026-04-01T00:00:01Z");
+    expect(b.reserve(cred("t"), 0.2).ok).toBe(true);
+    expect(b.teamSpend("red", "2026-03").spentUsd).toBe(0.9);
+    expect(b.teamSpend("red")).toMatchObject({ spentUsd: 0, reservedUsd: 0.2 });
+  });
+
+  it("the global stop refuses with scope other; requests in flight still settle", () => {
+    const b = new Budgets();
+    const r = b.reserve(cred("t"), 0.1);
+    b.stop("operator stopped all spending");
+    expect(b.reserve(cred("t"), 0.1)).toEqual({ ok: false, scope: "other", message: "other: operator stopped all spending" });
+    if (r.ok) b.settle(r.id, 0.05);
+    expect(b.globalSpend()).toMatchObject({ spentUsd: 0.05, reservedUsd: 0 });
+    b.resume();
+    expect(b.reserve(cred("t"), 0.1).ok).toBe(true);
+  });
+
+  it("a global cap refuses with scope other", () => {
+    const b = new Budgets();
+    b.setGlobalCap(0.1);
+    expect(b.reserve(cred("a"), 0.06).ok).toBe(true);
+    expect(b.reserve(cred("b"), 0.06)).toMatchObject({ ok: false, scope: "other", message: expect.stringMatching(/^other: global/) });
+  });
+
+  it("judge and agent lanes are counted apart; the agent cap does not stop the judge", () => {
+    const b = new Budgets();
+    b.setTrial("t", { capUsd: 0.1, judgeCapUsd: 0.5 });
+    expect(b.reserve(cred("t"), 0.1).ok).toBe(true);
+    expect(b.reserve(cred("t"), 0.01).ok).toBe(false);
+    expect(b.reserve(cred("t", "judge"), 0.4).ok).toBe(true);
+    expect(b.trialSpend("t", "judge")).toMatchObject({ reservedUsd: 0.4, limitUsd: 0.5 });
+  });
+
+  it("an unpriceable request is refused where a cap applies and admitted (flagged) where none does", () => {
+    const b = new Budgets();
+    b.setTrial("capped", { capUsd: 5 });
+    expect(b.reserve(cred("capped"), null)).toMatchObject({ ok: false, scope: "other", message: expect.stringMatching(/cannot be bounded/) });
+    const r = b.reserve(cred("free"), null);
+    expect(r).toMatchObject({ ok: true, reservedUsd: 0 });
+    if (r.ok) b.settle(r.id, null);
+    expect(b.trialSpend("free")).toEqual({ spentUsd: 0, reservedUsd: 0, unpricedCalls: 1 });
+    b.setUserCredits("u", 10);
+    b.setTrial("t2", { user: "u" });
+    expect(b.reserve(cred("t2"), null)).toMatchObject({ ok: false, scope: "user" });
+  });
+});
