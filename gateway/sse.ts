@@ -7,12 +7,16 @@ import { mayCarryUsage, StreamUsage, type WireApi } from "./usage.ts";
 /** Splits SSE text, fed in arbitrary pieces, into events. Per the SSE spec a blank line ends an event. */
 export class SseParser {
   private buf = "";
+  /** The last piece ended in CR: a LF opening the next piece belongs to that line break. */
+  private cr = false;
 
   constructor(private readonly onEvent: (event: string | undefined, data: string, raw: string) => void) {}
 
   /** Feed decoded text; complete events are dispatched, a trailing partial event waits for more. */
   push(text: string): void {
     // Normalising CR LF only when present keeps the common (LF-only) path to one indexOf per event.
+    if (this.cr && text.charCodeAt(0) === 10) text = text.slice(1);
+    this.cr = text.endsWith("\r");
     let buf = this.buf + (text.includes("\r") ? text.replace(/\r\n?/g, "\n") : text);
     let start = 0;
     for (;;) {
