@@ -1,0 +1,191 @@
+/**
+ * Metering: an in-memory aggregate of every model call per trial and lane, and the parsed-trace `usage` events
+ * the gateway contributes to a trial's trace.
+ *
+ * Live spend is a lower bound: a call whose cost is unknown (no price) adds its tokens but no money, and is
+ * counted in `unpricedCalls` so no reader mistakes the sum for the whole. The `sink` hook hands every record to
+ * the engine, which persists it where it keeps trials; the gateway itself stores nothing.
+ */
+import type { CallRecord, Lane, Meter as MeterFn, Usage } from "./types.ts";
+
+/** Token and money totals for one lane of one trial (or of a job). */
+export interface LaneTotals {
+  calls: number;
+  /** Calls answered with an error status (>= 400) or a transport error. */
+  errors: number;
+  /** Sum of priced calls, USD: a lower bound while `unpricedCalls` > 0 or calls are in flight. */
+  spentUsd: number;
+  unpricedCalls: number;
+  tokens: Usage;
+}
+
+/** Both lanes of one trial. */
+export interface TrialTotals {
+  agent: LaneTotals;
+  judge: LaneTotals;
+}
+
+/** Options for `CallMeter`. */
+export interface CallMeterOptions {
+  /** Receives every record as it is metered (e.g. the engine's store writer). Its errors are reported, not thrown. */
+  sink?: (call: CallRecord) => void;
+  /** Called when the sink throws, so a failing store cannot break the proxied call. */
+  onSinkError?: (err: unknown, call: CallRecord) => void;
+  /** Keep each trial's records in memory for `records()` (default true); the engine calls `forget` once persisted. */
+  keepRecords?: boolean;
+}
+
+const zeroUsage = (): Usage => ({ input_tokens: 0, cached_read_tokens: 0, cache_write_tokens: 0, output_tokens: 0, reasoning_tokens: 0 });
+const zeroLane = (): LaneTotals => ({ calls: 0, errors: 0, spentUsd: 0, unpricedCalls: 0, tokens: zeroUsage() });
+
+function add(t: LaneTotals, c: CallRecord): void {
+  t.calls++;
+  if (c.status >= 400 || c.error !== undefined) t.errors++;
+  if (c.usage) {
+    t.tokens.input_tokens += c.usage.input_tokens;
+    t.tokens.cached_read_tokens += c.usage.cached_read_tokens;
+    t.tokens.cache_write_tokens += c.usage.cache_write_tokens;
+    if (c.usage.cache_write_1h_tokens) t.tokens.cache_write_1h_tokens = (t.tokens.cache_write_1h_tokens ?? 0) + c.usage.cache_write_1h_tokens;
+    t.tokens.output_tokens += c.usage.output_tokens;
+    t.tokens.reasoning_tokens += c.usage.reasoning_tokens;
+  }
+  // A call that used tokens but has no cost is unpriced; a call with no usage at all (an error before any
+  // token) cost nothing we can know of either, and is counted as unpriced only if it was answered at all.
+  if (c.cost_usd !== null) t.spentUsd += c.cost_usd;
+  else if (c.usage || c.status < 400) t.unpricedCalls++;
+}
+
+/** The per-trial, per-lane aggregator. `meter` is the function to inject into the gateway app. */
+export class CallMeter {
+  private readonly trials = new Map<string, TrialTotals>();
+  private readonly jobs = new Map<string, TrialTotals>();
+  private readonly kept = new Map<string, CallRecord[]>();
+
+  constructor(private readonly opts: CallMeterOptions = {}) {}
+
+  /** Records one finished call. Bound, so it can be passed as the gateway's `Meter`. */
+  readonly meter: MeterFn = (call: CallRecord) => {
+    let t = this.trials.get(call.trialId);
+    if (!t) this.trials.set(call.trialId, (t = { agent: zeroLane(), judge: zeroLane() }));
+    add(t[call.lane], call);
+    if (call.jobId !== undefined) {
+      let j = this.jobs.get(call.jobId);
+      if (!j) this.jobs.set(call.jobId, (j = { agent: zeroLane(), judge: zeroLane() }));
+      add(j[call.lane], call);
+    }
+    if (this.opts.keepRecords !== false) {
+      const list = this.kept.get(call.trialId);
+      if (list) list.push(call);
+      else this.kept.set(call.trialId, [call]);
+    }
+    if (this.opts.sink) {
+      try {
+        this.opts.sink(call);
+      } catch (err) {
+        this.opts.onSinkError?.(err, call);
+      }
+    }
+  };
+
+  /** A trial's totals per lane (zeros for a trial with no calls). */
+  trial(trialId: string): TrialTotals {
+    return structuredClone(this.trials.get(trialId) ?? { agent: zeroLane(), judge: zeroLane() });
+  }
+
+  /** A job's totals per lane, over all its trials. */
+  job(jobId: string): TrialTotals {
+    return structuredClone(this.jobs.get(jobId) ?? { agent: zeroLane(), judge: zeroLane() });
+  }
+
+  /** Live spend of a trial's lane, USD: a lower bound (see `LaneTotals.spentUsd`). */
+  liveSpentUsd(trialId: string, lane: Lane = "agent"): number {
+    return this.trials.get(trialId)?.[lane].spentUsd ?? 0;
+  }
+
+  /** A trial's records in call order (empty when `keepRecords` is false or after `forget`). */
+  records(trialId: string): CallRecord[] {
+    return [...(this.kept.get(trialId) ?? [])];
+  }
+
+  /** Drops a trial's kept records and totals once the engine has persisted them. */
+  forget(trialId: string): void {
+    this.kept.delete(trialId);
+    this.trials.delete(trialId);
+  }
+}
+
+/** Token counts as a trace usage event carries them. */
+export interface TraceUsage {
+  /** All prompt tokens, cached included (the ATIF/OpenAI sense of "prompt"). */
+  promptTokens: number;
+  completionTokens: number;
+  /** Uncached input only. */
+  inputTokens: number;
+  cachedReadTokens: number;
+  cachedWriteTokens: number;
+  /** Reasoning tokens, part of `completionTokens`. */
+  thoughtTokens: number;
+  totalTokens: number;
+}
+
+/** The parsed-trace event the gateway adds for one call (platform-trial-outputs.md: `source = "gateway"`). */
+export interface GatewayUsageEvent {
+  type: "usage";
+  data: {
+    update: {
+      sessionUpdate: "usage";
+      source: "gateway";
+      scope: "call";
+      model: string;
+      lane: Lane;
+      usage: TraceUsage;
+      /** Priced cost, USD; null when the model has no price (never 0 for unknown). */
+      cost_usd: number | null;
+    };
+  };
+}
+
+/** Trace token counts from normalized usage (ACP's names for the cache and thought buckets). */
+export function traceUsage(u: Usage): TraceUsage {
+  const prompt = u.input_tokens + u.cached_read_tokens + u.cache_write_tokens;
+  return {
+    promptTokens: prompt,
+    completionTokens: u.output_tokens,
+    inputTokens: u.input_tokens,
+    cachedReadTokens: u.cached_read_tokens,
+    cachedWriteTokens: u.cache_write_tokens,
+    thoughtTokens: u.reasoning_tokens,
+    totalTokens: prompt + u.output_tokens,
+  };
+}
+
+/**
+ * The trace event for one call, or undefined for a call that carried no usage (a refused or failed request, a
+ * `/v1/models` listing): such calls spent no tokens we know of and would only add empty lines to the trace.
+ */
+export function usageEvent(call: CallRecord): GatewayUsageEvent | undefined {
+  if (!call.usage) return undefined;
+  return {
+    type: "usage",
+    data: {
+      update: {
+        sessionUpdate: "usage",
+        source: "gateway",
+        scope: "call",
+        model: call.model,
+        lane: call.lane,
+        usage: traceUsage(call.usage),
+        cost_usd: call.cost_usd,
+      },
+    },
+  };
+}
+
+/** A trial's gateway usage events in call order (by `started_at`, then as recorded), to follow the harness's. */
+export function usageEvents(calls: CallRecord[]): GatewayUsageEvent[] {
+  return calls
+    .map((c, i) => ({ c, i }))
+    .sort((a, b) => a.c.started_at.localeCompare(b.c.started_at) || a.i - b.i)
+    .map(({ c }) => usageEvent(c))
+    .filter((e): e is GatewayUsageEvent => e !== undefined);
+}
