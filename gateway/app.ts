@@ -8,7 +8,8 @@ import { Hono, type Context } from "hono";
 import { randomUUID } from "node:crypto";
 import type { Authenticate, Budget, CallRecord, Credential, Meter, Price, Usage } from "./types.ts";
 import { meteredStream } from "./sse.ts";
-import { costOf, usageFromJson, type WireApi } from "./usage.ts";
+import { costOf } from "./prices.ts";
+import { usageFromJson, type WireApi } from "./usage.ts";
 import { authHeaders, routeModel, upstreamUrl, type RoutedModel, type Upstreams } from "./upstreams.ts";
 
 /** What the app needs from the rest of evolve. */

@@ -1,49 +1,76 @@
 /**
- * Reading token usage from provider responses and streams, exactly as peers.md §1.5 says, and pricing it.
+ * Reading token usage from provider responses and streams, exactly as peers.md §1.5 says (prices.ts prices it).
  *
  * Our `Usage` uses Anthropic's disjoint buckets: `input_tokens` excludes cache reads and cache writes, and
  * `output_tokens` includes reasoning. OpenAI counts cached tokens inside `prompt_tokens`/`input_tokens`, so they are
  * subtracted here; that way one cost formula holds for every API.
  */
-import type { Price, Usage } from "./types.ts";
+import type { Usage } from "./types.ts";
 
 /** The wire format a route speaks, which decides where usage sits. */
 export type WireApi = "messages" | "chat" | "responses";
 
 const n = (v: unknown): number => (typeof v === "number" && Number.isFinite(v) ? v : 0);
 
-/** Usage from an Anthropic `usage` object (a Message's, message_start's, or a message_delta's). */
-export function anthropicUsage(u: any): Usage {
+/**
+ * Anthropic Messages `usage` → normalized usage. Anthropic's buckets are already disjoint: `input_tokens`
+ * excludes `cache_read_input_tokens` and `cache_creation_input_tokens`; thinking is inside `output_tokens`
+ * and not reported apart, so `reasoning_tokens` is 0. The 1-hour write share comes from
+ * `cache_creation.ephemeral_1h_input_tokens` when present.
+ */
+export function usageFromAnthropic(raw: unknown): Usage {
+  const u = (raw ?? {}) as Record<string, unknown>;
+  const cc = (u.cache_creation ?? {}) as Record<string, unknown>;
+  const write = n(u.cache_creation_input_tokens);
+  const write1h = n(cc.ephemeral_1h_input_tokens);
   return {
-    input_tokens: n(u?.input_tokens),
-    cached_read_tokens: n(u?.cache_read_input_tokens),
-    cache_write_tokens: n(u?.cache_creation_input_tokens),
-    output_tokens: n(u?.output_tokens),
-    reasoning_tokens: 0, // Anthropic counts thinking inside output_tokens and reports no split
+    input_tokens: n(u.input_tokens),
+    cached_read_tokens: n(u.cache_read_input_tokens),
+    cache_write_tokens: write,
+    ...(write1h ? { cache_write_1h_tokens: Math.min(write1h, write) } : {}),
+    output_tokens: n(u.output_tokens),
+    reasoning_tokens: 0,
   };
 }
 
-/** Usage from an OpenAI chat `usage` object (prompt_tokens includes cached tokens). */
-export function chatUsage(u: any): Usage {
-  const cached = n(u?.prompt_tokens_details?.cached_tokens);
+/**
+ * OpenAI Chat Completions `usage` → normalized usage. `prompt_tokens` INCLUDES
+ * `prompt_tokens_details.cached_tokens`, so uncached input is the difference; `completion_tokens` includes
+ * `completion_tokens_details.reasoning_tokens`. OpenAI has no cache-write bucket.
+ */
+export function usageFromOpenAIChat(raw: unknown): Usage {
+  const u = (raw ?? {}) as Record<string, unknown>;
+  const pd = (u.prompt_tokens_details ?? {}) as Record<string, unknown>;
+  const cd = (u.completion_tokens_details ?? {}) as Record<string, unknown>;
+  const prompt = n(u.prompt_tokens);
+  const cached = Math.min(n(pd.cached_tokens), prompt);
+  const output = n(u.completion_tokens);
   return {
-    input_tokens: Math.max(0, n(u?.prompt_tokens) - cached),
+    input_tokens: prompt - cached,
     cached_read_tokens: cached,
     cache_write_tokens: 0,
-    output_tokens: n(u?.completion_tokens),
-    reasoning_tokens: n(u?.completion_tokens_details?.reasoning_tokens),
+    output_tokens: output,
+    reasoning_tokens: Math.min(n(cd.reasoning_tokens), output),
   };
 }
 
-/** Usage from a Responses API `usage` object (input_tokens includes cached tokens). */
-export function responsesUsage(u: any): Usage {
-  const cached = n(u?.input_tokens_details?.cached_tokens);
+/**
+ * OpenAI Responses `response.usage` → normalized usage: `input_tokens` includes
+ * `input_tokens_details.cached_tokens`; `output_tokens` includes `output_tokens_details.reasoning_tokens`.
+ */
+export function usageFromOpenAIResponses(raw: unknown): Usage {
+  const u = (raw ?? {}) as Record<string, unknown>;
+  const id = (u.input_tokens_details ?? {}) as Record<string, unknown>;
+  const od = (u.output_tokens_details ?? {}) as Record<string, unknown>;
+  const input = n(u.input_tokens);
+  const cached = Math.min(n(id.cached_tokens), input);
+  const output = n(u.output_tokens);
   return {
-    input_tokens: Math.max(0, n(u?.input_tokens) - cached),
+    input_tokens: input - cached,
     cached_read_tokens: cached,
     cache_write_tokens: 0,
-    output_tokens: n(u?.output_tokens),
-    reasoning_tokens: n(u?.output_tokens_details?.reasoning_tokens),
+    output_tokens: output,
+    reasoning_tokens: Math.min(n(od.reasoning_tokens), output),
   };
 }
 
@@ -51,7 +78,7 @@ export function responsesUsage(u: any): Usage {
 export function usageFromJson(api: WireApi, body: any): Usage | null {
   const u = body?.usage;
   if (!u || typeof u !== "object") return null;
-  return api === "messages" ? anthropicUsage(u) : api === "chat" ? chatUsage(u) : responsesUsage(u);
+  return api === "messages" ? usageFromAnthropic(u) : api === "chat" ? usageFromOpenAIChat(u) : usageFromOpenAIResponses(u);
 }
 
 /**
@@ -72,11 +99,11 @@ export class StreamUsage {
     if (this.api === "messages") {
       const type = data?.type ?? event;
       if (type === "message_start") {
-        this.usage = anthropicUsage(data?.message?.usage);
+        this.usage = usageFromAnthropic(data?.message?.usage);
       } else if (type === "message_delta" && data?.usage) {
         // message_delta usage is cumulative and may omit fields: the last non-null value per field wins.
         const d = data.usage;
-        const u = this.usage ?? anthropicUsage(undefined);
+        const u = this.usage ?? usageFromAnthropic(undefined);
         if (d.input_tokens != null) u.input_tokens = n(d.input_tokens);
         if (d.cache_read_input_tokens != null) u.cached_read_tokens = n(d.cache_read_input_tokens);
         if (d.cache_creation_input_tokens != null) u.cache_write_tokens = n(d.cache_creation_input_tokens);
@@ -90,7 +117,7 @@ export class StreamUsage {
     }
     if (this.api === "chat") {
       if (data?.usage && typeof data.usage === "object") {
-        this.usage = chatUsage(data.usage);
+        this.usage = usageFromOpenAIChat(data.usage);
         this.final = true;
       } else if (data?.error) {
         this.error = String(data.error.message ?? "stream error");
@@ -100,7 +127,7 @@ export class StreamUsage {
     const type = data?.type ?? event;
     if (type === "response.completed" || type === "response.incomplete" || type === "response.failed") {
       if (data?.response?.usage) {
-        this.usage = responsesUsage(data.response.usage);
+        this.usage = usageFromOpenAIResponses(data.response.usage);
         this.final = true;
       }
       if (type === "response.failed") this.error = String(data?.response?.error?.message ?? "response failed");
@@ -126,20 +153,4 @@ export function mayCarryUsage(api: WireApi, event: string | undefined, data: str
     return event === "response.completed" || event === "response.incomplete" || event === "response.failed" || event === "error";
   }
   return data.includes('"response.completed"') || data.includes('"response.incomplete"') || data.includes('"response.failed"') || data.includes('"type":"error"');
-}
-
-/**
- * The cost of a call in USD. Buckets are disjoint (see the module note); reasoning tokens are priced apart only
- * when the price says so, since they are already inside `output_tokens`.
- */
-export function costOf(usage: Usage, price: Price): number {
-  const reasoningPrice = price.output_cost_per_reasoning_token;
-  const reasoning = reasoningPrice !== undefined ? Math.min(usage.reasoning_tokens, usage.output_tokens) : 0;
-  return (
-    usage.input_tokens * price.input_cost_per_token +
-    usage.cached_read_tokens * (price.cache_read_input_token_cost ?? price.input_cost_per_token) +
-    usage.cache_write_tokens * (price.cache_creation_input_token_cost ?? price.input_cost_per_token) +
-    (usage.output_tokens - reasoning) * price.output_cost_per_token +
-    reasoning * (reasoningPrice ?? 0)
-  );
 }

@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { CallMeter, usageEvent, usageEvents } from "../gateway/meter.ts";
-import { Prices, usageFromAnthropic } from "../gateway/prices.ts";
+import { Prices } from "../gateway/prices.ts";
+import { usageFromAnthropic } from "../gateway/usage.ts";
 import type { CallRecord } from "../gateway/types.ts";
 
 let n = 0;

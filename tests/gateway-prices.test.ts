@@ -7,11 +7,9 @@ import {
   parsePriceTable,
   Prices,
   SHIPPED_PRICES,
-  usageFromAnthropic,
-  usageFromOpenAIChat,
-  usageFromOpenAIResponses,
   worstCaseUsd,
 } from "../gateway/prices.ts";
+import { usageFromAnthropic, usageFromOpenAIChat, usageFromOpenAIResponses } from "../gateway/usage.ts";
 
 const dirs: string[] = [];
 const tmp = () => {

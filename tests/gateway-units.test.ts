@@ -5,7 +5,8 @@ import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { meteredStream, SseParser } from "../gateway/sse.ts";
 import { buildUpstreams, loadUpstreams, routeModel, upstreamUrl, authHeaders } from "../gateway/upstreams.ts";
-import { costOf, StreamUsage, usageFromJson } from "../gateway/usage.ts";
+import { costOf } from "../gateway/prices.ts";
+import { StreamUsage, usageFromJson } from "../gateway/usage.ts";
 
 const tmp = mkdtempSync(join(tmpdir(), "evolve-gw-"));
 afterAll(() => rmSync(tmp, { recursive: true, force: true }));
