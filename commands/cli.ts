@@ -173,6 +173,19 @@ export function buildProgram(version: string, setExit: (code: number) => void): 
     .action(async (id: string, opts) => setExit(await (await import("./job.ts")).trialShowCommand(id, opts)));
   addTrialCommands(trial, setExit, engineOpt);
 
+  const gateway = program.command("gateway").description("the LLM gateway between agents and their models");
+  gateway
+    .command("serve")
+    .description("serve the gateway on loopback, with one local credential printed once")
+    .option("--port <port>", "port to listen on (0 = any free port)", int, 4000)
+    .option("--host <host>", "address to bind (default 127.0.0.1: it spends real money)")
+    .option("--config <file>", "upstreams file (default $EVOLVE_HOME/gateway.toml)")
+    .addHelpText(
+      "after",
+      examples(["evolve gateway serve", "ANTHROPIC_API_KEY=sk-… evolve gateway serve --port 4100", "evolve gateway serve --config ./gateway.toml"]),
+    )
+    .action(async (opts) => setExit(await (await import("./gateway.ts")).gatewayServeCommand(opts)));
+
   program
     .command("doctor")
     .description("check the container engine end to end (build, run, exec, copy, network isolation) and print fixes")
