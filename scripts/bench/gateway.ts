@@ -11,7 +11,8 @@
  * The upstream is a minimal node:http server answering one fixed body in Anthropic's exact wire format (the
  * scripted fixture's bookkeeping would be measured too). The gateway runs in a child process with the real
  * credentials, budgets, meter and prices, so its RSS is its own and the load generator does not share its event
- * loop. Clients use keep-alive (one socket per concurrent client), as SDKs do.
+ * loop. Clients use keep-alive (one socket per concurrent client), as SDKs do; each gateway phase also reports how
+ * many connections the gateway opened upstream, which shows whether its fetch pool kept them alive.
  */
 import { spawn, type ChildProcess } from "node:child_process";
 import { readFileSync } from "node:fs";
@@ -49,8 +50,10 @@ const SSE_TAIL =
   sse("message_stop", { type: "message_stop" });
 
 /** The lean upstream: fixed JSON, a short SSE stream, or (with the marker) a stream held open until released. */
-function startUpstream(): Promise<{ url: string; held: http.ServerResponse[]; release(): void; close(): Promise<void> }> {
+function startUpstream(): Promise<{ url: string; held: http.ServerResponse[]; connections(): number; release(): void; close(): Promise<void> }> {
   const held: http.ServerResponse[] = [];
+  // New connections, so a phase can tell whether the gateway's upstream fetch reused its keep-alive sockets.
+  let connections = 0;
   const server = http.createServer((req, res) => {
     let body = "";
     req.setEncoding("utf8");
@@ -71,12 +74,14 @@ function startUpstream(): Promise<{ url: string; held: http.ServerResponse[]; re
     });
   });
   server.keepAliveTimeout = 60_000;
+  server.on("connection", () => connections++);
   return new Promise((resolve) => {
     server.listen(0, "127.0.0.1", () => {
       const { port } = server.address() as AddressInfo;
       resolve({
         url: `http://127.0.0.1:${port}`,
         held,
+        connections: () => connections,
         release: () => {
           for (const r of held.splice(0)) r.end(SSE_TAIL);
         },
@@ -242,7 +247,9 @@ async function main(): Promise<void> {
     for (const [mode, body] of [["non_streaming", REQUEST_BODY], ["streaming", STREAM_BODY]] as const) {
       for (const c of CONCURRENCY) {
         const d = await phase(direct, body, c, n, budgetMs);
+        const before = upstream.connections();
         const g = await phase(gateway, body, c, n, budgetMs);
+        const upstreamConnections = upstream.connections() - before;
         const ds = d.latencies.sort((a, b) => a - b);
         const gs = g.latencies.sort((a, b) => a - b);
         const p50 = quantile(gs, 0.5) - quantile(ds, 0.5);
@@ -260,6 +267,8 @@ async function main(): Promise<void> {
           gateway_p99_ms: r3(quantile(gs, 0.99)),
           direct_rps: Math.round((ds.length / d.elapsedMs) * 1000),
           gateway_rps: Math.round(gwRps),
+          // Connections the gateway opened upstream in this phase (warm-up included): about `c` when it reuses them.
+          gateway_upstream_connections: upstreamConnections,
         };
         if (mode === "non_streaming" && c !== 1) throughput[`c${c}`] = Math.round(gwRps);
       }
