@@ -209,7 +209,11 @@ export function createGatewayApp(deps: GatewayDeps): Hono {
 
     let up: Response;
     try {
-      up = await doFetch(upstreamUrl(routed.upstream, ROUTE_PATH[route]), { method: "POST", headers, body: outBody, signal: c.req.raw.signal });
+      // the client's query string goes along (claude sends `/v1/messages?beta=true`): a pass-through changes nothing
+      const url = c.req.url;
+      const q = url.indexOf("?");
+      const target = upstreamUrl(routed.upstream, ROUTE_PATH[route]) + (q === -1 ? "" : url.slice(q));
+      up = await doFetch(target, { method: "POST", headers, body: outBody, signal: c.req.raw.signal });
     } catch (err) {
       const message = `upstream ${routed.upstream.name} unreachable: ${(err as Error)?.message ?? err}`;
       settle(null);

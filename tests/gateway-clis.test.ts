@@ -180,6 +180,8 @@ describe.skipIf(!existsSync(CLAUDE))("claude -p through the gateway", () => {
     expect(posts).toHaveLength(1);
     expect(posts[0]!.headers["x-api-key"]).toBe(REAL_ANTHROPIC);
     expect(posts[0]!.headers["anthropic-version"]).toBe("2023-06-01");
+    // its `?beta=true` passes through with the request, as a transparent gateway should
+    expect(posts[0]!.query).toBe("beta=true");
     // Its comma-separated beta list arrives whole (claude-code-YYYYMMDD plus the feature betas).
     expect(String(posts[0]!.headers["anthropic-beta"])).toMatch(/(^|,)claude-code-\d{8}(,|$)/);
     expect(String(posts[0]!.headers["anthropic-beta"]).split(",").length).toBeGreaterThan(1);
