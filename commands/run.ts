@@ -4,10 +4,11 @@
 import { loadConfig } from "../engine/config.ts";
 import { DatasetInvalidError, importTasks, resolveDataset, type StoredTask } from "../engine/dataset.ts";
 import { openEngine } from "../engine/driver/select.ts";
+import type { Engine } from "../engine/driver/types.ts";
 import { EvolveError } from "../engine/errors.ts";
 import { createJob, runJob, type JobConfig, type JobEvent } from "../engine/job/job.ts";
 import { primaryReward, summarizeJob } from "../engine/job/summary.ts";
-import { openStore, taskBlobDir, type Store, type TrialRecord } from "../engine/store/index.ts";
+import { openStore, taskBlobDir, type JobRecord, type Store, type TrialRecord } from "../engine/store/index.ts";
 import { runTrial, settleRemovals } from "../engine/trial/run.ts";
 import { SETTLED_STATUSES, type TrialStatus } from "../engine/trial/types.ts";
 import { isTTY } from "../engine/runtime.ts";
@@ -136,23 +137,8 @@ async function startJob(opts: RunOptions, agentName: string, streamJson = true) 
     const total = tasks.length * jobConfig.attempts;
     if (!opts.json) out(`${style.bold(`job ${job.id}`)}: ${total} trial${total === 1 ? "" : "s"} of ${agentName} on ${source.kind === "dataset" ? source.ref : source.path}`);
     const view = progress(total, opts.json === true, streamJson);
-    // First Ctrl-C stops gracefully (running trials settle CANCELLED); a second one exits at once.
-    const stop = new AbortController();
-    const onSigint = () => {
-      if (stop.signal.aborted) process.exit(130);
-      stop.abort();
-    };
-    process.on("SIGINT", onSigint);
-    try {
-      const trials = await runJob(job.id, { store, engine, home: config.home, runTrial, secrets, signal: stop.signal, onEvent: view.onEvent });
-      return { store, job: store.getJob(job.id)!, trials };
-    } finally {
-      view.end();
-      process.off("SIGINT", onSigint);
-      // containers are removed off each trial's critical path; let those removals finish before exiting
-      await settleRemovals();
-      await engine.close();
-    }
+    const trials = await driveJob({ store, engine, home: config.home, jobId: job.id, secrets, onEvent: view.onEvent }).finally(() => view.end());
+    return { store, job: store.getJob(job.id)!, trials };
   } catch (e) {
     await store.close();
     throw e;
@@ -163,10 +149,7 @@ async function startJob(opts: RunOptions, agentName: string, streamJson = true) 
 export async function runCommand(opts: RunOptions): Promise<number> {
   const { store, job, trials } = await startJob(opts, opts.agent ?? "oracle");
   try {
-    const summary = summarizeJob(job, trials);
-    if (opts.json) outJson({ kind: "job_summary", summary });
-    else printJobSummary(summary, trials);
-    return trials.every((t) => t.status === "SCORED") ? 0 : 1;
+    return report(job, trials, opts.json === true);
   } finally {
     await store.close();
   }
@@ -210,32 +193,48 @@ export async function resumeCommand(id: string, opts: { json?: boolean; engine?:
   try {
     const job = store.getJob(id);
     if (!job) throw new EvolveError("job_not_found", `no job ${id}`, "see `evolve job list`");
-    const names = (job.config as JobConfig).secret_names;
-    const secrets: Record<string, string> = {};
-    for (const n of names) if (process.env[n] !== undefined) secrets[n] = process.env[n]!;
     const before = store.listTrials(id);
     const pending = before.filter((t) => !SETTLED_STATUSES.has(t.status as TrialStatus)).length;
     const engine = await openEngine({ kind: opts.engine, home: config.home });
     if (!opts.json) out(`${style.bold(`job ${id}`)}: resuming ${pending} of ${before.length} trials`);
     const view = progress(pending, opts.json === true);
-    const stop = new AbortController();
-    const onSigint = () => (stop.signal.aborted ? process.exit(130) : stop.abort());
-    process.on("SIGINT", onSigint);
-    let trials: TrialRecord[];
-    try {
-      trials = await runJob(id, { store, engine, home: config.home, runTrial, secrets, signal: stop.signal, onEvent: view.onEvent });
-    } finally {
-      view.end();
-      process.off("SIGINT", onSigint);
-      // containers are removed off each trial's critical path; let those removals finish before exiting
-      await settleRemovals();
-      await engine.close();
-    }
-    const summary = summarizeJob(store.getJob(id)!, trials);
-    if (opts.json) outJson({ kind: "job_summary", summary });
-    else printJobSummary(summary, trials);
-    return trials.every((t) => t.status === "SCORED") ? 0 : 1;
+    const secrets = secretsFromEnv((job.config as JobConfig).secret_names);
+    const trials = await driveJob({ store, engine, home: config.home, jobId: id, secrets, onEvent: view.onEvent }).finally(() => view.end());
+    return report(store.getJob(id)!, trials, opts.json === true);
   } finally {
     await store.close();
   }
+}
+
+/** The attached secrets among `names`, read from this process's environment (values stay in memory only). */
+export function secretsFromEnv(names: readonly string[]): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const n of names) if (process.env[n] !== undefined) out[n] = process.env[n]!;
+  return out;
+}
+
+/**
+ * Runs a recorded job to its end in this process and closes the engine. The first Ctrl-C stops gracefully
+ * (running trials settle CANCELLED), a second exits at once; container removals, which run off each trial's
+ * critical path, are awaited before returning so nothing is left behind when the process exits.
+ */
+export async function driveJob(o: { store: Store; engine: Engine; home: string; jobId: string; secrets: Record<string, string>; onEvent?: (e: JobEvent) => void }): Promise<TrialRecord[]> {
+  const stop = new AbortController();
+  const onSigint = () => (stop.signal.aborted ? process.exit(130) : stop.abort());
+  process.on("SIGINT", onSigint);
+  try {
+    return await runJob(o.jobId, { store: o.store, engine: o.engine, home: o.home, runTrial, secrets: o.secrets, signal: stop.signal, onEvent: o.onEvent });
+  } finally {
+    process.off("SIGINT", onSigint);
+    await settleRemovals();
+    await o.engine.close();
+  }
+}
+
+/** Prints a finished job's summary (one JSON document with --json); exit 1 unless every trial scored. */
+function report(job: JobRecord, trials: TrialRecord[], json: boolean): number {
+  const summary = summarizeJob(job, trials);
+  if (json) outJson({ kind: "job_summary", summary });
+  else printJobSummary(summary, trials);
+  return trials.every((t) => t.status === "SCORED") ? 0 : 1;
 }

@@ -16,12 +16,11 @@ import { openEngine } from "../engine/driver/select.ts";
 import type { Engine, EngineKind } from "../engine/driver/types.ts";
 import { EvolveError } from "../engine/errors.ts";
 import { createRegrade, createRetry, isSettled, reassertStop, requestStop, requireTrial } from "../engine/job/actions.ts";
-import { runJob } from "../engine/job/job.ts";
 import { trialDir, type Store, type TrialRecord } from "../engine/store/index.ts";
 import { exclusion, keptChildren, keptFile, keptTar, readManifest, type KeptManifest } from "../engine/trial/changes.ts";
 import { boxArchiveRaw, boxChanges, boxList, boxPath, boxProcesses, boxReadFile, findLiveBox } from "../engine/trial/inspect.ts";
-import { runTrial, settleRemovals } from "../engine/trial/run.ts";
 import { out, outJson, outTable, style } from "./output.ts";
+import { driveJob, secretsFromEnv } from "./run.ts";
 import { withStore } from "./store.ts";
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -31,20 +30,9 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 /** Runs a one-trial job made by retry/regrade in this process and prints its outcome. */
 async function runOneTrialJob(store: Store, home: string, made: { job: { id: string }; trial: TrialRecord }, what: string, of: string, opts: { json?: boolean; engine?: EngineKind }): Promise<number> {
   const config = (store.getJob(made.job.id)!.config ?? {}) as { secret_names?: string[] };
-  const secrets: Record<string, string> = {};
-  for (const n of config.secret_names ?? []) if (process.env[n] !== undefined) secrets[n] = process.env[n]!;
   const engine = await openEngine({ kind: opts.engine, home });
   if (!opts.json) out(`${style.bold(`job ${made.job.id}`)}: ${what} of trial ${of} as trial ${made.trial.id}`);
-  const stop = new AbortController();
-  const onSigint = () => (stop.signal.aborted ? process.exit(130) : stop.abort());
-  process.on("SIGINT", onSigint);
-  try {
-    await runJob(made.job.id, { store, engine, home, runTrial, secrets, signal: stop.signal });
-  } finally {
-    process.off("SIGINT", onSigint);
-    await settleRemovals();
-    await engine.close();
-  }
+  await driveJob({ store, engine, home, jobId: made.job.id, secrets: secretsFromEnv(config.secret_names ?? []) });
   const t = store.getTrial(made.trial.id)!;
   const doc = { job_id: made.job.id, trial_id: t.id, [what === "retry" ? "retry_of" : "regrade_of"]: of, status: t.status, reward: t.reward ?? null, rewards: t.rewards ?? null, exception: t.exception ?? null };
   if (opts.json) outJson(doc);
