@@ -15,7 +15,7 @@ import { createGzip } from "node:zlib";
 import { openEngine } from "../engine/driver/select.ts";
 import type { Engine, EngineKind } from "../engine/driver/types.ts";
 import { EvolveError } from "../engine/errors.ts";
-import { createRegrade, createRetry, isSettled, reassertStop, requestStop, requireTrial } from "../engine/job/actions.ts";
+import { createRegrade, createRetry, isSettled, requestStop, requireTrial, unsettled } from "../engine/job/actions.ts";
 import { trialDir, type Store, type TrialRecord } from "../engine/store/index.ts";
 import { exclusion, keptChildren, keptFile, keptTar, readManifest, type KeptManifest } from "../engine/trial/changes.ts";
 import { boxArchiveRaw, boxChanges, boxList, boxPath, boxProcesses, boxReadFile, findLiveBox } from "../engine/trial/inspect.ts";
@@ -66,7 +66,7 @@ export async function stopCommand(ids: string[], opts: { json?: boolean; wait?: 
     const deadline = Date.now() + waitSec * 1000;
     while (open.length > 0 && Date.now() < deadline) {
       await sleep(200);
-      open = reassertStop(store, open);
+      open = unsettled(store, open);
     }
     const rows = outcomes.map((o) => {
       const t = store.getTrial(o.id)!;

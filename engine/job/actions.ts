@@ -117,19 +117,13 @@ export function requestStop(store: Store, ids: readonly string[]): StopOutcome[]
 }
 
 /**
- * Re-marks trials whose stop request a runner's own record write may have replaced (the runner writes its whole
- * record at each phase), and returns the ids that have not settled yet. `trial stop` calls it while it waits.
+ * The ids among `ids` that have not settled yet, for `trial stop` waiting on its requests. (A runner keeps the
+ * stop mark when it writes its record, see trial/recorder.ts, so nothing needs marking twice.)
  */
-export function reassertStop(store: Store, ids: readonly string[]): string[] {
-  return store.transaction(() => {
-    const open: string[] = [];
-    for (const id of ids) {
-      const t = store.getTrial(id);
-      if (!t || isSettled(t)) continue;
-      open.push(id);
-      if (!t.stop_requested_at) store.putTrial({ ...t, stop_requested_at: now(), updated_at: now() });
-    }
-    return open;
+export function unsettled(store: Store, ids: readonly string[]): string[] {
+  return ids.filter((id) => {
+    const t = store.getTrial(id);
+    return t !== undefined && !isSettled(t);
   });
 }
 
