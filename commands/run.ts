@@ -112,12 +112,10 @@ async function startJob(opts: RunOptions, agentName: string, streamJson = true) 
   const config = loadConfig();
   const store = openStore(config.home);
   try {
-    const secrets: Record<string, string> = {};
-    for (const name of opts.secret) {
-      const v = process.env[name];
-      if (v === undefined) throw new EvolveError("secret_not_attached", `--secret ${name}: ${name} is not set in this environment`, `export ${name}=… first`);
-      secrets[name] = v;
-    }
+    // checked here, before a job is recorded, so a missing secret leaves no job behind
+    const secrets = secretsFromEnv(opts.secret);
+    const missing = opts.secret.find((name) => secrets[name] === undefined);
+    if (missing !== undefined) throw new EvolveError("secret_not_attached", `--secret ${missing}: ${missing} is not set in this environment`, `export ${missing}=… first`);
     const { tasks: all, source, dataset } = await resolveTasks(store, config.home, opts);
     const tasks = opts.nTasks !== undefined ? all.slice(0, positiveInt(opts.nTasks, "-l", all.length)) : all;
     const jobConfig: JobConfig = {
