@@ -12,6 +12,7 @@ import { agentEnv, Credentials } from "../gateway/credentials.ts";
 import { CallMeter } from "../gateway/meter.ts";
 import { Prices } from "../gateway/prices.ts";
 import { serveGateway } from "../gateway/serve.ts";
+import { serveFetch } from "../engine/runtime.ts";
 import { loadUpstreams } from "../gateway/upstreams.ts";
 import { out, style } from "./output.ts";
 
@@ -34,9 +35,7 @@ export async function gatewayServeCommand(opts: { port?: number; host?: string; 
     meter: meter.meter,
     budget: new Budgets(),
     prices: (m) => prices.priceOf(m) ?? undefined,
-    port,
-    host: opts.host ?? "127.0.0.1",
-  });
+  }, { port, host: opts.host ?? "127.0.0.1" }, serveFetch);
   out(`${style.bold("gateway")} listening on ${gw.url}  ${style.dim(`(calls metered to ${calls})`)}`);
   out(style.dim("a client reaches it with:"));
   for (const [k, v] of Object.entries(agentEnv(key, gw.url))) out(`export ${k}=${v}`);

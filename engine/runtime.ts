@@ -30,3 +30,49 @@ export function exitQuietlyOnBrokenPipe(): void {
 export function isTTY(stream: NodeJS.WriteStream): boolean {
   return Boolean(stream.isTTY);
 }
+
+/** Where an HTTP server listens: a TCP address (port 0 = any free port) or a unix socket path. */
+export type ListenAt = { host?: string; port?: number } | { path: string };
+
+/** A listening HTTP server. */
+export interface HttpListener {
+  /** `http://host:port` for TCP (no trailing slash), `unix:<path>` for a socket. */
+  url: string;
+  port?: number;
+  path?: string;
+  /** Stops listening and cuts open connections (a held stream would otherwise keep close() waiting forever). */
+  close(): Promise<void>;
+}
+
+/** A fetch-style handler, as hono's `app.fetch`. */
+export type FetchHandler = (req: Request) => Response | Promise<Response>;
+
+/**
+ * Serves a fetch handler over HTTP/1.1. Every runtime gets node:http through @hono/node-server here (Bun and Deno
+ * implement node:http), so a server behaves the same under the binary and under vitest.
+ */
+export async function serveFetch(handler: FetchHandler, at: ListenAt): Promise<HttpListener> {
+  const { createServer } = await import("node:http");
+  const { getRequestListener } = await import("@hono/node-server");
+  const server = createServer(getRequestListener(handler));
+  // SDK clients keep connections alive between calls; node's default 5 s would drop them under a slow agent
+  server.keepAliveTimeout = 65_000;
+  const close = () =>
+    new Promise<void>((done) => {
+      server.closeAllConnections();
+      server.close(() => done());
+    });
+  return await new Promise<HttpListener>((resolve, reject) => {
+    server.once("error", reject);
+    if ("path" in at) {
+      server.listen(at.path, () => resolve({ url: `unix:${at.path}`, path: at.path, close }));
+      return;
+    }
+    const host = at.host ?? "127.0.0.1";
+    server.listen(at.port ?? 0, host, () => {
+      const port = (server.address() as { port: number }).port;
+      const shown = host.includes(":") ? `[${host}]` : host;
+      resolve({ url: `http://${shown}:${port}`, port, close });
+    });
+  });
+}

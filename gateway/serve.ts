@@ -1,39 +1,28 @@
 /**
- * Serving the gateway app over HTTP with @hono/node-server: in-process during `evolve run`, standalone under
- * `evolve gateway serve`. Bound to loopback unless told otherwise, since the gateway spends real money.
+ * Serving the gateway app: in-process during `evolve run` (one unix socket per trial, see engine/trial/gateway.ts),
+ * standalone under `evolve gateway serve` (TCP, bound to loopback unless told otherwise, since the gateway spends
+ * real money). How a fetch handler becomes a listening server differs per runtime, so the caller passes the
+ * runtime's `serve` in and this folder stays free of runtime checks.
  */
-import { serve } from "@hono/node-server";
-import type { AddressInfo } from "node:net";
 import { createGatewayApp, type GatewayDeps } from "./app.ts";
 
-/** A running gateway. */
-export interface RunningGateway {
-  /** `http://host:port`, no trailing slash (Anthropic-style base URL; OpenAI clients append `/v1`). */
+/** Where to listen: TCP (port 0 = any free port) or a unix socket. */
+export type GatewayListenAt = { host?: string; port?: number } | { path: string };
+
+/** A running listener as the runtime's serve returns it. */
+export interface GatewayListener {
+  /** `http://host:port` (Anthropic-style base URL; OpenAI clients append `/v1`) or `unix:<path>`. */
   url: string;
-  port: number;
-  host: string;
+  port?: number;
+  path?: string;
   close(): Promise<void>;
 }
 
-/** Starts the gateway on `host` (default 127.0.0.1) and `port` (0 = any free port); resolves once listening. */
-export async function serveGateway(opts: GatewayDeps & { port?: number; host?: string }): Promise<RunningGateway> {
-  const { port = 0, host = "127.0.0.1", ...deps } = opts;
+/** Turns a fetch handler into a listening HTTP server (engine/runtime.ts `serveFetch`). */
+export type ServeFetch = (handler: (req: Request) => Response | Promise<Response>, at: GatewayListenAt) => Promise<GatewayListener>;
+
+/** Builds the app from `deps` and serves it at `at` with `serve`; resolves once listening. */
+export async function serveGateway(deps: GatewayDeps, at: GatewayListenAt, serve: ServeFetch): Promise<GatewayListener> {
   const app = createGatewayApp(deps);
-  return await new Promise<RunningGateway>((resolve, reject) => {
-    const server = serve({ fetch: app.fetch, port, hostname: host }, (info: AddressInfo) => {
-      const shownHost = host.includes(":") ? `[${host}]` : host;
-      resolve({
-        url: `http://${shownHost}:${info.port}`,
-        port: info.port,
-        host,
-        close: () =>
-          new Promise<void>((done) => {
-            // Open streams would keep close() waiting forever; a stopping gateway cuts them.
-            (server as unknown as { closeAllConnections?: () => void }).closeAllConnections?.();
-            server.close(() => done());
-          }),
-      });
-    });
-    server.once("error", reject);
-  });
+  return await serve(app.fetch, at);
 }

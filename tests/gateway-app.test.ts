@@ -4,7 +4,8 @@ import OpenAI from "openai";
 import { request as httpRequest } from "node:http";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { ScriptedUpstream } from "../fixtures/upstream/server.ts";
-import { serveGateway, type RunningGateway } from "../gateway/serve.ts";
+import { serveGateway, type GatewayListener } from "../gateway/serve.ts";
+import { serveFetch } from "../engine/runtime.ts";
 import type { Budget, CallRecord, Credential, Price, Reservation } from "../gateway/types.ts";
 import { buildUpstreams } from "../gateway/upstreams.ts";
 
@@ -37,7 +38,7 @@ const budget: Budget = {
 };
 
 const upstream = new ScriptedUpstream();
-let gw: RunningGateway;
+let gw: GatewayListener;
 
 beforeAll(async () => {
   await upstream.start();
@@ -56,7 +57,7 @@ beforeAll(async () => {
     meter: (c) => calls.push(c),
     budget,
     prices: (m) => (m === "anthropic/claude-fixture-1" || m === "openai/gpt-fixture" ? PRICE : undefined),
-  });
+  }, { port: 0 }, serveFetch);
 });
 
 afterAll(async () => {

@@ -14,7 +14,8 @@ import { Budgets } from "../gateway/budget.ts";
 import { Credentials } from "../gateway/credentials.ts";
 import { CallMeter } from "../gateway/meter.ts";
 import { Prices } from "../gateway/prices.ts";
-import { serveGateway, type RunningGateway } from "../gateway/serve.ts";
+import { serveGateway, type GatewayListener } from "../gateway/serve.ts";
+import { serveFetch } from "../engine/runtime.ts";
 import { buildUpstreams } from "../gateway/upstreams.ts";
 
 const root = resolve(__dirname, "..");
@@ -27,7 +28,7 @@ const upstream = new ScriptedUpstream();
 const credentials = new Credentials();
 const prices = new Prices();
 let meter: CallMeter;
-let gw: RunningGateway;
+let gw: GatewayListener;
 let scratch: string;
 
 beforeAll(async () => {
@@ -42,7 +43,7 @@ beforeAll(async () => {
     meter: (c) => meter.meter(c),
     budget: new Budgets(),
     prices: (m) => prices.priceOf(m) ?? undefined,
-  });
+  }, { port: 0 }, serveFetch);
 });
 
 afterAll(async () => {

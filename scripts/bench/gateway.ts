@@ -101,6 +101,7 @@ async function serveChild(): Promise<void> {
   const { CallMeter } = await import("../../gateway/meter.ts");
   const { Prices } = await import("../../gateway/prices.ts");
   const { serveGateway } = await import("../../gateway/serve.ts");
+  const { serveFetch } = await import("../../engine/runtime.ts");
   const { buildUpstreams } = await import("../../gateway/upstreams.ts");
   const credentials = new Credentials();
   const { key } = credentials.issueAgent({ trialId: "bench" });
@@ -112,7 +113,7 @@ async function serveChild(): Promise<void> {
     meter: meter.meter,
     budget: new Budgets(),
     prices: (m) => prices.priceOf(m) ?? undefined,
-  });
+  }, { host: "127.0.0.1", port: 0 }, serveFetch);
   process.stdout.write(JSON.stringify({ url: gw.url, key }) + "\n");
   const rl = createInterface({ input: process.stdin });
   rl.on("line", (line) => {
