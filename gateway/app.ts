@@ -181,8 +181,8 @@ export function createGatewayApp(deps: GatewayDeps): Hono {
       }
       const r = deps.budget.reserve(cred, worst);
       if (!r.ok) {
-        const message = /^(user|team|other):/.test(r.message) ? r.message : `${r.scope}: ${r.message}`;
-        record(cred, { ...base, status: 429, usage: null, cost_usd: 0, latency_ms: now() - startedMs, started_at, error: message });
+        const message = /^(user|team|other|trial):/.test(r.message) ? r.message : `${r.scope}: ${r.message}`;
+        record(cred, { ...base, status: 429, usage: null, cost_usd: 0, latency_ms: now() - startedMs, started_at, error: message, refused: r.scope });
         // x-should-retry: the official SDKs honour it, so a spent budget is not retried into the ground.
         return providerError(shape, 429, message, { "x-should-retry": "false" });
       }

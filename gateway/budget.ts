@@ -11,7 +11,7 @@
  * applies, and counted in `unpricedCalls` so the spend reads as a lower bound, never as zero.
  */
 import { randomUUID } from "node:crypto";
-import type { Budget, Credential, Lane, Reservation } from "./types.ts";
+import type { Budget, BudgetScope, Credential, Lane, Reservation } from "./types.ts";
 
 export { worstCaseUsd } from "./prices.ts";
 
@@ -34,7 +34,7 @@ export interface ScopeSpend {
   unpricedCalls: number;
 }
 
-type ScopeName = "user" | "team" | "other";
+type ScopeName = BudgetScope;
 
 interface Scope extends ScopeSpend {
   kind: ScopeName;
@@ -71,8 +71,8 @@ export class Budgets implements Budget {
   /** Sets who a trial bills to and its caps (the engine calls this when it issues the trial's credentials). */
   setTrial(trialId: string, b: TrialBudget): void {
     this.trials.set(trialId, { ...b });
-    this.scope(`trial:${trialId}:agent`, "other", `trial ${trialId}`).limitUsd = b.capUsd;
-    this.scope(`trial:${trialId}:judge`, "other", `trial ${trialId} judge`).limitUsd = b.judgeCapUsd;
+    this.scope(`trial:${trialId}:agent`, "trial", `trial ${trialId}`).limitUsd = b.capUsd;
+    this.scope(`trial:${trialId}:judge`, "trial", `trial ${trialId} judge`).limitUsd = b.judgeCapUsd;
   }
 
   /** A user's credits, USD, and what they have already spent (from the store) before this process. */
@@ -116,7 +116,7 @@ export class Budgets implements Budget {
     return s;
   }
 
-  /** Every scope a credential's request counts against, in the order refusals are reported: user, team, other. */
+  /** Every scope a credential's request counts against, in the order refusals are reported: user, team, trial, other (global). */
   private scopesFor(cred: Credential): Scope[] {
     const t = this.trials.get(cred.trialId) ?? {};
     const out: Scope[] = [];
@@ -131,7 +131,7 @@ export class Budgets implements Budget {
       out.push(s);
     }
     const lane: Lane = cred.lane;
-    const trial = this.scope(`trial:${cred.trialId}:${lane}`, "other", lane === "agent" ? `trial ${cred.trialId}` : `trial ${cred.trialId} judge`);
+    const trial = this.scope(`trial:${cred.trialId}:${lane}`, "trial", lane === "agent" ? `trial ${cred.trialId}` : `trial ${cred.trialId} judge`);
     trial.limitUsd = lane === "agent" ? t.capUsd : t.judgeCapUsd;
     out.push(trial);
     const global = this.scope("global", "other", "global");

@@ -70,6 +70,8 @@ export interface CallRecord {
   latency_ms: number;
   started_at: string;
   error?: string;
+  /** Set when the gateway refused the call for budget (status 429, never sent upstream). */
+  refused?: BudgetScope;
 }
 
 /** Receives every finished call. */
@@ -78,7 +80,14 @@ export type Meter = (call: CallRecord) => void;
 /** The outcome of asking to reserve budget for one request. */
 export type Reservation =
   | { ok: true; id: string; reservedUsd: number }
-  | { ok: false; scope: "user" | "team" | "other"; message: string };
+  | { ok: false; scope: BudgetScope; message: string };
+
+/**
+ * Which budget refused a request: `trial` is the trial's own spend cap (the agent simply ran out, like a timeout);
+ * `user` (credits), `team` (monthly budget) and `other` (global cap or stop) are budgets above the trial, which
+ * settle it `BUDGET`.
+ */
+export type BudgetScope = "user" | "team" | "other" | "trial";
 
 /** Budgets: reserve the worst-case cost before a request goes upstream, settle to the measured cost after. */
 export interface Budget {

@@ -37,7 +37,7 @@ describe("budget reservations", () => {
     expect(admitted).toBeGreaterThanOrEqual(Math.floor(1.0 / worst));
     expect(admitted).toBeLessThanOrEqual(Math.floor(1.0 / (worst * 0.85)));
     expect(refused.length).toBe(100 - admitted);
-    for (const r of refused) expect(r).toMatchObject({ ok: false, scope: "other", message: expect.stringMatching(/^other: trial t1 budget of \$1/) });
+    for (const r of refused) expect(r).toMatchObject({ ok: false, scope: "trial", message: expect.stringMatching(/^trial: trial t1 budget of \$1/) });
     const s = b.trialSpend("t1");
     expect(s.reservedUsd).toBe(0);
     expect(s.spentUsd).toBeLessThanOrEqual(1.0);
@@ -129,7 +129,7 @@ describe("budget reservations", () => {
   it("an unpriceable request is refused where a cap applies and admitted (flagged) where none does", () => {
     const b = new Budgets();
     b.setTrial("capped", { capUsd: 5 });
-    expect(b.reserve(cred("capped"), null)).toMatchObject({ ok: false, scope: "other", message: expect.stringMatching(/cannot be bounded/) });
+    expect(b.reserve(cred("capped"), null)).toMatchObject({ ok: false, scope: "trial", message: expect.stringMatching(/cannot be bounded/) });
     const r = b.reserve(cred("free"), null);
     expect(r).toMatchObject({ ok: true, reservedUsd: 0 });
     if (r.ok) b.settle(r.id, null);
