@@ -114,7 +114,9 @@ export function buildProgram(version: string, setExit: (code: number) => void): 
       .description("run a job: an agent on every task, in containers; exit 1 if any trial did not score")
       .option("-a, --agent <agent>", "agent: oracle | nop", "oracle")
       .option("-m, --model <model>", "model the agent uses")
-      .option("-k, --n-attempts <n>", "trials per task (default 1)", int),
+      .option("-k, --n-attempts <n>", "trials per task (default 1)", int)
+      .option("--max-spend-usd <usd>", "cap each trial's agent spend at this many dollars")
+      .option("--ve <KEY=VALUE>", "override the LLM judge for this job: REWARDKIT_JUDGE or REWARDKIT_MODEL; repeatable", collect, []),
   )
     .addHelpText(
       "after",
@@ -122,6 +124,7 @@ export function buildProgram(version: string, setExit: (code: number) => void): 
         "evolve run -p fixtures/tasks/valid/minimal -a oracle",
         "evolve run -d example@1.0 -a nop -n 8 -k 3",
         "evolve run -p tasks/ --secret GITHUB_TOKEN --json | jq -c 'select(.kind==\"trial_settled\")'",
+        "evolve run -p tasks/ -a claude-code --max-spend-usd 2 --ve REWARDKIT_MODEL=anthropic/claude-sonnet-4-6",
       ]),
     )
     .action(async (opts) => setExit(await (await import("./run.ts")).runCommand(opts)));
@@ -185,6 +188,25 @@ export function buildProgram(version: string, setExit: (code: number) => void): 
       examples(["evolve gateway serve", "ANTHROPIC_API_KEY=sk-… evolve gateway serve --port 4100", "evolve gateway serve --config ./gateway.toml"]),
     )
     .action(async (opts) => setExit(await (await import("./gateway.ts")).gatewayServeCommand(opts)));
+  gateway
+    .command("stop")
+    .description("stop all spending: every running gateway refuses new model calls (trials settle BUDGET) until resumed")
+    .argument("[reason]", "why, as the refused calls and trials will say")
+    .option("--json", "print the new state as JSON")
+    .addHelpText("after", examples(["evolve gateway stop", "evolve gateway stop 'provider incident'"]))
+    .action(async (reason: string | undefined, opts) => setExit(await (await import("./gateway.ts")).gatewayStopCommand(reason, opts)));
+  gateway
+    .command("resume")
+    .description("lift `gateway stop`: gateways accept model calls again")
+    .option("--json", "print the new state as JSON")
+    .addHelpText("after", examples(["evolve gateway resume"]))
+    .action(async (opts) => setExit(await (await import("./gateway.ts")).gatewayResumeCommand(opts)));
+  gateway
+    .command("status")
+    .description("whether spending is stopped, and the user's and team's settled spend against [budget] limits")
+    .option("--json", "print as JSON")
+    .addHelpText("after", examples(["evolve gateway status", "evolve gateway status --json | jq .user"]))
+    .action(async (opts) => setExit(await (await import("./gateway.ts")).gatewayStatusCommand(opts)));
 
   program
     .command("doctor")

@@ -1,20 +1,23 @@
 /**
- * `evolve gateway serve`: the LLM gateway on its own, for trying a client against it or serving a GPU box's
+ * `evolve gateway serve|stop|resume|status`. `serve`: the LLM gateway on its own, for trying a client against it or serving a GPU box's
  * local models. It issues one local credential (printed once, with the env a client needs) and meters every call
  * to `$EVOLVE_HOME/gateway/calls.jsonl`. During `evolve run` the same app runs in-process instead.
+ * `stop`/`resume` set the store's global stop, which those in-process gateways poll; `status` reads it and the ledger.
  */
 import { appendFileSync, mkdirSync } from "node:fs";
 import { join } from "node:path";
 import { loadConfig } from "../engine/config.ts";
 import { EvolveError } from "../engine/errors.ts";
-import { Budgets } from "../gateway/budget.ts";
+import { Budgets, monthOf } from "../gateway/budget.ts";
 import { agentEnv, Credentials } from "../gateway/credentials.ts";
 import { CallMeter } from "../gateway/meter.ts";
 import { Prices } from "../gateway/prices.ts";
 import { serveGateway } from "../gateway/serve.ts";
 import { serveFetch } from "../engine/runtime.ts";
 import { loadUpstreams } from "../gateway/upstreams.ts";
-import { out, style } from "./output.ts";
+import { STOP_SETTING } from "../engine/trial/gateway.ts";
+import { out, outJson, style } from "./output.ts";
+import { withStore } from "./store.ts";
 
 /** `evolve gateway serve [--port N] [--host H] [--config FILE]`; runs until SIGINT/SIGTERM. */
 export async function gatewayServeCommand(opts: { port?: number; host?: string; config?: string }): Promise<number> {
@@ -46,4 +49,71 @@ export async function gatewayServeCommand(opts: { port?: number; host?: string; 
   });
   await gw.close();
   return 0;
+}
+
+/** The default reason `gateway stop` records, as refused calls report it (`other: <reason>`). */
+export const DEFAULT_STOP_REASON = "spending stopped by `evolve gateway stop`";
+
+/** `evolve gateway stop [reason]`: sets the store's global stop, which every running gateway polls. */
+export async function gatewayStopCommand(reason: string | undefined, opts: { json?: boolean }): Promise<number> {
+  const why = reason?.trim() || DEFAULT_STOP_REASON;
+  return withStore((store) => {
+    store.putSetting(STOP_SETTING, why);
+    if (opts.json) return outJson({ stopped: true, reason: why }), 0;
+    out(`gateway stopped: new model calls are refused (${why}); \`evolve gateway resume\` lifts it`);
+    return 0;
+  });
+}
+
+/** `evolve gateway resume`: clears the global stop. */
+export async function gatewayResumeCommand(opts: { json?: boolean }): Promise<number> {
+  return withStore((store) => {
+    const was = store.getSetting(STOP_SETTING);
+    store.putSetting(STOP_SETTING, undefined);
+    if (opts.json) return outJson({ stopped: false, was_stopped: typeof was === "string" }), 0;
+    out(typeof was === "string" ? "gateway resumed: model calls are accepted again" : "gateway was not stopped; nothing to resume");
+    return 0;
+  });
+}
+
+const usd = (v: number) => `$${v.toFixed(2)}`;
+
+/**
+ * `evolve gateway status`: the global stop, and the ledger's settled spend for this home's user (against
+ * `user_credits_usd`) and team (this UTC month, against `team_monthly_usd`). `--json` prints
+ * `{ stopped, reason, user: {name, spent_usd, credits_usd|null, left_usd|null},
+ *    team: {name, month, spent_usd, monthly_usd|null, left_usd|null} | null, global_cap_usd, trial_cap_usd, judge_trial_cap_usd }`.
+ */
+export async function gatewayStatusCommand(opts: { json?: boolean }): Promise<number> {
+  const { budget: b } = loadConfig();
+  return withStore((store) => {
+    const reason = store.getSetting(STOP_SETTING);
+    const stopped = typeof reason === "string";
+    const left = (limit: number | undefined, spent: number) => (limit === undefined ? null : Math.max(0, limit - spent));
+    const userSpent = store.getSpend("user", b.user, "");
+    const month = monthOf(Date.now());
+    const teamSpent = b.team !== undefined ? store.getSpend("team", b.team, month) : 0;
+    const doc = {
+      stopped,
+      reason: stopped ? reason : null,
+      user: { name: b.user, spent_usd: userSpent, credits_usd: b.user_credits_usd ?? null, left_usd: left(b.user_credits_usd, userSpent) },
+      team: b.team === undefined ? null : { name: b.team, month, spent_usd: teamSpent, monthly_usd: b.team_monthly_usd ?? null, left_usd: left(b.team_monthly_usd, teamSpent) },
+      global_cap_usd: b.global_cap_usd ?? null,
+      trial_cap_usd: b.trial_cap_usd ?? null,
+      judge_trial_cap_usd: b.judge_trial_cap_usd ?? null,
+    };
+    if (opts.json) return outJson(doc), 0;
+    out(stopped ? `${style.red("stopped")}: ${reason}  ${style.dim("(`evolve gateway resume` lifts it)")}` : `${style.green("accepting")} model calls`);
+    out(`user ${b.user}: ${usd(userSpent)}${b.user_credits_usd !== undefined ? ` of ${usd(b.user_credits_usd)} credits` : style.dim(" spent (no credit limit)")}`);
+    if (doc.team) {
+      out(`team ${doc.team.name}: ${usd(teamSpent)}${b.team_monthly_usd !== undefined ? ` of ${usd(b.team_monthly_usd)} in ${month}` : style.dim(` spent in ${month} (no monthly budget)`)}`);
+    }
+    const caps = [
+      b.global_cap_usd !== undefined ? `global ${usd(b.global_cap_usd)} per process` : "",
+      b.trial_cap_usd !== undefined ? `trial ${usd(b.trial_cap_usd)}` : "",
+      b.judge_trial_cap_usd !== undefined ? `judge ${usd(b.judge_trial_cap_usd)} per trial` : "",
+    ].filter(Boolean);
+    if (caps.length) out(style.dim(`caps: ${caps.join(", ")}`));
+    return 0;
+  });
 }

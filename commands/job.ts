@@ -30,6 +30,7 @@ export function printJobSummary(s: JobSummary, trials: readonly TrialRecord[]): 
   }
   if (s.pass_at_k) out(`pass@k: ${Object.entries(s.pass_at_k).map(([k, v]) => `@${k} ${fmt(v)}`).join("  ")}`);
   if (Object.keys(s.exceptions).length) out(`exceptions: ${Object.entries(s.exceptions).map(([k, v]) => `${k} ${v}`).join(", ")}`);
+  out(`spend  ${formatJobSpend(jobSpend(trials))}`);
   if (trials.length === 0) return;
   out("");
   outTable(
@@ -59,14 +60,17 @@ export async function jobListCommand(opts: { json?: boolean; scope?: string }): 
   });
 }
 
-/** `evolve job show <id>` */
+/**
+ * `evolve job show <id>`. `--json` prints the summary plus `spend` (JobSpend: `agent_usd`, `judge_usd`, each null
+ * when unmeasured, and `*_lower_bound`), the job's `config` and its `trials` records.
+ */
 export async function jobShowCommand(id: string, opts: { json?: boolean }): Promise<number> {
   return withStore((store) => {
     const job = store.getJob(id);
     if (!job) throw new EvolveError("job_not_found", `no job ${id}`, "see `evolve job list`");
     const trials = store.listTrials(id);
     const summary = summarizeJob(job, trials);
-    if (opts.json) return outJson({ ...summary, config: jobConfig(job), trials }), 0;
+    if (opts.json) return outJson({ ...summary, spend: jobSpend(trials), config: jobConfig(job), trials }), 0;
     printJobSummary(summary, trials);
     return 0;
   });
@@ -83,19 +87,82 @@ export async function jobCancelCommand(id: string, opts: { json?: boolean }): Pr
   });
 }
 
+/** One spend lane as the record keeps it: the agent's (`spend`) or the judge's (`spend.judge`). */
+type SpendLane = { live_usd: number; final_usd: number | null; calls?: number; unpriced_calls?: number };
+
 /** How spend prints (platform-trials.md): settled amount, `at least $X` while a lower bound, `-` unmeasured. */
-export function formatSpend(spend: TrialRecord["spend"]): string {
+export function formatSpend(spend: SpendLane | undefined): string {
   if (!spend) return "-";
   if (spend.final_usd !== null) return `$${spend.final_usd.toFixed(4)}`;
   return `at least $${spend.live_usd.toFixed(4)}`;
 }
 
-/** `evolve trial show <id>` */
+/** The call counts behind a lane's figure, dimmed; unpriced calls are why a settled figure stays a lower bound. */
+function callsNote(l: SpendLane): string {
+  if (l.calls === undefined) return "";
+  const unpriced = l.unpriced_calls ? `, ${l.unpriced_calls} unpriced` : "";
+  return style.dim(`  (${l.calls} call${l.calls === 1 ? "" : "s"}${unpriced})`);
+}
+
+const tokenList = (t: Record<string, number> | undefined) => (t ? Object.entries(t).map(([k, v]) => `${k} ${v}`).join(", ") : "-");
+
+/** A job's spend over its trials, per lane: null when no trial measured any, `lower_bound` when any figure is one. */
+export interface JobSpend {
+  agent_usd: number | null;
+  agent_lower_bound: boolean;
+  judge_usd: number | null;
+  judge_lower_bound: boolean;
+}
+
+/** Sums the agent and the judge spend of a job's trials, each lane apart (a trial's settled figure, else its lower bound). */
+export function jobSpend(trials: readonly TrialRecord[]): JobSpend {
+  const sum = (lanes: (SpendLane | undefined)[]) => {
+    const got = lanes.filter((l): l is SpendLane => l !== undefined);
+    if (got.length === 0) return { usd: null, lower: false };
+    return { usd: got.reduce((a, l) => a + (l.final_usd ?? l.live_usd), 0), lower: got.some((l) => l.final_usd === null) };
+  };
+  const agent = sum(trials.map((t) => t.spend));
+  const judge = sum(trials.map((t) => t.spend?.judge));
+  return { agent_usd: agent.usd, agent_lower_bound: agent.lower, judge_usd: judge.usd, judge_lower_bound: judge.lower };
+}
+
+/** `spend  $X (agent)  $Y (judge)`, each lane as formatSpend prints it; the judge only when a trial had one. */
+function formatJobSpend(s: JobSpend): string {
+  if (s.agent_usd === null && s.judge_usd === null) return "-";
+  const lane = (usd: number | null, lower: boolean) => formatSpend(usd === null ? undefined : { live_usd: usd, final_usd: lower ? null : usd });
+  const judge = s.judge_usd !== null ? `  ${lane(s.judge_usd, s.judge_lower_bound)} (judge)` : "";
+  return `${lane(s.agent_usd, s.agent_lower_bound)} (agent)${judge}`;
+}
+
+/**
+ * The spec's API names for a trial's spend (platform-trials.md), beside the stored record in `trial show --json`.
+ * `live_spent_usd` is the agent's lower bound so far (null before the first reading), `spend_source` is `measured`
+ * once final, `agent_result.cost_usd` the settled agent spend (null until then), `usage` the agent's tokens with
+ * that same reading as `cost_usd`, `judge_spent_usd` the judge's spend (settled, else its lower bound; null with no judge).
+ */
+export function trialSpendFields(t: TrialRecord) {
+  const s = t.spend;
+  return {
+    live_spent_usd: s ? s.live_usd : null,
+    spend_source: s ? s.source : null,
+    agent_result: { cost_usd: s ? s.final_usd : null },
+    usage: t.tokens || s ? { ...(t.tokens ?? {}), cost_usd: s ? s.live_usd : null } : null,
+    judge_spent_usd: s?.judge ? (s.judge.final_usd ?? s.judge.live_usd) : null,
+  };
+}
+
+/**
+ * `evolve trial show <id>`. `--json` prints the stored TrialRecord (with `spend`: `{live_usd, final_usd|null, source,
+ * calls, unpriced_calls, judge?: {live_usd, final_usd|null, calls, unpriced_calls, tokens}}` and the agent's `tokens`),
+ * its folder as `dir`, and the API names: `live_spent_usd` (number|null), `spend_source` ("measured" | "lower_bound"
+ * | "live" | null), `agent_result: {cost_usd: number|null}`, `usage` ({input, cached_read, cache_write, output,
+ * reasoning, cost_usd} | null) and `judge_spent_usd` (number|null).
+ */
 export async function trialShowCommand(id: string, opts: { json?: boolean }): Promise<number> {
   return withStore((store, home) => {
     const t = store.getTrial(id);
     if (!t) throw new EvolveError("trial_not_found", `no trial ${id}`, "see `evolve job show <job-id>`");
-    if (opts.json) return outJson({ ...t, dir: trialDir(home, id) }), 0;
+    if (opts.json) return outJson({ ...t, dir: trialDir(home, id), ...trialSpendFields(t) }), 0;
     const rows: [string, string][] = [
       ["job", t.job_id],
       ["task", `${taskName(t)} ${style.dim(t.task_digest)}`],
@@ -103,14 +170,17 @@ export async function trialShowCommand(id: string, opts: { json?: boolean }): Pr
       ["model", t.model ?? "-"],
       ["status", t.status + (t.attempt_phase ? style.dim(` (phase ${t.attempt_phase})`) : "")],
       ["reward", fmt(primaryReward(t.rewards)) + (t.rewards && Object.keys(t.rewards).length > 1 ? style.dim(` ${JSON.stringify(t.rewards)}`) : "")],
-      ["tokens", t.tokens ? Object.entries(t.tokens).map(([k, v]) => `${k} ${v}`).join(", ") : "-"],
-      ["spend", formatSpend(t.spend)],
+      ["tokens", tokenList(t.tokens)],
+      ["spend", formatSpend(t.spend) + (t.spend ? callsNote(t.spend) : "")],
       ["time", duration(t)],
       ["dir", trialDir(home, id)],
     ];
+    // the judge is billed apart from the agent (platform-tasks.md, LLM judges), so it gets its own row after spend
+    const judge = t.spend?.judge;
+    if (judge) rows.splice(rows.findIndex(([k]) => k === "spend") + 1, 0, ["judge spend", formatSpend(judge) + callsNote(judge) + (judge.tokens ? style.dim(`  ${tokenList(judge.tokens)}`) : "")]);
     if (t.exception) rows.push(["exception", `${t.exception.type}: ${t.exception.message.split("\n").slice(0, 3).join(" ⏎ ").slice(0, 400)}`]);
     out(style.bold(`trial ${t.id}`));
-    for (const [k, v] of rows) out(`  ${k.padEnd(10)}${v}`);
+    for (const [k, v] of rows) out(`  ${k.padEnd(12)}${v}`);
     return 0;
   });
 }
