@@ -3,7 +3,7 @@
  * Read once per process; a malformed file is an environment error, never silently ignored.
  */
 import { existsSync, readFileSync } from "node:fs";
-import { homedir } from "node:os";
+import { homedir, userInfo } from "node:os";
 import { join } from "node:path";
 import { parse } from "smol-toml";
 import { z } from "zod";
@@ -23,12 +23,49 @@ const ConfigSchema = z.object({
     })
     .strict()
     .optional(),
+  budget: z
+    .object({
+      user: z.string().min(1).optional(),
+      user_credits_usd: z.number().nonnegative().optional(),
+      team: z.string().min(1).optional(),
+      team_monthly_usd: z.number().nonnegative().optional(),
+      global_cap_usd: z.number().nonnegative().optional(),
+      trial_cap_usd: z.number().positive().optional(),
+      judge_trial_cap_usd: z.number().positive().optional(),
+    })
+    .strict()
+    .optional(),
 }).passthrough();
+
+/**
+ * `[budget]` of config.toml: who this home's trials bill to and the limits above a trial. Spend against the user's
+ * credits and the team's month is kept in the store's ledger, so it carries over between runs.
+ */
+export interface BudgetConfig {
+  /** Who trials bill to; defaults to the login name. */
+  user: string;
+  user_credits_usd?: number;
+  team?: string;
+  team_monthly_usd?: number;
+  global_cap_usd?: number;
+  /** Default per-trial agent spend cap (a task's `[agent] max_spend_usd` or `run --max-spend-usd` may lower it). */
+  trial_cap_usd?: number;
+  judge_trial_cap_usd?: number;
+}
 
 /** The settings evolve runs with, defaults filled in. */
 export interface Config {
   home: string;
   ceilings: Ceilings;
+  budget: BudgetConfig;
+}
+
+function loginName(): string {
+  try {
+    return userInfo().username || "local";
+  } catch {
+    return process.env.USER || "local";
+  }
 }
 
 /** Resolves `$EVOLVE_HOME`, defaulting to `~/.evolve`. */
@@ -40,7 +77,7 @@ export function evolveHome(env: Record<string, string | undefined> = process.env
 /** Loads `$EVOLVE_HOME/config.toml` (absent is fine) and fills in defaults. */
 export function loadConfig(home: string = evolveHome()): Config {
   const file = join(home, "config.toml");
-  if (!existsSync(file)) return { home, ceilings: { ...DEFAULT_CEILINGS } };
+  if (!existsSync(file)) return { home, ceilings: { ...DEFAULT_CEILINGS }, budget: { user: loginName() } };
   let raw: unknown;
   try {
     raw = parse(readFileSync(file, "utf8"));
@@ -52,5 +89,5 @@ export function loadConfig(home: string = evolveHome()): Config {
     const i = r.error.issues[0];
     throw new EvolveError("config_invalid", `${file}: ${i.path.join(".") || "(root)"}: ${i.message}`, "see README: Configuration");
   }
-  return { home, ceilings: { ...DEFAULT_CEILINGS, ...(r.data.ceilings ?? {}) } };
+  return { home, ceilings: { ...DEFAULT_CEILINGS, ...(r.data.ceilings ?? {}) }, budget: { user: loginName(), ...(r.data.budget ?? {}) } };
 }

@@ -36,7 +36,8 @@ export interface CallMeterOptions {
 }
 
 const zeroUsage = (): Usage => ({ input_tokens: 0, cached_read_tokens: 0, cache_write_tokens: 0, output_tokens: 0, reasoning_tokens: 0 });
-const zeroLane = (): LaneTotals => ({ calls: 0, errors: 0, spentUsd: 0, unpricedCalls: 0, tokens: zeroUsage() });
+/** Totals of a lane with no calls. */
+export const zeroLane = (): LaneTotals => ({ calls: 0, errors: 0, spentUsd: 0, unpricedCalls: 0, tokens: zeroUsage() });
 
 function add(t: LaneTotals, c: CallRecord): void {
   t.calls++;

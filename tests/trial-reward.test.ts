@@ -9,7 +9,7 @@ import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { DEFAULT_CEILINGS } from "../engine/config.ts";
 import { validateTask } from "../engine/task/validate.ts";
-import { resolveAgentEnv, resolveVerifierEnv } from "../engine/trial/env.ts";
+import { resolveAgentEnv, resolveVerifierEnv, withJudgeEnv } from "../engine/trial/env.ts";
 import { pruneEmptyDirs, redactTree } from "../engine/trial/result.ts";
 import { parseRewards, primaryReward, readRewards, verifierTail } from "../engine/trial/reward.ts";
 import { aggregateStepRewards, passesMinReward } from "../engine/trial/steps.ts";
@@ -122,10 +122,16 @@ describe("environment tables", () => {
     expect(r.all.LOG_LEVEL).toBe("info");
   });
 
-  it("gives the verifier defaults only, and leaves judge credentials to the gateway", () => {
-    const r = resolveVerifierEnv({ STRICT: "${STRICT:-1}", MODE: "x", ANTHROPIC_API_KEY: "${ANTHROPIC_API_KEY}" });
+  it("gives the verifier defaults only, and leaves judge names to the gateway even when they have a default", () => {
+    const r = resolveVerifierEnv({ STRICT: "${STRICT:-1}", MODE: "x", JUDGE_KEY: "${ANTHROPIC_API_KEY}", OPENAI_BASE_URL: "${OPENAI_BASE_URL:-http://x}" });
     expect(r.env).toEqual({ STRICT: "1", MODE: "x" });
-    expect(r.pendingJudge).toEqual(["ANTHROPIC_API_KEY"]);
+    expect(r.judge).toEqual([{ key: "JUDGE_KEY", name: "ANTHROPIC_API_KEY" }, { key: "OPENAI_BASE_URL", name: "OPENAI_BASE_URL" }]);
+  });
+
+  it("answers judge asks under the task's own key and sets the family's companions beside it", () => {
+    const vars = { ANTHROPIC_API_KEY: "evk-1", ANTHROPIC_BASE_URL: "http://gw", ANTHROPIC_API_BASE: "http://gw" };
+    const env = withJudgeEnv({ ANTHROPIC_BASE_URL: "http://task-set" }, [{ key: "JUDGE_KEY", name: "ANTHROPIC_API_KEY" }], vars);
+    expect(env).toEqual({ ANTHROPIC_BASE_URL: "http://task-set", ANTHROPIC_API_KEY: "evk-1", ANTHROPIC_API_BASE: "http://gw", JUDGE_KEY: "evk-1" });
   });
 });
 

@@ -4,10 +4,19 @@ import type { Harness } from "./types.ts";
 
 export type { AgentOutcome, Harness, HarnessContext } from "./types.ts";
 
-const HARNESSES: ReadonlyMap<string, Harness> = new Map([
+const HARNESSES = new Map<string, Harness>([
   [oracle.name, oracle],
   [nop.name, nop],
 ]);
+
+/**
+ * Adds an agent under its name (installed CLIs; tests register probe agents). A built-in name cannot be taken over,
+ * so `oracle` always means the task's own solution.
+ */
+export function registerHarness(h: Harness): void {
+  if (h.name === oracle.name || h.name === nop.name) throw new Error(`${h.name} is a built-in agent`);
+  HARNESSES.set(h.name, h);
+}
 
 /** The harness registered under `name`, or undefined. */
 export function getHarness(name: string): Harness | undefined {

@@ -39,6 +39,11 @@ export interface AgentOutcome {
 /** One agent. */
 export interface Harness {
   readonly name: string;
+  /**
+   * The agent calls a model: the trial takes a gateway lease and `ctx.env` carries the trial's agent credential
+   * (ANTHROPIC_ and OPENAI_ variables pointing at the gateway). Built-ins call none.
+   */
+  readonly usesModel?: boolean;
   /** Puts the agent into the box (the `install` phase). Optional: built-ins need nothing. */
   install?(ctx: HarnessContext): Promise<void>;
   /** Runs the agent on `ctx.instruction` inside the box; its streams go under /logs/agent. */

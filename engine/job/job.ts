@@ -10,6 +10,7 @@ import type { Engine } from "../driver/types.ts";
 import { newId, type JobRecord, type Store, type TrialRecord } from "../store/index.ts";
 import { taskBlobDir } from "../store/index.ts";
 import { DETERMINISTIC_EXCEPTIONS } from "../trial/errors.ts";
+import type { ModelGateway } from "../trial/gateway.ts";
 import { SETTLED_STATUSES, type TrialDeps, type TrialEvent, type TrialRequest, type TrialStatus } from "../trial/types.ts";
 
 /** A job's status: RUNNING while a runner works on it, INTERRUPTED when that runner died, then a final state. */
@@ -30,6 +31,10 @@ export interface JobConfig {
   /** Where the tasks came from: a folder (`-p`) or a dataset (`-d name@version`). */
   source: { kind: "path"; path: string } | { kind: "dataset"; ref: string };
   tasks: { name: string; digest: string }[];
+  /** Per-trial agent spend cap, USD (`--max-spend-usd`). */
+  max_spend_usd?: number;
+  /** `--ve` verifier overrides (REWARDKIT_JUDGE, REWARDKIT_MODEL): model names, not secrets. */
+  verifier_env?: Record<string, string>;
 }
 
 /** Runs one trial; engine/trial's runTrial in production. Injected so the job layer does not import the runner eagerly. */
@@ -54,6 +59,8 @@ export interface JobDeps {
   onEvent?: (e: JobEvent) => void;
   /** Wait before an automatic retry (ms); tests shorten it. */
   retryDelayMs?: number;
+  /** The process's LLM gateway, shared by the job's trials. */
+  gateway?: ModelGateway;
 }
 
 const now = () => new Date().toISOString();
@@ -136,7 +143,9 @@ export async function runJob(jobId: string, deps: JobDeps): Promise<TrialRecord[
     if (store.getJob(jobId)?.status === "CANCELLED") stop.abort();
   }, 1000);
   deps = { ...deps, signal: stop.signal };
-  const pending = store.listTrials(jobId).filter((t) => !SETTLED_STATUSES.has(t.status as TrialStatus));
+  // BUDGET trials are never retried on their own, but run again here: `resume` is how a user goes on once the
+  // credits or the budget allow it (platform-trials.md)
+  const pending = store.listTrials(jobId).filter((t) => !SETTLED_STATUSES.has(t.status as TrialStatus) || t.status === "BUDGET");
   const byDigest = new Map(config.tasks.map((t) => [t.digest, t.name]));
 
   let next = 0;
@@ -181,10 +190,12 @@ async function runWithRetries(trial: TrialRecord, taskName: string, config: JobC
       secrets: pick(deps.secrets, config.secret_names),
       forceBuild: config.force_build && attempt === 1,
       attempt,
+      ...(config.max_spend_usd !== undefined ? { maxSpendUsd: config.max_spend_usd } : {}),
+      ...(config.verifier_env ? { verifierEnv: config.verifier_env } : {}),
     };
     let result: TrialRecord;
     try {
-      result = await deps.runTrial(req, { engine: deps.engine, store, signal: deps.signal, onEvent: deps.onEvent });
+      result = await deps.runTrial(req, { engine: deps.engine, store, signal: deps.signal, onEvent: deps.onEvent, gateway: deps.gateway });
     } catch (e) {
       // The runner settles trials itself; reaching here means it could not even record the failure.
       result = settleInfraError(store, trial, e);

@@ -17,6 +17,11 @@ export interface Dbs {
   trialsByJob: Database<unknown, [string, string]>;
   /** [trial id, seq] → {type, data}. */
   events: Database<unknown, [string, number]>;
+  /**
+   * Spend ledger: [scope, name, period] → USD settled so far (user credits: period ""; team budgets: "YYYY-MM").
+   * Added without a schema step: an absent db reads as nothing spent, and older builds never open it.
+   */
+  ledger: Database<unknown, [string, string, string]>;
 }
 
 /** The schema version this build writes. */

@@ -71,9 +71,30 @@ export const TrialRecordSchema = z.object({
   phase_timings: z.record(z.string(), z.object({ started_at: isoTime, finished_at: isoTime.optional() })),
   rewards: z.record(z.string(), z.number()).nullable().optional(),
   exception: ExceptionSchema.nullable().optional(),
+  /**
+   * What the trial spent through the gateway. `live_usd` is a lower bound while it runs; `final_usd` is set once
+   * every call is metered and priced (`source` "measured"); a call with no known price keeps it null ("lower_bound").
+   * The judge lane (an LLM-graded verifier) is kept apart from the agent's.
+   */
   spend: z
-    .object({ live_usd: z.number(), final_usd: z.number().nullable(), source: z.string() })
+    .object({
+      live_usd: z.number(),
+      final_usd: z.number().nullable(),
+      source: z.string(),
+      calls: z.number().int().nonnegative().optional(),
+      unpriced_calls: z.number().int().nonnegative().optional(),
+      judge: z
+        .object({
+          live_usd: z.number(),
+          final_usd: z.number().nullable(),
+          calls: z.number().int().nonnegative().optional(),
+          unpriced_calls: z.number().int().nonnegative().optional(),
+          tokens: z.record(z.string(), z.number()).optional(),
+        })
+        .optional(),
+    })
     .optional(),
+  /** The agent lane's tokens: input, cached_read, cache_write, output, reasoning. */
   tokens: z.record(z.string(), z.number()).optional(),
   step_results: z.array(z.looseObject({ name: z.string() })).optional(),
   // written by the trial runner (engine/trial); optional so records from before it still read

@@ -217,6 +217,40 @@ export class Store {
     return -1;
   }
 
+  // ---- spend ledger: key [scope, name, period]
+
+  /**
+   * Adds settled spend to a ledger entry and returns the new total, in one write transaction, so processes billing
+   * the same user or team add up instead of overwriting each other.
+   */
+  addSpend(scope: "user" | "team", name: string, period: string, usd: number): number {
+    if (!Number.isFinite(usd) || usd < 0) throw new EvolveError("store_record_invalid", `spend must be a non-negative number, got ${usd}`);
+    return this.transaction(() => {
+      const total = this.getSpend(scope, name, period) + usd;
+      this.dbs.ledger.putSync([scope, name, period], total);
+      return total;
+    });
+  }
+
+  /** Settled spend of a ledger entry, USD (0 when nothing was recorded). */
+  getSpend(scope: "user" | "team", name: string, period: string): number {
+    const v = this.dbs.ledger.get([scope, name, period]);
+    if (v === undefined) return 0;
+    if (typeof v !== "number" || !Number.isFinite(v)) throw this.corrupt("ledger", [scope, name, period], new Error(`not a number: ${JSON.stringify(v)}`));
+    return v;
+  }
+
+  /** A store-wide setting kept beside the schema version (the global spend stop). */
+  getSetting(key: string): unknown {
+    return key === SCHEMA_KEY ? undefined : this.dbs.meta.get(`setting:${key}`);
+  }
+
+  /** Sets (or, with undefined, clears) a store-wide setting. */
+  putSetting(key: string, value: unknown): void {
+    if (value === undefined) this.dbs.meta.removeSync(`setting:${key}`);
+    else this.dbs.meta.putSync(`setting:${key}`, value);
+  }
+
   /**
    * Drops this process's read snapshot. Reads within one synchronous turn of the event loop share a snapshot
    * (lmdb-js renews it on the next turn), so a caller that must see another process's commit without yielding
@@ -302,6 +336,7 @@ export function openStore(home: string): Store {
       trials: root.openDB("trials", { encoding: "json" }),
       trialsByJob: root.openDB("trials_by_job", { encoding: "json" }),
       events: root.openDB("events", { encoding: "json" }),
+      ledger: root.openDB("ledger", { encoding: "json" }),
     };
   } catch (e) {
     throw unavailable(e);

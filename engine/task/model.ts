@@ -73,6 +73,8 @@ function build(strict: boolean) {
     user: user.optional(),
     network_mode: networkMode.optional(),
     allowed_hosts: hosts.optional(),
+    /** evolve's per-trial spend cap for the agent's model calls, USD (the job's --max-spend-usd may lower it). */
+    max_spend_usd: z.number().positive().optional(),
     // known so they are refused by name (trajectory_key_unsupported) rather than reported as unknown
     load_trajectory: z.unknown().optional(),
     resume_trajectory: z.unknown().optional(),

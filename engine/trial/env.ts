@@ -37,19 +37,42 @@ export function resolveAgentEnv(table: Record<string, string>, secrets: Record<s
   return out;
 }
 
+/** A `[verifier.env]` entry the gateway answers: `key` is the variable the verifier reads, `name` the judge name. */
+export interface JudgeAsk {
+  key: string;
+  name: string;
+}
+
 /**
- * Resolves a verifier table. The verifier never sees the job's secrets (its credentials are revoked): a template
- * resolves to its default. Judge credentials (`${ANTHROPIC_API_KEY}` …) are the gateway's to answer (next issue);
- * until then they are left unset and reported in `pendingJudge`.
+ * Resolves a verifier table. The verifier never sees the job's secrets: a template resolves to its default. A
+ * judge name (`${ANTHROPIC_API_KEY}`, `${OPENAI_BASE_URL}` …) is the gateway's to answer, default or not, and is
+ * returned in `judge` for {@link withJudgeEnv}.
  */
-export function resolveVerifierEnv(table: Record<string, string>): { env: Record<string, string>; pendingJudge: string[] } {
+export function resolveVerifierEnv(table: Record<string, string>): { env: Record<string, string>; judge: JudgeAsk[] } {
   const env: Record<string, string> = {};
-  const pendingJudge: string[] = [];
+  const judge: JudgeAsk[] = [];
   for (const [k, v] of Object.entries(table)) {
     const t = wholeTemplate(v);
     if (!t) env[k] = v;
+    else if (JUDGE_NAMES.has(t.name)) judge.push({ key: k, name: t.name });
     else if (t.fallback !== undefined) env[k] = t.fallback;
-    else if (JUDGE_NAMES.has(t.name)) pendingJudge.push(k);
   }
-  return { env, pendingJudge };
+  return { env, judge };
+}
+
+/** The judge family a judge name belongs to. */
+export function judgeFamily(name: string): "anthropic" | "openai" {
+  return name.startsWith("OPENAI_") ? "openai" : "anthropic";
+}
+
+/**
+ * The verifier's env with the gateway's judge variables: each asked key gets its judge name's value, and the
+ * family's other variables (key and base-URL companions) are set beside it under their own names unless the task
+ * set them, so a client reading either spelling reaches the gateway.
+ */
+export function withJudgeEnv(env: Record<string, string>, judge: JudgeAsk[], vars: Record<string, string>): Record<string, string> {
+  const out = { ...env };
+  for (const [k, v] of Object.entries(vars)) if (!Object.hasOwn(out, k)) out[k] = v;
+  for (const a of judge) if (vars[a.name] !== undefined) out[a.key] = vars[a.name];
+  return out;
 }

@@ -51,7 +51,7 @@ export async function regradeRefusal(home: string, orig: TrialRecord, taskDir: s
   }
   const raw = parseToml(text) as Record<string, unknown>;
   if (isJudgeTask(raw)) {
-    return new EvolveError("regrade_judge_task", `trial ${id}'s task grades with an LLM judge: a regrade would ask the judge again, not re-score the same run`, "judge regrades need the model gateway (next issue)", 1);
+    return new EvolveError("regrade_judge_task", `trial ${id}'s task grades with an LLM judge: a regrade would ask the judge again, not re-score the same run`, "judge tasks are not regradable yet: `evolve trial retry` runs the trial again", 1);
   }
   const cfg = parseTaskToml(text);
   if (cfg.steps && cfg.steps.length > 0) {
@@ -245,8 +245,8 @@ class Regrade extends TrialRecorder {
   private async verify(): Promise<{ rewards: RewardMap | null; exception: ExceptionRecord | null }> {
     const cfg = this.cfg;
     const wd = cfg.environment.workdir || (await this.root(["pwd"], "reading the working directory")).stdout.trim() || "/";
-    const { env, pendingJudge } = resolveVerifierEnv(cfg.verifier.env);
-    if (pendingJudge.length) this.log(`judge credentials ${pendingJudge.join(", ")} are left unset`);
+    // judge tasks are refused before a regrade starts (refusal above), so no judge credential is ever asked for here
+    const { env } = resolveVerifierEnv(cfg.verifier.env);
     await this.root(["sh", "-c", "rm -rf /tests"], "clearing /tests");
     if (existsSync(join(this.req.task.dir, "tests"))) await this.engine.copyIn(this.box, join(this.req.task.dir, "tests"), "/tests");
     const timeoutSec = (cfg.verifier.timeout_sec ?? DEFAULT_VERIFIER_TIMEOUT_SEC) * (this.req.timeoutMultiplier || 1);

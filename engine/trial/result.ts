@@ -8,6 +8,7 @@ import { join } from "node:path";
 import { pathToFileURL } from "node:url";
 import type { RewardMap } from "./reward.ts";
 import type { Phase, TrialStatus } from "./types.ts";
+import type { TrialRecord } from "../store/index.ts";
 
 /** A span of time, ISO strings. */
 export interface TimeSpan {
@@ -73,6 +74,17 @@ export interface TrialOutcome {
   finishedAt: string;
   stepResults: StepResult[] | null;
   attempt: number;
+  /** The agent's model usage as the gateway metered it (Harbor's AgentContext fields); absent for built-ins. */
+  agentUsage?: AgentUsage;
+}
+
+/** Harbor's AgentContext token and cost fields. `cost_usd` is null until the spend is final. */
+export interface AgentUsage {
+  /** All input, cached included (Harbor's sense). */
+  n_input_tokens: number;
+  n_cache_tokens: number;
+  n_output_tokens: number;
+  cost_usd: number | null;
 }
 
 const exceptionInfo = (e: ExceptionRecord | null) =>
@@ -101,7 +113,7 @@ export function resultJson(o: TrialOutcome, trialPath: string): Record<string, u
     task_checksum: o.taskDigest,
     config: o.config,
     agent_info: { name: o.agent.name, version: null, model_info: o.agent.model ? { name: o.agent.model, provider: null } : null },
-    agent_result: builtin && o.phaseTimings.agent ? NO_MODEL_USAGE : null,
+    agent_result: o.agentUsage ? { ...o.agentUsage, rollout_details: null, metadata: null } : builtin && o.phaseTimings.agent ? NO_MODEL_USAGE : null,
     verifier_result: o.rewards ? { rewards: o.rewards } : null,
     exception_info: exceptionInfo(o.exception),
     started_at: o.startedAt,
@@ -198,4 +210,32 @@ export async function listFiles(dir: string): Promise<string[]> {
     else if (e.isFile()) out.push(p);
   }
   return out;
+}
+
+/** The spend fields of a trial record, as evolve.json states them. */
+export interface SpendFields {
+  spend?: TrialRecord["spend"];
+  tokens?: TrialRecord["tokens"];
+  retry_of?: string;
+  regrade_of?: string;
+}
+
+/**
+ * evolve.json: the platform's record beside Harbor's result.json (platform-trial-outputs.md): cost and tokens per
+ * lane with their `spend_source`, and the trial's lineage. Written at every settle, so it states the figure even
+ * where result.json's `agent_result.cost_usd` must stay null (spend not final).
+ */
+export async function writeEvolveJson(trialPath: string, t: SpendFields): Promise<void> {
+  const s = t.spend;
+  await writeJson(join(trialPath, "evolve.json"), {
+    spend_source: s?.source ?? "none",
+    spent_usd: s ? (s.final_usd ?? s.live_usd) : null,
+    lanes: {
+      agent: s ? { spent_usd: s.final_usd ?? s.live_usd, final: s.final_usd !== null, calls: s.calls ?? 0, unpriced_calls: s.unpriced_calls ?? 0, tokens: t.tokens ?? {} } : null,
+      judge: s?.judge ? { spent_usd: s.judge.final_usd ?? s.judge.live_usd, final: s.judge.final_usd !== null, calls: s.judge.calls ?? 0, unpriced_calls: s.judge.unpriced_calls ?? 0, tokens: s.judge.tokens ?? {} } : null,
+    },
+    provider: "evolve-gateway",
+    retry_of: t.retry_of ?? null,
+    regrade_of: t.regrade_of ?? null,
+  });
 }

@@ -15,11 +15,13 @@ import type { TrialRecord } from "../store/index.ts";
 import { baselineNetwork, DEFAULT_AGENT_TIMEOUT_SEC, DEFAULT_VERIFIER_TIMEOUT_SEC, parseTaskToml, verifierMode, type TaskConfig } from "../task/model.ts";
 import { awaitHealthy, boxSpec, ensureBuilt, gpuDevices, requireImage, requireRunning, taskImageTag } from "./box.ts";
 import { keepChangedFiles } from "./changes.ts";
-import { resolveAgentEnv, resolveVerifierEnv } from "./env.ts";
+import { resolveAgentEnv, resolveVerifierEnv, withJudgeEnv } from "./env.ts";
+import { homeGateway, spendRecord, type BudgetRefusal, type GatewayLease } from "./gateway.ts";
+import { zeroLane } from "../../gateway/meter.ts";
 import { ComposeTask } from "./compose.ts";
 import { TrialNetwork, trialPolicies, type NetPolicy, type TrialPolicies } from "./network.ts";
 import { CancelledFailure, TrialFailure } from "./errors.ts";
-import { pruneEmptyDirs, redactTree, writeJson, writeResult, type ExceptionRecord, type StepResult, type TimeSpan, type TrialConfigFile } from "./result.ts";
+import { pruneEmptyDirs, redactTree, writeEvolveJson, writeJson, writeResult, type AgentUsage, type ExceptionRecord, type StepResult, type TimeSpan, type TrialConfigFile } from "./result.ts";
 import { primaryReward, readRewards, verifierTail, type RewardMap } from "./reward.ts";
 import { runRegrade } from "./regrade.ts";
 import { aggregateStepRewards, passesMinReward, type MinReward } from "./steps.ts";
@@ -81,6 +83,10 @@ class TrialRun extends TrialRecorder {
   private compose?: ComposeTask;
   private policies!: TrialPolicies;
   private readonly startedAt = now();
+  /** The trial's gateway access, when its agent calls a model or its verifier asks for a judge. */
+  private lease?: GatewayLease;
+  /** A budget above the trial refused a call: the trial stops and settles BUDGET. */
+  private refused?: BudgetRefusal;
 
   constructor(req: TrialRequest, deps: TrialDeps) {
     super(req, deps);
@@ -112,6 +118,12 @@ class TrialRun extends TrialRecorder {
       this.log(`trial failed: ${exception.type}: ${exception.message.split("\n")[0]}`);
     } finally {
       this.deps.signal?.removeEventListener("abort", onAbort);
+    }
+    if (this.refused && status !== "CANCELLED") {
+      // whatever the stopped agent or verifier left behind is not a verdict: the budget ended the trial
+      status = "BUDGET";
+      rewards = null;
+      exception = this.exc("ApiUsageLimitError", this.refused.message);
     }
     if (exception === null && this.agentException) exception = this.agentException;
     return this.persist(status, rewards, exception, steps);
@@ -153,6 +165,21 @@ class TrialRun extends TrialRecorder {
     this.solutionEnv = sol.all;
     this.policies = trialPolicies(cfg);
     this.compose = ComposeTask.load(this.req.task.dir, this.agentEnv);
+    const judgeAsked = this.stepPlans().some((p) => resolveVerifierEnv({ ...cfg.verifier.env, ...p.verifierEnv }).judge.length > 0);
+    if (harness.usesModel || judgeAsked) {
+      const gw = this.deps.gateway ?? homeGateway(this.req.home, this.deps.store);
+      this.lease = await gw.lease({
+        trialId: this.req.trialId,
+        jobId: this.req.jobId,
+        capUsd: gw.trialCap(cfg.agent.max_spend_usd, this.req.maxSpendUsd),
+        onSpend: (t) => this.update(spendRecord(t, false)),
+      });
+      this.lease.onBudgetRefusal((r) => {
+        this.refused = r;
+        this.log(`gateway refused a call: ${r.message}; stopping the trial`);
+        this.killBoxes();
+      });
+    }
     this.net = new TrialNetwork(this.engine, {
       trialId: this.req.trialId,
       jobId: this.req.jobId,
@@ -162,6 +189,7 @@ class TrialRun extends TrialRecorder {
       extraHosts: this.req.extraHosts,
       log: (l) => this.log(l),
       track: (id) => this.boxes.add(id),
+      ...(this.lease ? { gateway: { socketDir: this.lease.socketDir } } : {}),
     });
     // refuse before building anything: no GPU appears later in this trial
     gpuDevices(cfg.environment.gpus);
@@ -292,12 +320,26 @@ class TrialRun extends TrialRecorder {
       });
       if (r.exitCode !== 0) this.log(`step ${plan.name}: workdir/setup.sh exited ${r.exitCode}`);
     }
-    const ctx = this.context(plan, this.net!.execEnv("agent"));
-    // a harness's engine call that fails because the entrypoint died is that death, not an engine error
-    const out = await this.guard(box, () => this.harness.run(ctx));
+    let gatewayEnv: Record<string, string> = {};
+    if (this.lease && this.harness.usesModel) {
+      // a fresh credential per agent phase, alive a minute past the phase's timeout at most
+      gatewayEnv = this.lease.agentEnv(this.gatewayUrl(), plan.agentTimeoutSec * 1000 + 60_000);
+      this.secretValues.push(gatewayEnv.ANTHROPIC_API_KEY);
+    }
+    const ctx = this.context(plan, { ...this.net!.execEnv("agent"), ...gatewayEnv });
+    let out: Awaited<ReturnType<Harness["run"]>>;
+    try {
+      // a harness's engine call that fails because the entrypoint died is that death, not an engine error
+      out = await this.guard(box, () => this.harness.run(ctx));
+    } finally {
+      // revoked the moment the phase ends: nothing the agent left running spends during the verifier
+      this.lease?.endAgent();
+    }
     this.checkCancelled();
     if (out.timedOut) {
       step.exception = this.exc("AgentTimeoutError", `the agent ran past its ${plan.agentTimeoutSec} s timeout${plan.name ? ` in step ${plan.name}` : ""}`);
+    } else if (this.lease?.capReached()) {
+      step.exception = this.exc("AgentSpendCapError", `the agent reached the trial's spend cap: ${this.lease.capReached()}`);
     } else if (out.exitCode !== 0) {
       step.exception = this.exc("NonZeroAgentExitCodeError", `the agent exited with code ${out.exitCode}${plan.name ? ` in step ${plan.name}` : ""}`);
     }
@@ -348,8 +390,16 @@ class TrialRun extends TrialRecorder {
       const separate = verifierMode(this.cfg.verifier) === "separate";
       await this.net!.enter(this.agentBox, "verify");
       const box = separate ? await this.separateVerifierBox(plan) : this.agentBox;
-      const { env, pendingJudge } = resolveVerifierEnv({ ...this.cfg.verifier.env, ...plan.verifierEnv });
-      if (pendingJudge.length > 0) this.log(`judge credentials ${pendingJudge.join(", ")} are left unset: the gateway answers them (next issue)`);
+      const resolved = resolveVerifierEnv({ ...this.cfg.verifier.env, ...plan.verifierEnv });
+      let env = resolved.env;
+      if (resolved.judge.length > 0 && this.lease) {
+        const vars = this.lease.judgeEnv(resolved.judge.map((j) => j.name), this.gatewayUrl(), plan.verifierTimeoutSec * 1000 + 60_000);
+        for (const [k, v] of Object.entries(vars)) if (k.endsWith("_API_KEY")) this.secretValues.push(v);
+        env = withJudgeEnv(env, resolved.judge, vars);
+        this.log(`judge credential for ${resolved.judge.map((j) => j.key).join(", ")} issued through the gateway`);
+      }
+      // --ve REWARDKIT_JUDGE / REWARDKIT_MODEL: the job's override of the rubric's judge
+      env = { ...env, ...(this.req.verifierEnv ?? {}) };
       // a HEAD rather than an exec: /tests is only there when the image or the agent made it
       if (await this.guard(box, () => this.engine.pathExists(box, "/tests"))) await this.exec(box, ["sh", "-c", "rm -rf /tests"], { user: "root" });
       const shared = join(this.req.task.dir, "tests");
@@ -377,6 +427,7 @@ class TrialRun extends TrialRecorder {
       this.log(`verifier: ${JSON.stringify(parsed.rewards)} from ${parsed.file}`);
       return { ok: true };
     } finally {
+      this.lease?.endJudge();
       step.verifier = { started_at: started, finished_at: now() };
     }
   }
@@ -414,6 +465,7 @@ class TrialRun extends TrialRecorder {
     // the kept tree (`trial files` after the run, `trial regrade`): what the run changed, copied out before the box goes
     if (this.agentBox && status !== "CANCELLED") await keepChangedFiles(this.engine, this.agentBox, this.path, (l) => this.log(l));
     this.scheduleRemoval();
+    const spent = await this.settleSpend();
     const reward = primaryReward(rewards);
     const finished = now();
     try {
@@ -439,7 +491,9 @@ class TrialRun extends TrialRecorder {
           finishedAt: finished,
           stepResults: steps,
           attempt: this.req.attempt ?? 1,
+          ...(spent.agentUsage ? { agentUsage: spent.agentUsage } : {}),
         });
+        await writeEvolveJson(this.path, { ...spent.fields, retry_of: this.rec.retry_of, regrade_of: this.rec.regrade_of });
       } else {
         await writeResult(this.path, this.minimalOutcome(status, exception, finished));
       }
@@ -456,8 +510,37 @@ class TrialRun extends TrialRecorder {
       exception,
       step_results: steps?.map((s) => ({ ...s })),
       finished_at: finished,
+      ...spent.fields,
     });
+    this.lease?.forget();
     return this.rec;
+  }
+
+  /**
+   * Ends the gateway lease and settles the trial's spend: the gateway's usage events follow the harness's in the
+   * trace, and the totals become the record's final spend. A built-in agent calls no model, so its zero is measured.
+   */
+  private async settleSpend(): Promise<{ fields: ReturnType<typeof spendRecord> | Record<string, never>; agentUsage?: AgentUsage }> {
+    if (!this.lease) {
+      if (this.harness && !this.harness.usesModel) {
+        return { fields: spendRecord({ agent: zeroLane(), judge: zeroLane() }, true) };
+      }
+      return { fields: {} };
+    }
+    const totals = await this.lease.end();
+    if (totals.events.length > 0) {
+      try {
+        this.deps.store.appendEvents(this.req.trialId, totals.events);
+      } catch (e) {
+        this.log(`could not store the gateway's usage events: ${(e as Error).message}`);
+      }
+    }
+    const fields = spendRecord(totals, true);
+    const t = fields.tokens;
+    const agentUsage: AgentUsage | undefined = this.harness?.usesModel
+      ? { n_input_tokens: t.input + t.cached_read + t.cache_write, n_cache_tokens: t.cached_read, n_output_tokens: t.output, cost_usd: fields.spend.final_usd }
+      : undefined;
+    return { fields, agentUsage };
   }
 
   // ---- helpers -----------------------------------------------------------------------------------------------
@@ -519,6 +602,13 @@ class TrialRun extends TrialRecorder {
       timeoutMs: plan.agentTimeoutSec * 1000,
       log: (l) => this.log(l),
     };
+  }
+
+  /** The gateway's address inside the trial's boxes (the relay network.ts gives every box of a leased trial). */
+  private gatewayUrl(): string {
+    const url = this.net?.gatewayUrl();
+    if (!url) throw new TrialFailure("NetworkSetupError", "the trial's boxes have no route to the gateway");
+    return url;
   }
 
   private instruction(plan: StepPlan): string {

@@ -4,6 +4,7 @@
  */
 import type { Engine } from "../driver/types.ts";
 import type { Store } from "../store/index.ts";
+import type { ModelGateway } from "./gateway.ts";
 
 /** A trial's status (platform-trials.md "Statuses"). */
 export type TrialStatus =
@@ -58,6 +59,10 @@ export interface TrialRequest {
   attempt?: number;
   /** "name:ip" entries for every box's and the egress proxy's /etc/hosts: private mirrors on an air-gapped host, tests. */
   extraHosts?: string[];
+  /** The job's per-trial agent spend cap, USD (`run --max-spend-usd`); a task's `[agent] max_spend_usd` may lower it. */
+  maxSpendUsd?: number;
+  /** `--ve` overrides for the verifier (REWARDKIT_JUDGE, REWARDKIT_MODEL only), laid over the task's verifier env. */
+  verifierEnv?: Record<string, string>;
 }
 
 /** Live notifications from a running trial, for progress displays and `run --json`. */
@@ -70,6 +75,8 @@ export type TrialEvent =
 export interface TrialDeps {
   engine: Engine;
   store: Store;
+  /** The process's LLM gateway; a trial that calls a model takes a lease on it (one is made for the home if absent). */
+  gateway?: ModelGateway;
   signal?: AbortSignal;
   onEvent?: (e: TrialEvent) => void;
 }

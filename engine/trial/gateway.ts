@@ -1,0 +1,336 @@
+/**
+ * The LLM gateway as trials use it: one in-process gateway per evolve process (`evolve run`, `job resume`, …),
+ * and per trial a lease: the trial's own unix socket, its agent credential (revoked the moment the agent phase
+ * ends), judge credentials for an LLM-graded verifier, its spend cap, and the metering that ends in the store.
+ *
+ * Why a socket per trial: the box reaches the gateway through a relay that holds only this socket (network.ts), so
+ * the trial needs no route to the host, and closing the socket when the trial ends cuts anything left talking.
+ *
+ * Money: every call reserves its worst case against the trial's cap, the user's credits, the team's month and the
+ * global cap before it goes upstream (gateway/budget.ts). Settled spend against the user and the team is added to
+ * the store's ledger as each call settles, so credits carry over between runs and processes. Refusals by a budget
+ * above the trial (`user:`, `team:`, `other:`) are reported to the lease, which the runner turns into `BUDGET`.
+ *
+ * Secrets: provider keys stay in `Upstreams` in this process; what reaches a box is a gateway key, shown once,
+ * stored nowhere but as its hash in memory.
+ */
+import { mkdirSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import type { Store } from "../store/index.ts";
+import { loadConfig, type BudgetConfig } from "../config.ts";
+import { serveFetch } from "../runtime.ts";
+import { Budgets, monthOf } from "../../gateway/budget.ts";
+import { agentEnv, Credentials, judgeEnv, JUDGE_ENV_NAMES, type JudgeFamily } from "../../gateway/credentials.ts";
+import { CallMeter, usageEvents, type GatewayUsageEvent, type LaneTotals } from "../../gateway/meter.ts";
+import { Prices } from "../../gateway/prices.ts";
+import { serveGateway, type GatewayListener, type ServeFetch } from "../../gateway/serve.ts";
+import type { BudgetScope, CallRecord } from "../../gateway/types.ts";
+import { loadUpstreams, type Upstreams } from "../../gateway/upstreams.ts";
+import { TrialFailure } from "./errors.ts";
+
+/** How often a running trial's `spend.live_usd` is written back (platform-trials.md: about every 30 s). */
+export const LIVE_SPEND_REFRESH_MS = 30_000;
+
+/** The global stop's key among the store's settings (`evolve gateway stop` sets it). */
+export const STOP_SETTING = "gateway_stop";
+
+/** Options of the process's gateway. */
+export interface ModelGatewayOptions {
+  home: string;
+  store: Store;
+  /** Upstreams; read from `<home>/gateway.toml` and the environment when absent. */
+  upstreams?: Upstreams;
+  /** `[budget]` of config.toml; read from the home when absent. */
+  budget?: BudgetConfig;
+  serve?: ServeFetch;
+  /** Live spend refresh period (ms); tests shorten it. */
+  refreshMs?: number;
+  /** Warnings (an unknown model's price) for the process's log. */
+  warn?: (message: string) => void;
+}
+
+/** What a trial asks of the gateway when it takes its lease. */
+export interface LeaseRequest {
+  trialId: string;
+  jobId: string;
+  /** The agent lane's cap for this trial, USD (task's or job's, the smaller). */
+  capUsd?: number;
+  /** The judge lane's cap, USD. */
+  judgeCapUsd?: number;
+  /** Called with the current totals at the first call and then at most every refresh period, and at the end. */
+  onSpend?: (totals: { agent: LaneTotals; judge: LaneTotals }) => void;
+}
+
+/** A budget above the trial refused a call: the trial settles `BUDGET`. */
+export interface BudgetRefusal {
+  scope: Exclude<BudgetScope, "trial">;
+  message: string;
+}
+
+/** A trial's gateway totals once its lease has ended. */
+export interface LeaseTotals {
+  agent: LaneTotals;
+  judge: LaneTotals;
+  /** The gateway's trace events, one per model call with usage, to follow the harness's in the trace. */
+  events: GatewayUsageEvent[];
+}
+
+/** One trial's access to the gateway. */
+export class GatewayLease {
+  private refusal: BudgetRefusal | undefined;
+  private capMessage: string | undefined;
+  private lastRefresh = 0;
+  private readonly refusalListeners: ((r: BudgetRefusal) => void)[] = [];
+  private ended = false;
+
+  /** @internal taken with ModelGateway.lease */
+  constructor(
+    private readonly gw: ModelGateway,
+    readonly req: LeaseRequest,
+    /** Host folder holding `gateway.sock`, mounted into the trial's relay. */
+    readonly socketDir: string,
+    private readonly listener: GatewayListener,
+  ) {}
+
+  /** Issues the agent's credential (scoped to this trial, expiring with it) and returns the variables for its box. */
+  agentEnv(baseUrl: string, ttlMs: number): Record<string, string> {
+    const { key } = this.gw.credentials.issueAgent({ trialId: this.req.trialId, jobId: this.req.jobId, ttlMs });
+    return agentEnv(key, baseUrl);
+  }
+
+  /** Revokes the agent's credentials: nothing the agent left running can spend after its phase. */
+  endAgent(): void {
+    this.gw.credentials.revokeTrial(this.req.trialId, "agent");
+  }
+
+  /**
+   * The verifier's judge variables for the `[verifier.env]` names that ask for one (`ANTHROPIC_API_KEY`,
+   * `OPENAI_API_KEY`): one credential per family, admitting only that family's models, with its base-URL
+   * companions, so litellm-style clients work unchanged.
+   */
+  judgeEnv(names: string[], baseUrl: string, ttlMs: number): Record<string, string> {
+    const out: Record<string, string> = {};
+    const families = new Set<JudgeFamily>();
+    for (const n of names) {
+      const f = JUDGE_ENV_NAMES[n];
+      if (f) families.add(f);
+    }
+    for (const family of families) {
+      const { key } = this.gw.credentials.issueJudge({ trialId: this.req.trialId, jobId: this.req.jobId, family, ttlMs });
+      Object.assign(out, judgeEnv(family, key, baseUrl));
+    }
+    return out;
+  }
+
+  /** Revokes the judge credentials once the verifier is done. */
+  endJudge(): void {
+    this.gw.credentials.revokeTrial(this.req.trialId, "judge");
+  }
+
+  /** The first refusal by a budget above the trial, if any. */
+  budgetRefusal(): BudgetRefusal | undefined {
+    return this.refusal;
+  }
+
+  /** The refusal message when the agent hit the trial's own cap (it ran out, like a timeout), if it did. */
+  capReached(): string | undefined {
+    return this.capMessage;
+  }
+
+  /** Calls `fn` at the first refusal by a budget above the trial (at once if one already happened). */
+  onBudgetRefusal(fn: (r: BudgetRefusal) => void): void {
+    if (this.refusal) fn(this.refusal);
+    else this.refusalListeners.push(fn);
+  }
+
+  /** Current totals per lane (lower bounds while calls are in flight). */
+  totals(): { agent: LaneTotals; judge: LaneTotals } {
+    return this.gw.meter.trial(this.req.trialId);
+  }
+
+  /** @internal every metered call of this trial. */
+  observe(call: CallRecord): void {
+    if (call.refused === "trial") {
+      if (call.lane === "agent") this.capMessage ??= call.error;
+    } else if (call.refused && !this.refusal) {
+      this.refusal = { scope: call.refused, message: call.error ?? `${call.refused}: budget exceeded` };
+      for (const fn of this.refusalListeners.splice(0)) fn(this.refusal);
+    }
+    const now = Date.now();
+    if (this.req.onSpend && (this.lastRefresh === 0 || now - this.lastRefresh >= this.gw.refreshMs)) {
+      this.lastRefresh = now;
+      this.req.onSpend(this.totals());
+    }
+  }
+
+  /**
+   * Ends the lease: revokes every credential of the trial, closes its socket (cutting anything still connected)
+   * and returns its totals and trace events. Idempotent.
+   */
+  async end(): Promise<LeaseTotals> {
+    if (!this.ended) {
+      this.ended = true;
+      this.gw.credentials.revokeTrial(this.req.trialId);
+      await this.listener.close().catch(() => {});
+      rmSync(this.socketDir, { recursive: true, force: true });
+      this.gw.release(this.req.trialId);
+    }
+    const totals = this.totals();
+    return { ...totals, events: usageEvents(this.gw.meter.records(this.req.trialId)) };
+  }
+
+  /** Drops the trial's records from memory once the runner has stored them. */
+  forget(): void {
+    this.gw.meter.forget(this.req.trialId);
+  }
+}
+
+/** Where per-trial sockets live: short (a unix socket path holds ~107 bytes) and private to this user. */
+function socketRoot(): string {
+  const uid = process.getuid?.() ?? 0;
+  return process.env.XDG_RUNTIME_DIR ? join(process.env.XDG_RUNTIME_DIR, "evolve", "gw") : join(tmpdir(), `evolve-${uid}`, "gw");
+}
+
+/** The gateway of this process: upstreams, prices, credentials, budgets and the meter, shared by its trials. */
+export class ModelGateway {
+  /** @internal */ readonly credentials = new Credentials();
+  /** @internal */ readonly meter: CallMeter;
+  /** @internal */ readonly refreshMs: number;
+  private readonly budgets = new Budgets();
+  private readonly leases = new Map<string, GatewayLease>();
+  private upstreams?: Upstreams;
+  private prices?: Prices;
+  private readonly budgetCfg: BudgetConfig;
+  private stopPoll?: ReturnType<typeof setInterval>;
+
+  constructor(private readonly opts: ModelGatewayOptions) {
+    this.refreshMs = opts.refreshMs ?? LIVE_SPEND_REFRESH_MS;
+    this.budgetCfg = opts.budget ?? loadConfig(opts.home).budget;
+    this.meter = new CallMeter({ sink: (c) => this.onCall(c), onSinkError: (e) => opts.warn?.(`gateway: could not record a call: ${(e as Error).message}`) });
+  }
+
+  /** The per-trial cap from config, a task's `[agent] max_spend_usd` and the job's, whichever is smallest. */
+  trialCap(...caps: (number | undefined)[]): number | undefined {
+    const all = [this.budgetCfg.trial_cap_usd, ...caps].filter((c): c is number => c !== undefined);
+    return all.length > 0 ? Math.min(...all) : undefined;
+  }
+
+  /** Reads the configuration once, at the first trial that needs a model, so model-free jobs never depend on it. */
+  private init(): void {
+    if (this.upstreams) return;
+    const { home, store } = this.opts;
+    try {
+      this.upstreams = this.opts.upstreams ?? loadUpstreams({ home });
+    } catch (e) {
+      throw new TrialFailure("GatewayConfigError", `cannot read the gateway's upstreams (${join(home, "gateway.toml")}): ${(e as Error).message}`);
+    }
+    try {
+      this.prices = Prices.fromHome(home, (m) => this.opts.warn?.(m));
+    } catch (e) {
+      throw new TrialFailure("GatewayConfigError", `cannot read the price overrides: ${(e as Error).message}`);
+    }
+    const b = this.budgetCfg;
+    if (b.user_credits_usd !== undefined) this.budgets.setUserCredits(b.user, b.user_credits_usd, store.getSpend("user", b.user, ""));
+    if (b.team !== undefined && b.team_monthly_usd !== undefined) {
+      this.budgets.setTeamBudget(b.team, b.team_monthly_usd, store.getSpend("team", b.team, monthOf(Date.now())));
+    }
+    this.budgets.setGlobalCap(b.global_cap_usd);
+    // `evolve gateway stop` in any process sets the store's stop; polled so a running job obeys it within a second
+    const poll = () => {
+      const reason = store.getSetting(STOP_SETTING);
+      if (typeof reason === "string") this.budgets.stop(reason);
+      else this.budgets.resume();
+    };
+    poll();
+    this.stopPoll = setInterval(poll, 1000);
+    this.stopPoll.unref?.();
+  }
+
+  /** Opens a trial's lease: its socket listener and its budget. */
+  async lease(req: LeaseRequest): Promise<GatewayLease> {
+    this.init();
+    const b = this.budgetCfg;
+    this.budgets.setTrial(req.trialId, {
+      capUsd: req.capUsd,
+      judgeCapUsd: req.judgeCapUsd ?? b.judge_trial_cap_usd,
+      user: b.user,
+      team: b.team,
+    });
+    const dir = join(socketRoot(), req.trialId);
+    rmSync(dir, { recursive: true, force: true });
+    mkdirSync(dir, { recursive: true, mode: 0o755 });
+    const listener = await serveGateway(
+      {
+        upstreams: this.upstreams!,
+        authenticate: this.credentials.authenticate,
+        meter: this.meter.meter,
+        budget: this.budgets,
+        prices: (m) => this.prices!.priceOf(m) ?? undefined,
+      },
+      { path: join(dir, "gateway.sock") },
+      this.opts.serve ?? serveFetch,
+    );
+    const lease = new GatewayLease(this, req, dir, listener);
+    this.leases.set(req.trialId, lease);
+    return lease;
+  }
+
+  /** @internal a lease ended */
+  release(trialId: string): void {
+    this.leases.delete(trialId);
+  }
+
+  private onCall(call: CallRecord): void {
+    this.leases.get(call.trialId)?.observe(call);
+    if (call.cost_usd !== null && call.cost_usd > 0) {
+      const b = this.budgetCfg;
+      this.opts.store.addSpend("user", b.user, "", call.cost_usd);
+      if (b.team !== undefined) this.opts.store.addSpend("team", b.team, monthOf(Date.parse(call.started_at) || Date.now()), call.cost_usd);
+    }
+  }
+
+  /** Ends every open lease and stops polling. */
+  async close(): Promise<void> {
+    if (this.stopPoll) clearInterval(this.stopPoll);
+    await Promise.all([...this.leases.values()].map((l) => l.end()));
+  }
+}
+
+/** The lane totals as the trial record keeps them (the store's `spend` and `tokens`). */
+export function spendRecord(t: { agent: LaneTotals; judge: LaneTotals }, final: boolean) {
+  const finalOf = (l: LaneTotals) => (final && l.unpricedCalls === 0 ? l.spentUsd : null);
+  const tokens = (l: LaneTotals) => ({
+    input: l.tokens.input_tokens,
+    cached_read: l.tokens.cached_read_tokens,
+    cache_write: l.tokens.cache_write_tokens,
+    output: l.tokens.output_tokens,
+    reasoning: l.tokens.reasoning_tokens,
+  });
+  const agentFinal = finalOf(t.agent);
+  return {
+    spend: {
+      live_usd: t.agent.spentUsd,
+      final_usd: agentFinal,
+      source: agentFinal !== null ? "measured" : final ? "lower_bound" : "live",
+      calls: t.agent.calls,
+      unpriced_calls: t.agent.unpricedCalls,
+      ...(t.judge.calls > 0
+        ? { judge: { live_usd: t.judge.spentUsd, final_usd: finalOf(t.judge), calls: t.judge.calls, unpriced_calls: t.judge.unpricedCalls, tokens: tokens(t.judge) } }
+        : {}),
+    },
+    tokens: tokens(t.agent),
+  };
+}
+
+const shared = new Map<string, ModelGateway>();
+
+/**
+ * The gateway a trial uses when its caller passed none (a trial run on its own, as tests and `trial retry` do):
+ * one per home for the life of the process. Its leases end with their trials, so nothing is left listening.
+ */
+export function homeGateway(home: string, store: Store): ModelGateway {
+  let gw = shared.get(home);
+  if (!gw) shared.set(home, (gw = new ModelGateway({ home, store })));
+  return gw;
+}
