@@ -139,3 +139,63 @@ describe("budget reservations", () => {
     expect(b.reserve(cred("t2"), null)).toMatchObject({ ok: false, scope: "user" });
   });
 });
+
+describe("budget over the wire", () => {
+  it("100 concurrent SDK requests through the gateway against a cap that admits about 10: metered spend stays under the cap", async () => {
+    const { default: Anthropic } = await import("@anthropic-ai/sdk");
+    const { ScriptedUpstream } = await import("../fixtures/upstream/server.ts");
+    const { serveGateway } = await import("../gateway/serve.ts");
+    const { serveFetch } = await import("../engine/runtime.ts");
+    const { CallMeter } = await import("../gateway/meter.ts");
+    const { Credentials } = await import("../gateway/credentials.ts");
+    const { buildUpstreams } = await import("../gateway/upstreams.ts");
+    const upstream = new ScriptedUpstream();
+    await upstream.start();
+    const prices = new Prices();
+    const credentials = new Credentials();
+    const budgets = new Budgets();
+    const meter = new CallMeter();
+    const { key } = credentials.issueAgent({ trialId: "wire" });
+    // each answer costs nearly its worst case (1000 output tokens of 1000 allowed), so ~10 fit whatever the timing
+    for (let i = 0; i < 100; i++) upstream.push({ text: "ok", usage: { input_tokens: 25, output_tokens: 1000 } });
+    const body = { model: "claude-sonnet-4-5", max_tokens: 1000, messages: [{ role: "user" as const, content: "hi" }] };
+    const worst = Math.ceil(JSON.stringify(body).length / 3) * 3.75e-6 + 1000 * 15e-6;
+    const cap = 10.5 * worst;
+    budgets.setTrial("wire", { capUsd: cap });
+    const gw = await serveGateway(
+      {
+        upstreams: buildUpstreams({ upstreams: { anthropic: { base_url: upstream.url, api_key: "sk-ant-real" } } }, {}),
+        authenticate: credentials.authenticate,
+        meter: meter.meter,
+        budget: budgets,
+        prices: (m) => prices.priceOf(m) ?? undefined,
+      },
+      { port: 0 },
+      serveFetch,
+    );
+    try {
+      const client = new Anthropic({ apiKey: key, baseURL: gw.url });
+      const results = await Promise.all(
+        Array.from({ length: 100 }, () =>
+          client.messages.create(body).then(
+            () => "ok" as const,
+            (e: { status?: number }) => e.status,
+          ),
+        ),
+      );
+      const admitted = results.filter((r) => r === "ok").length;
+      expect(results.filter((r) => r !== "ok")).toEqual(Array(100 - admitted).fill(429));
+      expect(admitted).toBeGreaterThanOrEqual(10);
+      expect(admitted).toBeLessThanOrEqual(11);
+      // the SDK honoured x-should-retry: false, so upstream saw only the admitted calls
+      expect(upstream.requests).toHaveLength(admitted);
+      const recorded = meter.records("wire").reduce((s, c) => s + (c.cost_usd ?? 0), 0);
+      expect(recorded).toBeLessThanOrEqual(cap);
+      expect(budgets.trialSpend("wire")).toMatchObject({ reservedUsd: 0 });
+      expect(budgets.trialSpend("wire").spentUsd).toBeCloseTo(recorded, 12);
+    } finally {
+      await gw.close();
+      await upstream.close();
+    }
+  });
+});

@@ -175,6 +175,7 @@ export class GatewayLease {
       await this.listener.close().catch(() => {});
       rmSync(this.socketDir, { recursive: true, force: true });
       this.gw.release(this.req.trialId);
+      this.gw.flushLedger();
     }
     const totals = this.totals();
     return { ...totals, events: usageEvents(this.gw.meter.records(this.req.trialId)) };
@@ -203,6 +204,8 @@ export class ModelGateway {
   private prices?: Prices;
   private readonly budgetCfg: BudgetConfig;
   private stopPoll?: ReturnType<typeof setInterval>;
+  private readonly owed = new Map<string, number>();
+  private flushTimer?: ReturnType<typeof setTimeout>;
 
   constructor(private readonly opts: ModelGatewayOptions) {
     this.refreshMs = opts.refreshMs ?? LIVE_SPEND_REFRESH_MS;
@@ -285,15 +288,44 @@ export class ModelGateway {
     this.leases.get(call.trialId)?.observe(call);
     if (call.cost_usd !== null && call.cost_usd > 0) {
       const b = this.budgetCfg;
-      this.opts.store.addSpend("user", b.user, "", call.cost_usd);
-      if (b.team !== undefined) this.opts.store.addSpend("team", b.team, monthOf(Date.parse(call.started_at) || Date.now()), call.cost_usd);
+      this.owe(`user\0${b.user}\0`, call.cost_usd);
+      if (b.team !== undefined) this.owe(`team\0${b.team}\0${monthOf(Date.parse(call.started_at) || Date.now())}`, call.cost_usd);
     }
   }
 
-  /** Ends every open lease and stops polling. */
+  /**
+   * Ledger writes are batched off the call's path: a store commit syncs to disk, which would otherwise add its
+   * latency to every model call. The in-memory budgets already hold the spend, so nothing is admitted meanwhile.
+   */
+  private owe(key: string, usd: number): void {
+    this.owed.set(key, (this.owed.get(key) ?? 0) + usd);
+    if (!this.flushTimer) this.flushTimer = setTimeout(() => this.flushLedger(), 50);
+  }
+
+  /** Writes what the ledger is owed (also at every lease end and at close, so a settled trial is fully booked). */
+  flushLedger(): void {
+    if (this.flushTimer) clearTimeout(this.flushTimer);
+    this.flushTimer = undefined;
+    if (this.owed.size === 0) return;
+    const owed = [...this.owed];
+    this.owed.clear();
+    try {
+      this.opts.store.transaction(() => {
+        for (const [key, usd] of owed) {
+          const [scope, name, period] = key.split("\0") as ["user" | "team", string, string];
+          this.opts.store.addSpend(scope, name, period, usd);
+        }
+      });
+    } catch (e) {
+      this.opts.warn?.(`gateway: could not book spend in the ledger: ${(e as Error).message}`);
+    }
+  }
+
+  /** Ends every open lease, books the ledger and stops polling. */
   async close(): Promise<void> {
     if (this.stopPoll) clearInterval(this.stopPoll);
     await Promise.all([...this.leases.values()].map((l) => l.end()));
+    this.flushLedger();
   }
 }
 

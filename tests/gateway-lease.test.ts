@@ -1,0 +1,139 @@
+/**
+ * The process's gateway as trials lease it (engine/trial/gateway.ts), driven over each lease's real unix socket
+ * against the scripted upstream: the global stop, credits and team budgets that carry over through the store's
+ * ledger, the smallest of the per-trial caps, and a lease's end (keys dead, socket gone).
+ */
+import { existsSync, mkdtempSync, rmSync } from "node:fs";
+import { request } from "node:http";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { monthOf } from "../gateway/budget.ts";
+import { buildUpstreams } from "../gateway/upstreams.ts";
+import { openStore, type Store } from "../engine/store/index.ts";
+import { ModelGateway, STOP_SETTING, type GatewayLease } from "../engine/trial/gateway.ts";
+import { ScriptedUpstream } from "../fixtures/upstream/server.ts";
+
+const upstream = new ScriptedUpstream();
+let home: string;
+let store: Store;
+let n = 0;
+
+/** One Messages call over the lease's socket, as the relay would forward it. */
+function call(lease: GatewayLease, key: string): Promise<{ status: number; body: any }> {
+  const body = JSON.stringify({ model: "claude-sonnet-4-5", max_tokens: 64, messages: [{ role: "user", content: "hi" }] });
+  return new Promise((resolve, reject) => {
+    const req = request(
+      { socketPath: join(lease.socketDir, "gateway.sock"), path: "/v1/messages", method: "POST", headers: { "x-api-key": key, "content-type": "application/json", "anthropic-version": "2023-06-01" } },
+      (res) => {
+        let text = "";
+        res.setEncoding("utf8");
+        res.on("data", (d: string) => (text += d));
+        res.on("end", () => resolve({ status: res.statusCode ?? 0, body: JSON.parse(text) }));
+      },
+    );
+    req.on("error", reject);
+    req.end(body);
+  });
+}
+
+function gateway(budget: ConstructorParameters<typeof ModelGateway>[0]["budget"]): ModelGateway {
+  const upstreams = buildUpstreams({ upstreams: { anthropic: { base_url: upstream.url, api_key: "sk-ant-real" } } }, {});
+  return new ModelGateway({ home, store, upstreams, budget });
+}
+
+async function leased(gw: ModelGateway, capUsd?: number): Promise<{ lease: GatewayLease; key: string }> {
+  const lease = await gw.lease({ trialId: `T${++n}`, jobId: "J", capUsd });
+  const key = lease.agentEnv("http://evolve-gateway:4000", 60_000).ANTHROPIC_API_KEY;
+  return { lease, key };
+}
+
+beforeAll(async () => {
+  home = mkdtempSync(join(tmpdir(), "evolve-gw-lease-"));
+  store = openStore(home);
+  await upstream.start();
+});
+
+afterAll(async () => {
+  await upstream.close();
+  await store.close();
+  rmSync(home, { recursive: true, force: true });
+});
+
+describe("the process's gateway", () => {
+  it("obeys the global stop set in the store by another process, within its poll", async () => {
+    const gw = gateway({ user: "u-stop" });
+    const { lease, key } = await leased(gw);
+    try {
+      expect((await call(lease, key)).status).toBe(200);
+      store.putSetting(STOP_SETTING, "maintenance window");
+      await new Promise((r) => setTimeout(r, 1200));
+      const refused = await call(lease, key);
+      expect(refused.status).toBe(429);
+      expect(refused.body).toEqual({ type: "error", error: { type: "rate_limit_error", message: "other: maintenance window" } });
+      expect(lease.budgetRefusal()).toEqual({ scope: "other", message: "other: maintenance window" });
+      store.putSetting(STOP_SETTING, undefined);
+      await new Promise((r) => setTimeout(r, 1200));
+      expect((await call(lease, key)).status).toBe(200);
+    } finally {
+      store.putSetting(STOP_SETTING, undefined);
+      await gw.close();
+    }
+  });
+
+  it("books user and team spend in the ledger, and a later process starts from it", async () => {
+    const gw = gateway({ user: "u-ledger", team: "t-ledger", team_monthly_usd: 100 });
+    const { lease, key } = await leased(gw);
+    expect((await call(lease, key)).status).toBe(200);
+    const totals = await lease.end();
+    const spent = totals.agent.spentUsd;
+    expect(spent).toBeGreaterThan(0);
+    expect(store.getSpend("user", "u-ledger", "")).toBeCloseTo(spent, 12);
+    expect(store.getSpend("team", "t-ledger", monthOf(Date.now()))).toBeCloseTo(spent, 12);
+    await gw.close();
+
+    // credits just above what is spent: one more call's worst case no longer fits, in a new process's gateway
+    const next = gateway({ user: "u-ledger", user_credits_usd: spent + 0.0005 });
+    const l2 = await leased(next);
+    try {
+      const r = await call(l2.lease, l2.key);
+      expect(r.status).toBe(429);
+      expect(r.body.error.message).toMatch(/^user: user u-ledger budget of \$0\.000\d+ would be exceeded \(spent \$0\.000255/);
+      expect(l2.lease.budgetRefusal()?.scope).toBe("user");
+    } finally {
+      await next.close();
+    }
+  });
+
+  it("caps a trial at the smallest of config, task and job, and an agent over its cap is told so, not stopped", async () => {
+    const gw = gateway({ user: "u-cap", trial_cap_usd: 5 });
+    expect(gw.trialCap()).toBe(5);
+    expect(gw.trialCap(2, undefined)).toBe(2);
+    expect(gw.trialCap(undefined, 0.5)).toBe(0.5);
+    expect(gateway({ user: "u-cap" }).trialCap()).toBeUndefined();
+    const { lease, key } = await leased(gw, 0.0001);
+    try {
+      const r = await call(lease, key);
+      expect(r.status).toBe(429);
+      expect(lease.capReached()).toMatch(/^trial: trial T\d+ budget of \$0\.0001 would be exceeded/);
+      expect(lease.budgetRefusal()).toBeUndefined();
+    } finally {
+      await gw.close();
+    }
+  });
+
+  it("ends a lease: its keys are refused and its socket is gone", async () => {
+    const gw = gateway({ user: "u-end" });
+    const { lease, key } = await leased(gw);
+    const judge = lease.judgeEnv(["ANTHROPIC_API_KEY"], "http://evolve-gateway:4000", 60_000);
+    expect(judge.ANTHROPIC_API_KEY).toMatch(/^evk-/);
+    expect(judge.ANTHROPIC_API_KEY).not.toBe(key);
+    lease.endAgent();
+    expect((await call(lease, key)).status).toBe(401);
+    expect((await call(lease, judge.ANTHROPIC_API_KEY)).status).toBe(200);
+    await lease.end();
+    expect(existsSync(lease.socketDir)).toBe(false);
+    expect(gw.credentials.authenticate(judge.ANTHROPIC_API_KEY)).toBeUndefined();
+    await gw.close();
+  });
+});
