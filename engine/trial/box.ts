@@ -2,15 +2,15 @@
  * The trial's container ("box"): its image, how it is created and started, and the checks it must pass before
  * any agent work (platform-tasks.md "environment/", "Healthcheck and the agent user").
  *
- * Network design (no-network, allowlist through the egress proxy, phase switches, the gateway socket seam): see
- * network.ts, which decides each box's networks; boxSpec only carries them.
+ * Network design (no-network, allowlist through the egress proxy, phase switches, the gateway relay): see
+ * network.ts, which decides each box's networks and /etc/hosts entries; boxSpec only carries them. No host socket
+ * is ever mounted into a box: the gateway is reached over the trial's gw network.
  */
 import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { LABEL_HOME, LABEL_JOB, LABEL_MANAGED, LABEL_TASK_DIGEST, LABEL_TRIAL, type ContainerSpec, type ContainerState, type Engine } from "../driver/types.ts";
 import type { EnvironmentConfig } from "../task/model.ts";
 import { TrialFailure } from "./errors.ts";
-import { GATEWAY_SOCKET_IN_BOX } from "./network.ts";
 
 /** The image tag a task's environment/Dockerfile builds to: stable per task content. */
 export function taskImageTag(digest: string, kind: "task" | "verifier" = "task"): string {
@@ -100,12 +100,10 @@ export function boxSpec(opts: {
   literals: Record<string, string>;
   role: "agent" | "verifier";
   home: string;
-  /** From network.ts: /etc/hosts entries (the egress proxy, compose services), proxy variables, aliases. */
+  /** From network.ts: /etc/hosts entries (the egress proxy, the gateway relay, compose services), proxy variables, aliases. */
   extraHosts?: string[];
   netEnv?: Record<string, string>;
   aliases?: string[];
-  /** Host path of the trial's gateway socket (next issue), mounted at GATEWAY_SOCKET_IN_BOX; see network.ts. */
-  gatewaySocket?: string;
 }): ContainerSpec {
   const t = opts.trialPath;
   return {
@@ -117,7 +115,6 @@ export function boxSpec(opts: {
       { host: join(t, "agent"), container: "/logs/agent" },
       { host: join(t, "verifier"), container: "/logs/verifier" },
       { host: join(t, "artifacts"), container: "/logs/artifacts" },
-      ...(opts.gatewaySocket ? [{ host: opts.gatewaySocket, container: GATEWAY_SOCKET_IN_BOX }] : []),
     ],
     network: opts.network,
     extraHosts: opts.extraHosts?.length ? opts.extraHosts : undefined,

@@ -7,7 +7,8 @@
  * - `public`: the box is on the engine's default network (egress).
  * - `no-network`: the box is on no network with a route out: the engine's "none" network (loopback only), or,
  *   when something must stay reachable (compose sidecars) or the policy changes between phases, only the trial's
- *   INTERNAL service network `evolve-<trial>-svc` (no gateway, no route off the host bridge).
+ *   INTERNAL service network `evolve-<trial>-svc` (no gateway, no route off the host bridge). With the model
+ *   gateway, the trial's internal gw network takes the place of "none" (below).
  * - `allowlist`: the box is on the trial's INTERNAL proxy network `evolve-<trial>-egress`, whose only other member is
  *   the trial's egress proxy (a python3 asyncio proxy, proxy/script.ts, labelled with the trial). The proxy is on
  *   that network and on the engine's default network; it forwards CONNECT and plain-HTTP requests whose host
@@ -21,32 +22,45 @@
  * - A separate verifier box gets its own policy at creation (`[verifier.environment]`, else `[environment]`, with
  *   `[verifier] network_mode`/`allowed_hosts` over either); the proxy's allowlist is rewritten for it.
  *
- * The gateway seam (next issue). The LLM gateway will be the ONE thing a `no-network` box reaches, and it must not
- * need a route to do so: the gateway listens on a unix socket per trial on the host, `gatewaySocketPath(home,
- * trial)` = `<home>/run/gateway/<trial>.sock`, bind-mounted into the box at `/run/evolve/gateway.sock`
- * (GATEWAY_SOCKET_IN_BOX) through `boxSpec({ gatewaySocket })`. A harness then points its client at the socket
- * (e.g. a tiny in-box shim, or clients that speak HTTP over a unix socket). A file is not a route: sealing the
- * network never has to be relaxed for the model, and the spend cap stays airtight. Nothing here builds the gateway.
+ * The gateway relay. The LLM gateway runs in the evolve process and listens on a unix socket per trial on the host
+ * (`<socketDir>/gateway.sock`, TrialNetworkOptions.gateway). A trial with a gateway gets an INTERNAL network
+ * `evolve-<trial>-gw` and on it a relay container (python3, proxy/script.ts RELAY_SCRIPT, labelled with the trial)
+ * that pipes TCP `evolve-gateway:4000` to that socket, bind-mounted into the relay ONLY. The relay is created on the
+ * gw network and nothing else: it holds the socket and needs no route at all. Every box of the trial is on the gw
+ * network for its whole life, whatever its policy and through every phase switch, and finds the relay by an
+ * /etc/hosts entry; a client just uses `http://evolve-gateway:4000` (gatewayUrl()). So:
+ * - a `no-network` box is created on the gw network instead of "none" (or, when it lives on the service network,
+ *   keeps the gw network beside it): internal networks have no route out, so it reaches the relay and nothing else,
+ *   and the spend cap stays airtight without relaxing any seal;
+ * - a `public` box is on its egress network plus the gw network;
+ * - an `allowlist` box is on the proxy network plus the gw network, with `evolve-gateway` in NO_PROXY so clients go
+ *   straight to the relay (the proxy would refuse it: the gateway is never an allowed host).
+ * Why a relay and not the socket mounted into the box: a task's image may have no runtime to forward a socket, and
+ * most model clients speak only TCP HTTP; the relay runs in evolve's own image, the same for every task. A trial
+ * without a gateway (oracle, nop) gets no gw network and no relay.
+ *
+ * Known gap on Docker (20.10, not podman): Docker gives an internal bridge a host address and its members a default
+ * route through it, so a box on any internal network (gw, svc, egress) still reaches services listening on the
+ * host's own addresses; remote destinations stay cut. The driver closes it by creating Docker's internal networks
+ * with `com.docker.network.bridge.inhibit_ipv4` (tests/trial-gateway-net.test.ts pins the gap until then).
  */
-import { join } from "node:path";
 import { LABEL_HOME, LABEL_JOB, LABEL_MANAGED, LABEL_TRIAL, type Engine } from "../driver/types.ts";
 import { baselineNetwork, verifierMode, type NetworkMode, type TaskConfig } from "../task/model.ts";
 import { TrialFailure } from "./errors.ts";
 export { hostAllowed } from "../task/rules-network.ts";
-import { PROXY_SCRIPT } from "./proxy/script.ts";
+import { PROXY_SCRIPT, RELAY_SCRIPT } from "./proxy/script.ts";
 
 /** The name the box reaches the egress proxy by. */
 export const PROXY_ALIAS = "evolve-proxy";
 export const PROXY_PORT = 3128;
-/** Where a no-network box will find the model gateway (next issue): a unix socket, not a route. */
-export const GATEWAY_SOCKET_IN_BOX = "/run/evolve/gateway.sock";
+/** The name every box of a gateway trial reaches the gateway relay by (an /etc/hosts entry). */
+export const GATEWAY_HOST = "evolve-gateway";
+/** The relay's TCP port inside the trial's gw network. */
+export const GATEWAY_RELAY_PORT = 4000;
+/** Where the trial's socket folder is mounted in the relay (the relay only; never in a box). */
+const RELAY_SOCKET_DIR = "/run/evolve";
 
-/** The host path of a trial's gateway socket (next issue), bind-mounted at GATEWAY_SOCKET_IN_BOX. */
-export function gatewaySocketPath(home: string, trialId: string): string {
-  return join(home, "run", "gateway", `${trialId}.sock`);
-}
-
-/** The image the egress proxy runs in (python3 needed); EVOLVE_PROXY_IMAGE overrides. */
+/** The image the egress proxy and the gateway relay run in (python3 needed); EVOLVE_PROXY_IMAGE overrides. */
 export function proxyImage(): string {
   return process.env.EVOLVE_PROXY_IMAGE || "debian:bookworm-slim";
 }
@@ -83,6 +97,11 @@ export function trialPolicies(cfg: TaskConfig): TrialPolicies {
   return { baseline, agent, separateVerifier };
 }
 
+/** A python3 one-liner that exits 0 once something listens on 127.0.0.1:`port` (5 s at most). */
+function listening(port: number): string {
+  return `import socket,time\nfor i in range(200):\n  try:\n    socket.create_connection(("127.0.0.1",${port}),1).close();break\n  except OSError: time.sleep(0.025)\nelse: raise SystemExit(1)`;
+}
+
 function samePolicy(a: NetPolicy, b: NetPolicy): boolean {
   return a.mode === b.mode && (a.mode !== "allowlist" || a.hosts.join("\n") === b.hosts.join("\n"));
 }
@@ -111,16 +130,22 @@ export interface TrialNetworkOptions {
   extraHosts?: string[];
   /** The trial's system log (trial.log). */
   log: (line: string) => void;
-  /** Hands a container the network created (the proxy) to the trial, which removes it with its boxes. */
+  /** Hands a container the network created (the proxy, the relay) to the trial, which removes it with its boxes. */
   track: (id: string) => void;
+  /** The trial's gateway: the host folder holding its `gateway.sock`, which the relay forwards to. */
+  gateway?: { socketDir: string };
 }
 
 /**
- * The networks and egress proxy of one trial. Created lazily: a plain public or no-network trial without phase
- * overrides or sidecars makes nothing and pays nothing.
+ * The networks, egress proxy and gateway relay of one trial. Created lazily: a plain public or no-network trial
+ * without phase overrides, sidecars or a gateway makes nothing and pays nothing.
  */
 export class TrialNetwork {
   private svcNet?: string;
+  private gwNet?: string;
+  private relayIp?: string;
+  private relaying?: Promise<void>;
+  private relayReady?: Promise<void>;
   private egressNet?: string;
   private proxyId?: string;
   private proxyIp?: string;
@@ -183,10 +208,15 @@ export class TrialNetwork {
     if (this.opts.policies.baseline.mode === "public") await this.engine.connect(this.defaultNet, id);
   }
 
-  /** The environment that sends a client through the proxy. */
+  /** The gateway's URL inside every box of this trial, or undefined when the trial has no gateway. */
+  gatewayUrl(): string | undefined {
+    return this.opts.gateway ? `http://${GATEWAY_HOST}:${GATEWAY_RELAY_PORT}` : undefined;
+  }
+
+  /** The environment that sends a client through the proxy (the relay stays direct: the proxy would refuse it). */
   proxyEnv(): Record<string, string> {
     const url = `http://${PROXY_ALIAS}:${PROXY_PORT}`;
-    const noProxy = ["localhost", "127.0.0.1", "::1", ...this.services].join(",");
+    const noProxy = ["localhost", "127.0.0.1", "::1", ...(this.opts.gateway ? [GATEWAY_HOST] : []), ...this.services].join(",");
     return { HTTP_PROXY: url, HTTPS_PROXY: url, http_proxy: url, https_proxy: url, NO_PROXY: noProxy, no_proxy: noProxy };
   }
 
@@ -220,14 +250,52 @@ export class TrialNetwork {
     const st = await this.engine.inspect(id);
     this.proxyIp = st?.networks?.[this.egressNet]?.ip;
     if (!this.proxyIp) throw new TrialFailure("NetworkSetupError", "the egress proxy got no address on the trial's egress network");
-    const ready = await this.engine.exec(
-      id,
-      ["python3", "-c", `import socket,time\nfor i in range(200):\n  try:\n    socket.create_connection(("127.0.0.1",${PROXY_PORT}),1).close();break\n  except OSError: time.sleep(0.025)\nelse: raise SystemExit(1)`],
-      { timeoutMs: 15_000 },
-    );
+    const ready = await this.engine.exec(id, ["python3", "-c", listening(PROXY_PORT)], { timeoutMs: 15_000 });
     if (ready.exitCode !== 0) throw new TrialFailure("NetworkSetupError", `the egress proxy did not start listening: ${ready.stderr.trim().slice(-300)}`);
     this.proxyHosts = hosts;
     this.opts.log(`egress proxy ${id.slice(0, 12)} at ${PROXY_ALIAS}:${PROXY_PORT} (${this.proxyIp}) allows [${hosts.join(", ")}]`);
+  }
+
+  /** Starts the trial's gateway relay once; later calls share the first start (and its failure). */
+  private ensureRelay(): Promise<void> {
+    this.relaying ??= this.startRelay(this.opts.gateway!.socketDir);
+    return this.relaying;
+  }
+
+  /**
+   * Creates the gw network and the relay on it, with the socket folder mounted and no other network: the relay needs
+   * no route, only the socket. Resolves once the relay has its address; `relayReady` settles when it listens, which
+   * the first attach() awaits, so the wait overlaps creating the box.
+   */
+  private async startRelay(socketDir: string): Promise<void> {
+    const image = proxyImage();
+    if (!(await this.engine.imageExists(image))) {
+      throw new TrialFailure("ImageNotFoundError", `the gateway relay image ${image} is not present locally (set EVOLVE_PROXY_IMAGE to a local image with python3)`);
+    }
+    const net = await this.makeNetwork(`evolve-${this.opts.trialId.toLowerCase()}-gw`);
+    const id = await this.engine.create({
+      image,
+      cmd: ["python3", "-c", RELAY_SCRIPT, String(GATEWAY_RELAY_PORT), `${RELAY_SOCKET_DIR}/gateway.sock`],
+      labels: { ...this.labels, "dev.evolve.role": "gateway-relay" },
+      mounts: [{ host: socketDir, container: RELAY_SOCKET_DIR }],
+      network: net,
+      memoryMb: 64,
+    });
+    this.opts.track(id);
+    await this.engine.start(id);
+    const st = await this.engine.inspect(id);
+    const ip = st?.networks?.[net]?.ip;
+    if (!ip) throw new TrialFailure("NetworkSetupError", "the gateway relay got no address on the trial's gw network");
+    this.gwNet = net;
+    this.relayIp = ip;
+    this.relayReady = this.engine
+      .exec(id, ["python3", "-c", listening(GATEWAY_RELAY_PORT)], { timeoutMs: 15_000 })
+      .then((r) => {
+        if (r.exitCode !== 0) throw new TrialFailure("NetworkSetupError", `the gateway relay did not start listening: ${r.stderr.trim().slice(-300)}`);
+        this.opts.log(`gateway relay ${id.slice(0, 12)} at ${GATEWAY_HOST}:${GATEWAY_RELAY_PORT} (${ip}) forwards to ${socketDir}/gateway.sock`);
+      });
+    // awaited by attach(); until then a rejection must not count as unhandled
+    this.relayReady.catch(() => {});
   }
 
   private async writeAllowlist(hosts: string[]): Promise<void> {
@@ -243,6 +311,10 @@ export class TrialNetwork {
    */
   async boxNetworking(role: "agent" | "verifier", policy: NetPolicy): Promise<BoxNetworking> {
     const extraHosts = this.hostsForServices();
+    if (this.opts.gateway) {
+      await this.ensureRelay();
+      extraHosts.push(`${GATEWAY_HOST}:${this.relayIp}`);
+    }
     const needsProxy = role === "agent" ? [this.opts.policies.baseline, this.opts.policies.agent].some((p) => p.mode === "allowlist") : policy.mode === "allowlist";
     if (needsProxy) {
       // eager: the box's /etc/hosts must name the proxy from creation (internal networks have no DNS)
@@ -255,22 +327,26 @@ export class TrialNetwork {
       return { network: await this.serviceNetwork(), extraHosts, env, aliases: role === "agent" ? ["main"] : [] };
     }
     if (policy.mode === "allowlist") return { network: this.egressNet!, extraHosts, env };
-    return { network: policy.mode === "no-network" ? "none" : "default", extraHosts, env };
+    // the gw network is internal: a no-network box on it reaches the relay and nothing else
+    return { network: policy.mode === "no-network" ? (this.gwNet ?? "none") : "default", extraHosts, env };
   }
 
   /** Records the policy a box was created under (no switching needed when it already holds). */
   created(box: string, policy: NetPolicy, network: string): void {
     if (network === this.svcNet) return; // a service-network box is switched by attach()
+    if (this.gwNet && network !== this.gwNet) return; // attach() adds the gw network beside its first one
     this.applied.set(box, policy);
   }
 
   /** Puts a started box under `policy` by connecting and disconnecting networks; logs the switch. */
   async attach(box: string, policy: NetPolicy, why: string): Promise<void> {
+    await this.relayReady;
     const before = this.applied.get(box);
     if (before && samePolicy(before, policy)) return;
     if (policy.mode === "allowlist") await this.ensureProxy(policy.hosts);
     const want = new Set<string>();
     if (this.svcNet) want.add(this.svcNet);
+    if (this.gwNet) want.add(this.gwNet); // every policy keeps the relay: no switch may cut the model off
     if (policy.mode === "public") want.add(this.defaultNet);
     if (policy.mode === "allowlist") want.add(this.egressNet!);
     const st = await this.engine.inspect(box);

@@ -107,3 +107,58 @@ async def main():
 
 asyncio.run(main())
 `;
+
+/**
+ * The gateway relay that runs in each gateway trial's relay container (python3 from the Debian base image): it
+ * accepts TCP on `0.0.0.0:<argv[1]>` and pipes each connection, byte for byte, to the unix socket at argv[2] (the
+ * trial's gateway socket, bind-mounted from the host). It reads nothing of what it carries, so HTTP streaming,
+ * keep-alive and any client work unchanged. When the socket is gone (the trial's lease ended) it answers 502 with a
+ * reason instead of a bare reset, so an agent's log says why its model calls stopped.
+ */
+export const RELAY_SCRIPT = String.raw`
+import asyncio, sys
+
+async def pipe(r, w):
+    try:
+        while True:
+            b = await r.read(65536)
+            if not b:
+                break
+            w.write(b)
+            await w.drain()
+    except Exception:
+        pass
+    try:
+        if w.can_write_eof():
+            w.write_eof()
+        else:
+            w.close()
+    except Exception:
+        pass
+
+async def handle(r, w):
+    try:
+        ur, uw = await asyncio.open_unix_connection(sys.argv[2])
+    except Exception as e:
+        body = ("evolve gateway relay: the trial's gateway is not listening: %s\n" % e).encode()
+        w.write(("HTTP/1.1 502 Bad Gateway\r\nContent-Type: text/plain\r\nContent-Length: %d\r\nConnection: close\r\n\r\n" % len(body)).encode() + body)
+        try:
+            await w.drain()
+        finally:
+            w.close()
+        return
+    await asyncio.gather(pipe(r, uw), pipe(ur, w))
+    for s in (w, uw):
+        try:
+            s.close()
+        except Exception:
+            pass
+
+async def main():
+    server = await asyncio.start_server(handle, "0.0.0.0", int(sys.argv[1]))
+    print("evolve gateway relay listening on %s -> %s" % (sys.argv[1], sys.argv[2]), flush=True)
+    async with server:
+        await server.serve_forever()
+
+asyncio.run(main())
+`;

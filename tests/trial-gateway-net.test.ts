@@ -1,0 +1,247 @@
+/**
+ * The gateway relay (engine/trial/network.ts): every box of a gateway trial reaches the host's per-trial gateway
+ * socket as `http://evolve-gateway:4000`, whatever its policy and through phase switches, and a no-network box
+ * reaches that and nothing else. Real containers on the real engine, boxes started with the calls run.ts makes; every
+ * verdict is a real HTTP answer (or its absence) from servers this test runs on the host: the "gateway" on a unix
+ * socket, and a plain TCP server on the host's external address that a sealed box must not reach.
+ */
+import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
+import { createServer, type Server } from "node:http";
+import { networkInterfaces, tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { ping } from "../engine/driver/rest.ts";
+import { openEngine } from "../engine/driver/select.ts";
+import { unixPath } from "../engine/driver/socket.ts";
+import { LABEL_HOME, LABEL_TRIAL, type EngineKind, type Engine } from "../engine/driver/types.ts";
+import { gc } from "../engine/gc.ts";
+import { serveFetch, type HttpListener } from "../engine/runtime.ts";
+import { newId, openStore, type Store } from "../engine/store/index.ts";
+import type { EnvironmentConfig } from "../engine/task/model.ts";
+import { boxSpec } from "../engine/trial/box.ts";
+import { GATEWAY_HOST, GATEWAY_RELAY_PORT, proxyImage, TrialNetwork, type NetPolicy, type TrialPolicies } from "../engine/trial/network.ts";
+
+const IMAGE = "debian:bookworm-slim";
+const ALLOWED = "allowed.evolve.test";
+const PUBLIC: NetPolicy = { mode: "public", hosts: [] };
+const SEALED: NetPolicy = { mode: "no-network", hosts: [] };
+const ALLOW: NetPolicy = { mode: "allowlist", hosts: [ALLOWED] };
+
+/** Each spec is "env URL" (the box's proxy variables apply) or "direct URL" (no proxy); one line per spec back. */
+const PROBE = String.raw`
+import sys, urllib.request, urllib.error
+for spec in sys.argv[1:]:
+    kind, url = spec.split(" ", 1)
+    opener = urllib.request.build_opener() if kind == "env" else urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    try:
+        with opener.open(url, timeout=3) as r:
+            print("%s %s -> %d %s" % (kind, url, r.status, r.read().decode().strip()))
+    except urllib.error.HTTPError as e:
+        print("%s %s -> %d %s" % (kind, url, e.code, e.read().decode().strip()))
+    except Exception as e:
+        print("%s %s -> ERR %s" % (kind, url, e))
+`;
+
+function hostAddress(): string {
+  for (const list of Object.values(networkInterfaces())) {
+    for (const a of list ?? []) if (a.family === "IPv4" && !a.internal && !a.address.startsWith("10.88.")) return a.address;
+  }
+  throw new Error("no external IPv4 address on this host");
+}
+
+const dockerSocket = unixPath(process.env.DOCKER_HOST);
+const dockerUp = dockerSocket ? await ping(dockerSocket, 1000) : false;
+const kinds: EngineKind[] = dockerUp ? ["podman", "docker"] : ["podman"];
+
+let root: string;
+let socketDir: string;
+let gateway: HttpListener;
+let hostServer: Server;
+let hostUrl: string;
+const GW = `http://${GATEWAY_HOST}:${GATEWAY_RELAY_PORT}/v1/models`;
+const OUTSIDE = "http://1.1.1.1:80/";
+
+beforeAll(async () => {
+  root = mkdtempSync(join(tmpdir(), "evolve-gwnet-"));
+  socketDir = join(root, "gw");
+  mkdirSync(socketDir);
+  // the answer names the path and the Host header the relay passed on unchanged
+  gateway = await serveFetch(
+    (req) => Response.json({ object: "list", data: [{ id: "evolve-test-model" }], via: `${new URL(req.url).pathname} ${req.headers.get("host")}` }),
+    { path: join(socketDir, "gateway.sock") },
+  );
+  hostServer = createServer((req, res) => res.end(`host-probe ${String(req.headers.host ?? "").replace(/:\d+$/, "")}`));
+  await new Promise<void>((r) => hostServer.listen(0, "0.0.0.0", r));
+  hostUrl = `http://${hostAddress()}:${(hostServer.address() as { port: number }).port}/`;
+});
+
+afterAll(async () => {
+  await gateway?.close();
+  hostServer?.close();
+  if (root) rmSync(root, { recursive: true, force: true });
+});
+
+describe.each(kinds)("gateway relay on %s", (kind) => {
+  let home: string;
+  let engine: Engine;
+  let store: Store;
+  const trials: { id: string; net: TrialNetwork; containers: string[]; log: string[] }[] = [];
+
+  /** A trial's network as run.ts builds it, with the gateway's socket folder. */
+  function trialNet(policies: TrialPolicies, withGateway = true) {
+    const t = { id: newId(), net: undefined as unknown as TrialNetwork, containers: [] as string[], log: [] as string[] };
+    t.net = new TrialNetwork(engine, {
+      trialId: t.id,
+      jobId: "JOB-GWNET-TEST",
+      home,
+      policies,
+      compose: false,
+      extraHosts: [`${ALLOWED}:${hostAddress()}`],
+      log: (l) => t.log.push(l),
+      track: (id) => t.containers.push(id),
+      ...(withGateway ? { gateway: { socketDir } } : {}),
+    });
+    trials.push(t);
+    return t;
+  }
+
+  /** run.ts's startBox: networking, create, start, created, attach. */
+  async function startBox(t: (typeof trials)[number], role: "agent" | "verifier", policy: NetPolicy): Promise<string> {
+    const n = await t.net.boxNetworking(role, policy);
+    const trialPath = join(home, "trials", t.id);
+    for (const d of ["agent", "verifier", "artifacts"]) mkdirSync(join(trialPath, d), { recursive: true });
+    const id = await engine.create(
+      boxSpec({
+        image: IMAGE, trialId: t.id, jobId: "JOB-GWNET-TEST", trialPath, network: n.network, env: {} as EnvironmentConfig, literals: {}, role, home,
+        extraHosts: n.extraHosts, netEnv: n.env, aliases: n.aliases,
+      }),
+    );
+    t.containers.push(id);
+    await engine.start(id);
+    t.net.created(id, policy, n.network);
+    await t.net.attach(id, policy, `${role} box boot`);
+    return id;
+  }
+
+  async function probe(box: string, specs: string[], env: Record<string, string> = {}): Promise<string> {
+    const r = await engine.exec(box, ["python3", "-c", PROBE, ...specs], { env, timeoutMs: 30_000 });
+    if (process.env.EVOLVE_TEST_DEBUG) console.log(kind, r.stdout, r.stderr);
+    expect(r.exitCode, r.stderr).toBe(0);
+    return r.stdout;
+  }
+
+  /**
+   * Whether an internal network keeps the host's own addresses out of reach. Docker (20.10) gives an internal bridge
+   * a host address and the box a default route through it, so a box on ANY internal network (gw, svc, egress)
+   * reaches services listening on the host's addresses; only remote destinations are cut. Fixing that is the
+   * driver's: create Docker's internal networks with `com.docker.network.bridge.inhibit_ipv4` (no host address, so
+   * no route to the host). Until then the docker leg pins the gap, so the fix must come with this line changed.
+   */
+  const hostSealed = kind === "podman";
+  const sealedHost = hostSealed ? /direct http:\/\/\d+\S+ -> ERR .*(unreachable|timed out|no route)/i : /direct http:\/\/\d+\S+ -> 200 host-probe /;
+
+  const gwAnswer = `-> 200 {"object":"list","data":[{"id":"evolve-test-model"}],"via":"/v1/models ${GATEWAY_HOST}:${GATEWAY_RELAY_PORT}"}`;
+
+  beforeAll(async () => {
+    home = mkdtempSync(join(root, `home-${kind}-`));
+    engine = await openEngine({ kind, home });
+    store = openStore(home);
+    if (!(await engine.imageExists(IMAGE)) || !(await engine.imageExists(proxyImage()))) throw new Error(`${IMAGE} is not present on ${kind}`);
+  });
+
+  afterAll(async () => {
+    for (const t of trials) {
+      await Promise.all(t.containers.map((c) => engine.remove(c)));
+      await t.net.removeNetworks();
+    }
+    // a backstop for a test that failed half-way: nothing of this home may outlive the run
+    if (store) await gc(engine, store, { scope: { [LABEL_HOME]: home } });
+    await store?.close();
+    await engine?.close();
+  });
+
+  it("public agent box and no-network separate verifier: both reach the gateway; only the public box reaches anything else", async () => {
+    const t = trialNet({ baseline: PUBLIC, agent: PUBLIC, separateVerifier: SEALED });
+    expect(t.net.gatewayUrl()).toBe(`http://${GATEWAY_HOST}:${GATEWAY_RELAY_PORT}`);
+    const t0 = performance.now();
+    const agent = await startBox(t, "agent", PUBLIC);
+    const firstBox = performance.now() - t0;
+    const t1 = performance.now();
+    const verifier = await startBox(t, "verifier", SEALED);
+    const secondBox = performance.now() - t1;
+    // the relay's start is what the first box pays beyond the second
+    if (process.env.EVOLVE_TEST_DEBUG) console.log(`${kind}: first box ${firstBox.toFixed(0)} ms, second ${secondBox.toFixed(0)} ms`);
+
+    const pub = await probe(agent, [`env ${GW}`, `direct ${hostUrl}`]);
+    expect(pub).toContain(`env ${GW} ${gwAnswer}`);
+    // the outside destination the sealed box is denied is reachable in principle: the check below can fail
+    expect(pub).toMatch(/direct \S+ -> 200 host-probe /);
+
+    const started = performance.now();
+    const sealed = await probe(verifier, [`env ${GW}`, `direct ${hostUrl}`, `direct ${OUTSIDE}`]);
+    expect(sealed).toContain(`env ${GW} ${gwAnswer}`);
+    expect(sealed).toMatch(sealedHost);
+    expect(sealed).toMatch(/direct http:\/\/1\.1\.1\.1:80\/ -> ERR .*(unreachable|timed out|no route)/i);
+    // no route is a fast failure, not a wait for a timeout (Docker's route to its bridge times out instead)
+    if (hostSealed) expect(sealed).toMatch(/1\.1\.1\.1.*unreachable/i);
+    if (process.env.EVOLVE_TEST_DEBUG) console.log(`${kind}: sealed probes ${(performance.now() - started).toFixed(0)} ms`);
+
+    // the relay holds the socket and has no network but the trial's internal gw network
+    const relays = (await engine.list({ [LABEL_TRIAL]: t.id, "dev.evolve.role": "gateway-relay" }));
+    expect(relays).toHaveLength(1);
+    const relay = await engine.inspect(relays[0].id);
+    expect(Object.keys(relay?.networks ?? {})).toEqual([`evolve-${t.id.toLowerCase()}-gw`]);
+    const sealedNets = await engine.inspect(verifier);
+    expect(Object.keys(sealedNets?.networks ?? {})).toEqual([`evolve-${t.id.toLowerCase()}-gw`]);
+    expect(t.log.some((l) => l.startsWith("gateway relay "))).toBe(true);
+  });
+
+  it("no-network baseline with an allowlist agent: the gateway stays reachable through every phase switch, direct past the proxy", async () => {
+    const t = trialNet({ baseline: SEALED, agent: ALLOW, separateVerifier: ALLOW });
+    const box = await startBox(t, "agent", SEALED);
+    const boot = await probe(box, [`env ${GW}`, `direct ${hostUrl}`, `direct ${OUTSIDE}`], t.net.execEnv("verify"));
+    expect(boot).toContain(`env ${GW} ${gwAnswer}`);
+    expect(boot).toMatch(sealedHost);
+    expect(boot).toMatch(/direct http:\/\/1\.1\.1\.1:80\/ -> ERR /);
+
+    await t.net.enter(box, "agent");
+    const agentEnv = t.net.execEnv("agent");
+    expect(agentEnv.NO_PROXY.split(",")).toContain(GATEWAY_HOST);
+    const agent = await probe(box, [`env ${GW}`, `env http://${ALLOWED}:${new URL(hostUrl).port}/`, `direct ${hostUrl}`], agentEnv);
+    expect(agent).toContain(`env ${GW} ${gwAnswer}`);
+    expect(agent).toContain(`-> 200 host-probe ${ALLOWED}`);
+    expect(agent).toMatch(sealedHost);
+
+    await t.net.enter(box, "verify");
+    const back = await probe(box, [`env ${GW}`, `direct ${hostUrl}`], t.net.execEnv("verify"));
+    expect(back).toContain(`env ${GW} ${gwAnswer}`);
+    expect(back).toMatch(sealedHost);
+    expect(t.log.join("\n")).toMatch(/network: agent phase: no-network → allowlist \[allowed\.evolve\.test\] \(.*\)/);
+
+    // an allowlist box created on the proxy network gets the gw network beside it and goes to the relay directly
+    const verifier = await startBox(t, "verifier", ALLOW);
+    const v = await probe(verifier, [`env ${GW}`, `env http://${ALLOWED}:${new URL(hostUrl).port}/`, `env http://denied.evolve.test/`]);
+    expect(v).toContain(`env ${GW} ${gwAnswer}`);
+    expect(v).toContain(`-> 200 host-probe ${ALLOWED}`);
+    expect(v).toMatch(/denied\.evolve\.test\/ -> 403 /);
+  });
+
+  it("a trial without a gateway makes no gw network and no relay", async () => {
+    const t = trialNet({ baseline: PUBLIC, agent: PUBLIC }, false);
+    expect(t.net.gatewayUrl()).toBeUndefined();
+    const n = await t.net.boxNetworking("agent", PUBLIC);
+    expect(n.network).toBe("default");
+    expect(n.extraHosts.some((h) => h.startsWith(`${GATEWAY_HOST}:`))).toBe(false);
+    expect(await engine.listNetworks({ [LABEL_TRIAL]: t.id })).toEqual([]);
+    expect(await engine.list({ [LABEL_TRIAL]: t.id })).toEqual([]);
+  });
+
+  it("removes the relay and the gw network with the trial", async () => {
+    for (const t of trials) {
+      await Promise.all(t.containers.splice(0).map((c) => engine.remove(c)));
+      await t.net.removeNetworks();
+      expect(await engine.list({ [LABEL_TRIAL]: t.id })).toEqual([]);
+      expect(await engine.listNetworks({ [LABEL_TRIAL]: t.id })).toEqual([]);
+    }
+  });
+});
