@@ -10,6 +10,7 @@ import { createJob, runJob, type JobConfig, type JobEvent } from "../engine/job/
 import { primaryReward, summarizeJob } from "../engine/job/summary.ts";
 import { openStore, taskBlobDir, type JobRecord, type Store, type TrialRecord } from "../engine/store/index.ts";
 import { runTrial, settleRemovals } from "../engine/trial/run.ts";
+import { ModelGateway } from "../engine/trial/gateway.ts";
 import { SETTLED_STATUSES, type TrialStatus } from "../engine/trial/types.ts";
 import { isTTY } from "../engine/runtime.ts";
 import { out, outJson, outTable, style } from "./output.ts";
@@ -31,6 +32,39 @@ export interface RunOptions {
   forceBuild?: boolean;
   maxRetries?: number;
   json?: boolean;
+  /** `run` only: per-trial agent spend cap, USD, as typed (checked by parseMaxSpend). */
+  maxSpendUsd?: string;
+  /** `run` only: `KEY=VALUE` verifier overrides. */
+  ve?: string[];
+}
+
+/** The `--ve` keys a job may set (platform-tasks.md, LLM judges): the judge override only, never a credential. */
+export const VE_KEYS: readonly string[] = ["REWARDKIT_JUDGE", "REWARDKIT_MODEL"];
+
+/** Parses `--ve KEY=VALUE` flags into the job's verifier env; throws before anything is recorded. */
+export function parseVerifierEnv(flags: readonly string[] | undefined): Record<string, string> | undefined {
+  if (!flags || flags.length === 0) return undefined;
+  const env: Record<string, string> = {};
+  for (const flag of flags) {
+    const eq = flag.indexOf("=");
+    if (eq <= 0) throw new EvolveError("usage", `--ve ${flag}: expected KEY=VALUE`, "e.g. --ve REWARDKIT_MODEL=anthropic/claude-sonnet-4-6");
+    const key = flag.slice(0, eq);
+    const value = flag.slice(eq + 1);
+    if (!VE_KEYS.includes(key)) {
+      throw new EvolveError("ve_key_unsupported", `--ve ${key}: only ${VE_KEYS.join(" and ")} may be set`, "other verifier settings belong in the task's [verifier.env]");
+    }
+    if (value === "") throw new EvolveError("usage", `--ve ${key}: the value is empty`, `e.g. --ve ${key}=…`);
+    env[key] = value;
+  }
+  return env;
+}
+
+/** Checks `--max-spend-usd`: a positive, finite number of dollars. */
+export function parseMaxSpend(v: string | undefined): number | undefined {
+  if (v === undefined) return undefined;
+  const usd = v.trim() === "" ? NaN : Number(v);
+  if (!Number.isFinite(usd) || usd <= 0) throw new EvolveError("usage", `--max-spend-usd must be a positive number of dollars, got ${v}`, "e.g. --max-spend-usd 2.50");
+  return usd;
 }
 
 function positiveInt(v: number | undefined, flag: string, dflt: number): number {
@@ -109,6 +143,9 @@ function trialLine(t: TrialRecord): string {
 
 /** Starts a job from the options and runs it to the end; returns the store, job id and trials. */
 async function startJob(opts: RunOptions, agentName: string, streamJson = true) {
+  // checked before the store is even opened, so a refused flag leaves nothing behind
+  const verifierEnv = parseVerifierEnv(opts.ve);
+  const maxSpendUsd = parseMaxSpend(opts.maxSpendUsd);
   const config = loadConfig();
   const store = openStore(config.home);
   try {
@@ -128,6 +165,8 @@ async function startJob(opts: RunOptions, agentName: string, streamJson = true) 
       max_retries: opts.maxRetries ?? 2,
       source,
       tasks: tasks.map((t) => ({ name: t.name, digest: t.digest })),
+      ...(maxSpendUsd !== undefined ? { max_spend_usd: maxSpendUsd } : {}),
+      ...(verifierEnv ? { verifier_env: verifierEnv } : {}),
     };
     if (!(jobConfig.timeout_multiplier > 0)) throw new EvolveError("usage", "--timeout-multiplier must be > 0", "e.g. --timeout-multiplier 2");
     const engine = await openEngine({ kind: opts.engine, home: config.home });
@@ -184,7 +223,7 @@ export async function checkCommand(opts: RunOptions): Promise<number> {
   }
 }
 
-/** `evolve job resume <id>`: runs every trial of the job that had not settled; settled ones are kept. */
+/** `evolve job resume <id>`: runs every trial of the job that had not settled, and those a budget stopped; the rest are kept. */
 export async function resumeCommand(id: string, opts: { json?: boolean; engine?: "podman" | "docker" }): Promise<number> {
   const config = loadConfig();
   const store = openStore(config.home);
@@ -192,7 +231,7 @@ export async function resumeCommand(id: string, opts: { json?: boolean; engine?:
     const job = store.getJob(id);
     if (!job) throw new EvolveError("job_not_found", `no job ${id}`, "see `evolve job list`");
     const before = store.listTrials(id);
-    const pending = before.filter((t) => !SETTLED_STATUSES.has(t.status as TrialStatus)).length;
+    const pending = before.filter((t) => !SETTLED_STATUSES.has(t.status as TrialStatus) || t.status === "BUDGET").length;
     const engine = await openEngine({ kind: opts.engine, home: config.home });
     if (!opts.json) out(`${style.bold(`job ${id}`)}: resuming ${pending} of ${before.length} trials`);
     const view = progress(pending, opts.json === true);
@@ -220,10 +259,13 @@ export async function driveJob(o: { store: Store; engine: Engine; home: string; 
   const stop = new AbortController();
   const onSigint = () => (stop.signal.aborted ? process.exit(130) : stop.abort());
   process.on("SIGINT", onSigint);
+  // one gateway for the job's trials; it reads gateway.toml only when a trial first needs a model
+  const gateway = new ModelGateway({ home: o.home, store: o.store, warn: (m) => process.stderr.write(`${style.yellow("warning")}: ${m}\n`) });
   try {
-    return await runJob(o.jobId, { store: o.store, engine: o.engine, home: o.home, runTrial, secrets: o.secrets, signal: stop.signal, onEvent: o.onEvent });
+    return await runJob(o.jobId, { store: o.store, engine: o.engine, home: o.home, runTrial, secrets: o.secrets, signal: stop.signal, onEvent: o.onEvent, gateway });
   } finally {
     process.off("SIGINT", onSigint);
+    await gateway.close();
     await settleRemovals();
     await o.engine.close();
   }

@@ -1,0 +1,240 @@
+/**
+ * Spend and budgets through the real CLI (`bun main.ts`), on a real store and without containers: `run` refuses bad
+ * `--ve` and `--max-spend-usd` before any job is recorded, `trial show` prints the three spend states and the judge
+ * apart, `job show` sums both lanes, and `gateway stop|resume|status` round-trip through the store and its ledger.
+ */
+import { spawnSync } from "node:child_process";
+import { mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import { beforeEach, describe, expect, it } from "vitest";
+import { createJob, type JobConfig } from "../engine/job/job.ts";
+import { openStore, type Store, type TrialRecord } from "../engine/store/index.ts";
+import { monthOf } from "../gateway/budget.ts";
+
+const root = resolve(__dirname, "..");
+const bun = join(root, "node_modules/.bin/bun");
+const TASK = join(root, "fixtures/tasks/valid/minimal");
+const DIGEST = `sha256:${"b".repeat(64)}`;
+let home: string;
+
+function evolve(args: string[]) {
+  const r = spawnSync(bun, [join(root, "main.ts"), ...args], {
+    cwd: root,
+    encoding: "utf8",
+    env: { ...process.env, EVOLVE_HOME: home, NO_COLOR: "1" },
+    timeout: 60_000,
+  });
+  return { code: r.status, stdout: r.stdout, stderr: r.stderr };
+}
+
+/** Opens the temp home's store for `fn` and closes it before the CLI runs, so the two never hold it at once. */
+async function withStore<T>(fn: (s: Store) => T): Promise<T> {
+  const store = openStore(home);
+  try {
+    return fn(store);
+  } finally {
+    await store.close();
+  }
+}
+
+function config(n: number): JobConfig {
+  return {
+    agent: { name: "claude-code", model: "anthropic/claude-sonnet-4-6" },
+    attempts: n,
+    concurrency: 1,
+    timeout_multiplier: 1,
+    secret_names: [],
+    force_build: false,
+    max_retries: 0,
+    source: { kind: "path", path: "/x" },
+    tasks: [{ name: "t", digest: DIGEST }],
+  };
+}
+
+/** A job whose trials carry the given fields (one trial per entry); returns the job id and the trial ids. */
+function jobWith(fields: Partial<TrialRecord>[]): Promise<{ job: string; trials: string[] }> {
+  return withStore((store) => {
+    const job = createJob(store, config(fields.length));
+    const trials = store.listTrials(job.id);
+    trials.forEach((t, i) => store.putTrial({ ...t, status: "SCORED", rewards: { reward: 1 }, ...fields[i] } as TrialRecord));
+    return { job: job.id, trials: trials.map((t) => t.id) };
+  });
+}
+
+const tokens = { input: 1200, cached_read: 300, cache_write: 0, output: 450, reasoning: 0 };
+const measured = { spend: { live_usd: 0.0123, final_usd: 0.0123, source: "measured", calls: 3, unpriced_calls: 0 }, tokens };
+const lowerBound = { spend: { live_usd: 0.005, final_usd: null, source: "lower_bound", calls: 2, unpriced_calls: 1 }, tokens };
+const live = { spend: { live_usd: 0.002, final_usd: null, source: "live", calls: 1, unpriced_calls: 0 }, tokens };
+const withJudge = {
+  spend: {
+    ...measured.spend,
+    judge: { live_usd: 0.004, final_usd: 0.004, calls: 1, unpriced_calls: 0, tokens: { input: 800, cached_read: 0, cache_write: 0, output: 60, reasoning: 0 } },
+  },
+  tokens,
+};
+
+/** The value printed on a `trial show` row. */
+const row = (stdout: string, key: string) => stdout.split("\n").find((l) => l.trimStart().startsWith(`${key} `))?.trim().slice(key.length).trim();
+
+beforeEach(() => {
+  home = mkdtempSync(join(tmpdir(), "evolve-spend-cli-"));
+});
+
+describe("evolve run: spend and verifier flags are checked before a job is recorded", () => {
+  it("refuses a --ve key other than REWARDKIT_JUDGE / REWARDKIT_MODEL with ve_key_unsupported, exit 2, no job", () => {
+    const r = evolve(["run", "-p", TASK, "-a", "oracle", "--ve", "ANTHROPIC_API_KEY=sk-x"]);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toMatch(/^error\[ve_key_unsupported\]: --ve ANTHROPIC_API_KEY: only REWARDKIT_JUDGE and REWARDKIT_MODEL/);
+    expect(r.stderr).not.toContain("sk-x");
+    expect(r.stdout).toBe("");
+    expect(JSON.parse(evolve(["job", "list", "--json"]).stdout)).toEqual([]);
+  });
+
+  it("refuses a bad key even beside an accepted one", () => {
+    const r = evolve(["run", "-p", TASK, "--ve", "REWARDKIT_MODEL=anthropic/claude-sonnet-4-6", "--ve", "PATH=/x"]);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toMatch(/^error\[ve_key_unsupported\]: --ve PATH/);
+    expect(JSON.parse(evolve(["job", "list", "--json"]).stdout)).toEqual([]);
+  });
+
+  it.each([["REWARDKIT_MODEL"], ["=x"], ["REWARDKIT_MODEL="]])("refuses a malformed --ve %s as a usage error", (flag) => {
+    const r = evolve(["run", "-p", TASK, "--ve", flag]);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toMatch(/^error\[usage\]: --ve /);
+    expect(JSON.parse(evolve(["job", "list", "--json"]).stdout)).toEqual([]);
+  });
+
+  it.each([["0"], ["-1"], ["abc"], [""], ["Infinity"]])("refuses --max-spend-usd %j as a usage error, no job", (v) => {
+    const r = evolve(["run", "-p", TASK, "--max-spend-usd", v]);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toMatch(/^error\[usage\]: --max-spend-usd must be a positive number of dollars/);
+    expect(JSON.parse(evolve(["job", "list", "--json"]).stdout)).toEqual([]);
+  });
+
+  it("accepted flags become the job's max_spend_usd and verifier_env", async () => {
+    const { parseMaxSpend, parseVerifierEnv } = await import("../commands/run.ts");
+    expect(parseMaxSpend("2.5")).toBe(2.5);
+    expect(parseMaxSpend(undefined)).toBeUndefined();
+    expect(parseVerifierEnv(["REWARDKIT_JUDGE=codex", "REWARDKIT_MODEL=openai/gpt-5=mini"])).toEqual({ REWARDKIT_JUDGE: "codex", REWARDKIT_MODEL: "openai/gpt-5=mini" });
+    expect(parseVerifierEnv([])).toBeUndefined();
+  });
+
+  it("check does not take the run-only flags", () => {
+    expect(evolve(["check", "-p", TASK, "--ve", "REWARDKIT_MODEL=m"]).stderr).toMatch(/^error\[usage\]: unknown option '--ve'/);
+  });
+});
+
+describe("evolve trial show: spend", () => {
+  it("prints a settled figure plainly, a lower bound as `at least`, and `-` when nothing was measured", async () => {
+    const { trials } = await jobWith([measured, lowerBound, live, {}]);
+    const shown = trials.map((id) => evolve(["trial", "show", id]));
+    for (const s of shown) expect(s.code).toBe(0);
+    expect(row(shown[0].stdout, "spend")).toBe("$0.0123  (3 calls)");
+    expect(row(shown[1].stdout, "spend")).toBe("at least $0.0050  (2 calls, 1 unpriced)");
+    expect(row(shown[2].stdout, "spend")).toBe("at least $0.0020  (1 call)");
+    expect(row(shown[3].stdout, "spend")).toBe("-");
+    expect(row(shown[0].stdout, "tokens")).toBe("input 1200, cached_read 300, cache_write 0, output 450, reasoning 0");
+    expect(row(shown[3].stdout, "tokens")).toBe("-");
+    for (const s of shown) expect(s.stdout).not.toMatch(/judge spend/);
+  });
+
+  it("shows the judge on its own row, apart from the agent's spend and tokens", async () => {
+    const { trials } = await jobWith([withJudge]);
+    const s = evolve(["trial", "show", trials[0]]);
+    expect(row(s.stdout, "spend")).toBe("$0.0123  (3 calls)");
+    expect(row(s.stdout, "judge spend")).toBe("$0.0040  (1 call)  input 800, cached_read 0, cache_write 0, output 60, reasoning 0");
+    expect(row(s.stdout, "tokens")).toBe("input 1200, cached_read 300, cache_write 0, output 450, reasoning 0");
+  });
+
+  it("--json keeps the record and adds the spec's field names", async () => {
+    const { trials } = await jobWith([withJudge, lowerBound, {}]);
+    const [a, b, c] = trials.map((id) => JSON.parse(evolve(["trial", "show", id, "--json"]).stdout));
+    expect(a.spend).toEqual(withJudge.spend);
+    expect(a).toMatchObject({
+      id: trials[0],
+      live_spent_usd: 0.0123,
+      spend_source: "measured",
+      agent_result: { cost_usd: 0.0123 },
+      usage: { ...tokens, cost_usd: 0.0123 },
+      judge_spent_usd: 0.004,
+    });
+    expect(b).toMatchObject({ live_spent_usd: 0.005, spend_source: "lower_bound", agent_result: { cost_usd: null }, judge_spent_usd: null });
+    expect(c).toMatchObject({ live_spent_usd: null, spend_source: null, agent_result: { cost_usd: null }, usage: null, judge_spent_usd: null });
+  });
+});
+
+describe("evolve job show: spend summed per lane", () => {
+  const spendLine = (stdout: string) => stdout.split("\n").find((l) => l.startsWith("spend "));
+
+  it("sums agent and judge apart; settled figures print plainly", async () => {
+    const { job } = await jobWith([withJudge, measured]);
+    const s = evolve(["job", "show", job]);
+    expect(s.code).toBe(0);
+    expect(spendLine(s.stdout)).toBe("spend  $0.0246 (agent)  $0.0040 (judge)");
+    const doc = JSON.parse(evolve(["job", "show", job, "--json"]).stdout);
+    expect(doc.spend.agent_usd).toBeCloseTo(0.0246, 10);
+    expect(doc.spend).toMatchObject({ agent_lower_bound: false, judge_usd: 0.004, judge_lower_bound: false });
+  });
+
+  it("says `at least` when any trial's figure is a lower bound, and leaves out a judge no trial had", async () => {
+    const { job } = await jobWith([measured, lowerBound, {}]);
+    expect(spendLine(evolve(["job", "show", job]).stdout)).toBe("spend  at least $0.0173 (agent)");
+    expect(JSON.parse(evolve(["job", "show", job, "--json"]).stdout).spend).toMatchObject({ agent_lower_bound: true, judge_usd: null });
+  });
+
+  it("prints `-` when no trial measured any spend", async () => {
+    const { job } = await jobWith([{}, {}]);
+    expect(spendLine(evolve(["job", "show", job]).stdout)).toBe("spend  -");
+    expect(JSON.parse(evolve(["job", "show", job, "--json"]).stdout).spend).toEqual({ agent_usd: null, agent_lower_bound: false, judge_usd: null, judge_lower_bound: false });
+  });
+});
+
+describe("evolve gateway stop|resume|status", () => {
+  it("stop sets the store's stop, status shows it, resume clears it", async () => {
+    const { STOP_SETTING } = await import("../engine/trial/gateway.ts");
+    expect(evolve(["gateway", "status"]).stdout.split("\n")[0]).toBe("accepting model calls");
+
+    const stop = evolve(["gateway", "stop"]);
+    expect(stop.code).toBe(0);
+    expect(stop.stdout.trim().split("\n")).toHaveLength(1);
+    expect(await withStore((s) => s.getSetting(STOP_SETTING))).toBe("spending stopped by `evolve gateway stop`");
+    expect(JSON.parse(evolve(["gateway", "status", "--json"]).stdout)).toMatchObject({ stopped: true, reason: "spending stopped by `evolve gateway stop`" });
+
+    expect(evolve(["gateway", "stop", "provider incident"]).code).toBe(0);
+    expect(await withStore((s) => s.getSetting(STOP_SETTING))).toBe("provider incident");
+    expect(evolve(["gateway", "status"]).stdout.split("\n")[0]).toBe("stopped: provider incident  (`evolve gateway resume` lifts it)");
+
+    const resume = evolve(["gateway", "resume"]);
+    expect(resume.code).toBe(0);
+    expect(resume.stdout).toBe("gateway resumed: model calls are accepted again\n");
+    expect(await withStore((s) => s.getSetting(STOP_SETTING))).toBeUndefined();
+    expect(JSON.parse(evolve(["gateway", "status", "--json"]).stdout)).toMatchObject({ stopped: false, reason: null });
+    expect(evolve(["gateway", "resume"]).stdout).toBe("gateway was not stopped; nothing to resume\n");
+  });
+
+  it("status reports the ledger's settled spend against the [budget] limits", async () => {
+    writeFileSync(join(home, "config.toml"), '[budget]\nuser = "alice"\nuser_credits_usd = 50\nteam = "acme"\nteam_monthly_usd = 200\ntrial_cap_usd = 5\n');
+    const month = monthOf(Date.now());
+    await withStore((s) => {
+      s.addSpend("user", "alice", "", 1.23);
+      s.addSpend("team", "acme", month, 10.5);
+      s.addSpend("team", "acme", "2000-01", 99); // another month is not this month's budget
+      s.addSpend("user", "bob", "", 7); // nor is another user's spend alice's
+    });
+    const s = evolve(["gateway", "status"]);
+    expect(s.code).toBe(0);
+    expect(s.stdout).toContain("user alice: $1.23 of $50.00 credits\n");
+    expect(s.stdout).toContain(`team acme: $10.50 of $200.00 in ${month}\n`);
+    expect(s.stdout).toContain("caps: trial $5.00\n");
+    const doc = JSON.parse(evolve(["gateway", "status", "--json"]).stdout);
+    expect(doc).toMatchObject({
+      stopped: false,
+      user: { name: "alice", spent_usd: 1.23, credits_usd: 50 },
+      team: { name: "acme", month, spent_usd: 10.5, monthly_usd: 200, left_usd: 189.5 },
+      trial_cap_usd: 5,
+      global_cap_usd: null,
+    });
+    expect(doc.user.left_usd).toBeCloseTo(48.77, 10);
+  });
+});
