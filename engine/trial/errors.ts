@@ -47,4 +47,5 @@ export const DETERMINISTIC_EXCEPTIONS: ReadonlySet<string> = new Set([
   "AgentUserNotFoundError",
   "RegradeRefusedError",
   "RegradeRestoreError",
+  "GatewayConfigError",
 ]);
