@@ -47,16 +47,49 @@ export interface HttpListener {
 /** A fetch-style handler, as hono's `app.fetch`. */
 export type FetchHandler = (req: Request) => Response | Promise<Response>;
 
+/** Seconds node:http keeps an idle keep-alive connection. */
+const IDLE_KEEPALIVE_S = 65;
+
 /**
- * Serves a fetch handler over HTTP/1.1. Every runtime gets node:http through @hono/node-server here (Bun and Deno
- * implement node:http), so a server behaves the same under the binary and under vitest.
+ * Serves a fetch handler over HTTP/1.1. Bun gets its native Bun.serve: the gateway's added latency and throughput
+ * goals (issue 4 §6) are out of reach through Bun's node:http layer. Node (vitest) and Deno get node:http through
+ * @hono/node-server.
  */
 export async function serveFetch(handler: FetchHandler, at: ListenAt): Promise<HttpListener> {
+  return runtime === "bun" ? serveWithBun(handler, at) : serveWithNodeHttp(handler, at);
+}
+
+interface BunServer {
+  port?: number;
+  stop(closeActiveConnections?: boolean): Promise<void> | void;
+}
+
+function serveWithBun(handler: FetchHandler, at: ListenAt): HttpListener {
+  const bun = (globalThis as unknown as { Bun: { serve(o: Record<string, unknown>): BunServer } }).Bun;
+  const where = "path" in at ? { unix: at.path } : { hostname: at.host ?? "127.0.0.1", port: at.port ?? 0 };
+  const server = bun.serve({
+    ...where,
+    // Bun's idleTimeout also cuts a response stream that is quiet for that long (a model thinking for minutes), and
+    // a per-request server.timeout(req, 0) does not hold once the body streams (checked on Bun 1.4.5), so it is
+    // off. Clients are local agents whose sockets close when they exit, and close() cuts whatever is left.
+    idleTimeout: 0,
+    fetch: (req: Request) => handler(req),
+  });
+  const close = async () => {
+    await server.stop(true);
+  };
+  if ("path" in at) return { url: `unix:${at.path}`, path: at.path, close };
+  const host = at.host ?? "127.0.0.1";
+  const shown = host.includes(":") ? `[${host}]` : host;
+  return { url: `http://${shown}:${server.port}`, port: server.port, close };
+}
+
+async function serveWithNodeHttp(handler: FetchHandler, at: ListenAt): Promise<HttpListener> {
   const { createServer } = await import("node:http");
   const { getRequestListener } = await import("@hono/node-server");
   const server = createServer(getRequestListener(handler));
   // SDK clients keep connections alive between calls; node's default 5 s would drop them under a slow agent
-  server.keepAliveTimeout = 65_000;
+  server.keepAliveTimeout = IDLE_KEEPALIVE_S * 1000;
   const close = () =>
     new Promise<void>((done) => {
       server.closeAllConnections();
