@@ -355,14 +355,15 @@ export function spendRecord(t: { agent: LaneTotals; judge: LaneTotals }, final: 
   };
 }
 
-const shared = new Map<string, ModelGateway>();
+// keyed by the open store, so a store closed and opened again never hands a trial a gateway bound to the old one
+const shared = new WeakMap<Store, ModelGateway>();
 
 /**
  * The gateway a trial uses when its caller passed none (a trial run on its own, as tests and `trial retry` do):
  * one per home for the life of the process. Its leases end with their trials, so nothing is left listening.
  */
 export function homeGateway(home: string, store: Store): ModelGateway {
-  let gw = shared.get(home);
-  if (!gw) shared.set(home, (gw = new ModelGateway({ home, store })));
+  let gw = shared.get(store);
+  if (!gw) shared.set(store, (gw = new ModelGateway({ home, store })));
   return gw;
 }
