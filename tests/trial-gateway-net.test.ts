@@ -66,10 +66,25 @@ beforeAll(async () => {
   socketDir = join(root, "gw");
   mkdirSync(socketDir);
   // the answer names the path and the Host header the relay passed on unchanged
-  gateway = await serveFetch(
-    (req) => Response.json({ object: "list", data: [{ id: "evolve-test-model" }], via: `${new URL(req.url).pathname} ${req.headers.get("host")}` }),
-    { path: join(socketDir, "gateway.sock") },
-  );
+  gateway = await serveFetch(async (req) => {
+    const path = new URL(req.url).pathname;
+    if (req.method === "POST") {
+      // a model call: the body arrives whole and the answer streams back in pieces sent apart in time
+      const n = (await req.text()).length;
+      const enc = new TextEncoder();
+      const body = new ReadableStream<Uint8Array>({
+        async start(c) {
+          for (const piece of [`event: got ${n}\n\n`, "event: one\n\n", "event: two\n\n"]) {
+            c.enqueue(enc.encode(piece));
+            await new Promise((r) => setTimeout(r, 50));
+          }
+          c.close();
+        },
+      });
+      return new Response(body, { headers: { "content-type": "text/event-stream" } });
+    }
+    return Response.json({ object: "list", data: [{ id: "evolve-test-model" }], via: `${path} ${req.headers.get("host")}` });
+  }, { path: join(socketDir, "gateway.sock") });
   hostServer = createServer((req, res) => res.end(`host-probe ${String(req.headers.host ?? "").replace(/:\d+$/, "")}`));
   await new Promise<void>((r) => hostServer.listen(0, "0.0.0.0", r));
   hostUrl = `http://${hostAddress()}:${(hostServer.address() as { port: number }).port}/`;
@@ -87,8 +102,8 @@ describe.each(kinds)("gateway relay on %s", (kind) => {
   let store: Store;
   const trials: { id: string; net: TrialNetwork; containers: string[]; log: string[] }[] = [];
 
-  /** A trial's network as run.ts builds it, with the gateway's socket folder. */
-  function trialNet(policies: TrialPolicies, withGateway = true) {
+  /** A trial's network as run.ts builds it, with a gateway socket folder (the test's gateway unless told). */
+  function trialNet(policies: TrialPolicies, gw: string | null = socketDir) {
     const t = { id: newId(), net: undefined as unknown as TrialNetwork, containers: [] as string[], log: [] as string[] };
     t.net = new TrialNetwork(engine, {
       trialId: t.id,
@@ -99,7 +114,7 @@ describe.each(kinds)("gateway relay on %s", (kind) => {
       extraHosts: [`${ALLOWED}:${hostAddress()}`],
       log: (l) => t.log.push(l),
       track: (id) => t.containers.push(id),
-      ...(withGateway ? { gateway: { socketDir } } : {}),
+      ...(gw ? { gateway: { socketDir: gw } } : {}),
     });
     trials.push(t);
     return t;
@@ -226,8 +241,26 @@ describe.each(kinds)("gateway relay on %s", (kind) => {
     expect(v).toMatch(/denied\.evolve\.test\/ -> 403 /);
   });
 
+  it("carries a model call's body and its streamed answer; answers 502 with a reason once the gateway socket is gone", async () => {
+    const live = trialNet({ baseline: SEALED, agent: SEALED });
+    const box = await startBox(live, "agent", SEALED);
+    const post = String.raw`
+import urllib.request
+req = urllib.request.Request("${GW.replace("/v1/models", "/v1/messages")}", data=b"x" * 200000, method="POST", headers={"content-type": "application/json"})
+with urllib.request.urlopen(req, timeout=10) as r:
+    print(r.status, r.read().decode().split())
+`;
+    const r = await engine.exec(box, ["python3", "-c", post], { timeoutMs: 30_000 });
+    expect(r.stdout.trim(), r.stderr).toBe("200 ['event:', 'got', '200000', 'event:', 'one', 'event:', 'two']");
+
+    const gone = mkdtempSync(join(root, "gone-"));
+    const t = trialNet({ baseline: SEALED, agent: SEALED }, gone);
+    const orphan = await startBox(t, "agent", SEALED);
+    expect(await probe(orphan, [`env ${GW}`])).toMatch(/-> 502 evolve gateway relay: the trial's gateway is not listening/);
+  });
+
   it("a trial without a gateway makes no gw network and no relay", async () => {
-    const t = trialNet({ baseline: PUBLIC, agent: PUBLIC }, false);
+    const t = trialNet({ baseline: PUBLIC, agent: PUBLIC }, null);
     expect(t.net.gatewayUrl()).toBeUndefined();
     const n = await t.net.boxNetworking("agent", PUBLIC);
     expect(n.network).toBe("default");
