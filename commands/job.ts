@@ -3,7 +3,7 @@
  */
 import { EvolveError } from "../engine/errors.ts";
 import { cancelJob, effectiveStatus, jobConfig } from "../engine/job/job.ts";
-import { primaryReward, summarizeJob, type JobSummary } from "../engine/job/summary.ts";
+import { jobSpend, primaryReward, summarizeJob, trialSpendFields, type JobSpend, type JobSummary } from "../engine/job/summary.ts";
 import { trialDir, type TrialRecord } from "../engine/store/index.ts";
 import { withStore } from "./store.ts";
 import { out, outJson, outTable, style, when } from "./output.ts";
@@ -106,49 +106,12 @@ function callsNote(l: SpendLane): string {
 
 const tokenList = (t: Record<string, number> | undefined) => (t ? Object.entries(t).map(([k, v]) => `${k} ${v}`).join(", ") : "-");
 
-/** A job's spend over its trials, per lane: null when no trial measured any, `lower_bound` when any figure is one. */
-export interface JobSpend {
-  agent_usd: number | null;
-  agent_lower_bound: boolean;
-  judge_usd: number | null;
-  judge_lower_bound: boolean;
-}
-
-/** Sums the agent and the judge spend of a job's trials, each lane apart (a trial's settled figure, else its lower bound). */
-export function jobSpend(trials: readonly TrialRecord[]): JobSpend {
-  const sum = (lanes: (SpendLane | undefined)[]) => {
-    const got = lanes.filter((l): l is SpendLane => l !== undefined);
-    if (got.length === 0) return { usd: null, lower: false };
-    return { usd: got.reduce((a, l) => a + (l.final_usd ?? l.live_usd), 0), lower: got.some((l) => l.final_usd === null) };
-  };
-  const agent = sum(trials.map((t) => t.spend));
-  const judge = sum(trials.map((t) => t.spend?.judge));
-  return { agent_usd: agent.usd, agent_lower_bound: agent.lower, judge_usd: judge.usd, judge_lower_bound: judge.lower };
-}
-
 /** `spend  $X (agent)  $Y (judge)`, each lane as formatSpend prints it; the judge only when a trial had one. */
 function formatJobSpend(s: JobSpend): string {
   if (s.agent_usd === null && s.judge_usd === null) return "-";
   const lane = (usd: number | null, lower: boolean) => formatSpend(usd === null ? undefined : { live_usd: usd, final_usd: lower ? null : usd });
   const judge = s.judge_usd !== null ? `  ${lane(s.judge_usd, s.judge_lower_bound)} (judge)` : "";
   return `${lane(s.agent_usd, s.agent_lower_bound)} (agent)${judge}`;
-}
-
-/**
- * The spec's API names for a trial's spend (platform-trials.md), beside the stored record in `trial show --json`.
- * `live_spent_usd` is the agent's lower bound so far (null before the first reading), `spend_source` is `measured`
- * once final, `agent_result.cost_usd` the settled agent spend (null until then), `usage` the agent's tokens with
- * that same reading as `cost_usd`, `judge_spent_usd` the judge's spend (settled, else its lower bound; null with no judge).
- */
-export function trialSpendFields(t: TrialRecord) {
-  const s = t.spend;
-  return {
-    live_spent_usd: s ? s.live_usd : null,
-    spend_source: s ? s.source : null,
-    agent_result: { cost_usd: s ? s.final_usd : null },
-    usage: t.tokens || s ? { ...(t.tokens ?? {}), cost_usd: s ? s.live_usd : null } : null,
-    judge_spent_usd: s?.judge ? (s.judge.final_usd ?? s.judge.live_usd) : null,
-  };
 }
 
 /**
