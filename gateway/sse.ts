@@ -10,7 +10,14 @@ export class SseParser {
   /** The last piece ended in CR: a LF opening the next piece belongs to that line break. */
   private cr = false;
 
-  constructor(private readonly onEvent: (event: string | undefined, data: string, raw: string) => void) {}
+  /**
+   * `skip`, when given, is asked about an event whose first line names it; an event it skips is dropped before its
+   * data lines are split and joined (most of a stream is text deltas nobody meters).
+   */
+  constructor(
+    private readonly onEvent: (event: string | undefined, data: string, raw: string) => void,
+    private readonly skip?: (event: string) => boolean,
+  ) {}
 
   /** Feed decoded text; complete events are dispatched, a trailing partial event waits for more. */
   push(text: string): void {
@@ -36,15 +43,25 @@ export class SseParser {
   }
 
   private dispatch(block: string): void {
+    if (this.skip && block.startsWith("event:")) {
+      const nl = block.indexOf("\n");
+      const name = block.slice(block.charCodeAt(6) === 32 ? 7 : 6, nl < 0 ? block.length : nl);
+      // per the SSE spec a later event line would rename the event, so only a sole one decides
+      if (this.skip(name) && (nl < 0 || !block.includes("\nevent:", nl))) return;
+    }
     let event: string | undefined;
     let data: string | undefined;
-    for (const line of block.split("\n")) {
-      if (line.startsWith("data:")) {
-        const v = line.charCodeAt(5) === 32 ? line.slice(6) : line.slice(5);
+    let at = 0;
+    while (at <= block.length) {
+      let nl = block.indexOf("\n", at);
+      if (nl < 0) nl = block.length;
+      if (block.startsWith("data:", at)) {
+        const v = block.slice(block.charCodeAt(at + 5) === 32 ? at + 6 : at + 5, nl);
         data = data === undefined ? v : data + "\n" + v;
-      } else if (line.startsWith("event:")) {
-        event = line.charCodeAt(6) === 32 ? line.slice(7) : line.slice(6);
+      } else if (block.startsWith("event:", at)) {
+        event = block.slice(block.charCodeAt(at + 6) === 32 ? at + 7 : at + 6, nl);
       }
+      at = nl + 1;
     }
     this.onEvent(event, data ?? "", block);
   }
@@ -74,6 +91,9 @@ export function meteredStream(
   const encoder = new TextEncoder();
   const reader = upstream.getReader();
   let out: string[] | undefined;
+  // Named events are judged by name alone (Messages, Responses); chat streams name none, and a stream that is
+  // re-emitted event by event needs every event's text, so neither gets a skip.
+  const skip = api === "chat" || dropUsageChunk ? undefined : (event: string) => !mayCarryUsage(api, event, "");
   const parser = new SseParser((event, data, raw) => {
     let drop = false;
     if (mayCarryUsage(api, event, data)) {
@@ -87,7 +107,7 @@ export function meteredStream(
       }
     }
     if (out && !drop) out.push(raw + "\n\n");
-  });
+  }, skip);
   let ended = false;
   const finish = (error?: string) => {
     if (ended) return;

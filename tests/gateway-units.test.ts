@@ -56,6 +56,16 @@ describe("SSE parser", () => {
       expect(got).toEqual([["a", '{"x":1}'], ["b", "line1\nline2"], [undefined, "[DONE]"]]);
     }
   });
+
+  it("drops an event its skip names before reading its data, unless a later event line renames it", () => {
+    const text = "event: delta\ndata: 1\n\nevent: keep\ndata: 2\n\nevent: delta\nevent: keep\ndata: 3\n\nid: 9\nevent: delta\ndata: 4\n\ndata: 5\n\n";
+    const got: [string | undefined, string][] = [];
+    const p = new SseParser((e, d) => got.push([e, d]), (e) => e === "delta");
+    p.push(text);
+    p.end();
+    // an event line that is not the first is left to the consumer, which sees the name
+    expect(got).toEqual([["keep", "2"], ["keep", "3"], ["delta", "4"], [undefined, "5"]]);
+  });
 });
 
 describe("usage", () => {
