@@ -48,6 +48,8 @@ export interface JudgeCredentialOptions extends Omit<AgentCredentialOptions, "mo
 }
 
 const KEY_PREFIX = "evk-";
+/** Keys remembered by authenticate; a trial holds two, so this covers thousands of concurrent trials. */
+const SEEN_KEYS_MAX = 4096;
 
 /** sha256 hex of a key. */
 export function hashKey(key: string): string {
@@ -81,6 +83,12 @@ export function admitsModel(cred: Credential, model: string): boolean {
 export class Credentials {
   private readonly byHash = new Map<string, CredentialRecord>();
   private readonly byId = new Map<string, CredentialRecord>();
+  /**
+   * Presented key → its record, for keys that authenticated before: an agent sends the same key on every call and
+   * a sha256 per call is the priciest step of authenticate. Memory only (a key is in memory for each request
+   * anyway); revocation and expiry are still checked on the record at every call, and the map is bounded.
+   */
+  private readonly seen = new Map<string, CredentialRecord>();
 
   constructor(
     private readonly persist?: CredentialPersist,
@@ -93,6 +101,8 @@ export class Credentials {
       this.byHash.set(r.keyHash, r);
       this.byId.set(r.id, r);
     }
+    // a loaded record may replace one a cached key points at
+    this.seen.clear();
   }
 
   private issue(lane: Lane, o: AgentCredentialOptions, models: string[], family?: JudgeFamily): Issued {
@@ -132,10 +142,15 @@ export class Credentials {
    */
   authenticate: Authenticate = (key: string) => {
     if (typeof key !== "string" || !key.startsWith(KEY_PREFIX)) return undefined;
-    const h = hashKey(key);
-    const r = this.byHash.get(h);
-    if (!r) return undefined;
-    if (!timingSafeEqual(Buffer.from(r.keyHash, "hex"), Buffer.from(h, "hex"))) return undefined;
+    let r = this.seen.get(key);
+    if (!r) {
+      const h = hashKey(key);
+      r = this.byHash.get(h);
+      if (!r) return undefined;
+      if (!timingSafeEqual(Buffer.from(r.keyHash, "hex"), Buffer.from(h, "hex"))) return undefined;
+      if (this.seen.size >= SEEN_KEYS_MAX) this.seen.clear();
+      this.seen.set(key, r);
+    }
     if (r.revokedAt) return undefined;
     if (r.expiresAt && Date.parse(r.expiresAt) <= this.now()) return undefined;
     return toCredential(r);
@@ -174,6 +189,7 @@ export class Credentials {
         count++;
       }
     }
+    if (count) this.seen.clear();
     return count;
   }
 }

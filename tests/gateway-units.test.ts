@@ -1,4 +1,5 @@
-// Gateway pieces without a server: upstream config and routing, the SSE parser, usage extraction and pricing.
+// Gateway pieces without a server: upstream config and routing, the SSE parser, usage extraction and pricing, and
+// credential lookups that skip the hash for a key seen before.
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -6,6 +7,7 @@ import { afterAll, describe, expect, it } from "vitest";
 import { meteredStream, SseParser } from "../gateway/sse.ts";
 import { buildUpstreams, loadUpstreams, routeModel, upstreamUrl, authHeaders } from "../gateway/upstreams.ts";
 import { costOf } from "../gateway/prices.ts";
+import { Credentials } from "../gateway/credentials.ts";
 import { StreamUsage, usageFromJson } from "../gateway/usage.ts";
 
 const tmp = mkdtempSync(join(tmpdir(), "evolve-gw-"));
@@ -132,5 +134,29 @@ describe("metered stream", () => {
     expect(out).toBe('data: {"choices":[{"delta":{"content":"a"}}],"usage":null}\n\ndata: [DONE]\n\n');
     expect(ends[0].usage.usage).toMatchObject({ input_tokens: 3, output_tokens: 2 });
     expect(ends[0].error).toBeUndefined();
+  });
+});
+
+describe("credential lookups of a key seen before", () => {
+  it("still honour expiry, revocation, a reloaded record and prune", () => {
+    let now = Date.parse("2026-01-01T00:00:00Z");
+    const creds = new Credentials(undefined, () => now);
+    const a = creds.issueAgent({ trialId: "t", ttlMs: 1000 });
+    const b = creds.issueAgent({ trialId: "t" });
+    expect(creds.authenticate(a.key)?.id).toBe(a.credential.id);
+    expect(creds.authenticate(a.key)?.id).toBe(a.credential.id);
+    now += 1000;
+    expect(creds.authenticate(a.key)).toBeUndefined();
+    expect(creds.authenticate(b.key)?.id).toBe(b.credential.id);
+    // a persisted copy that says revoked replaces the record the lookup remembered
+    creds.load([{ ...b.credential, revokedAt: new Date(now).toISOString() }]);
+    expect(creds.authenticate(b.key)).toBeUndefined();
+    const c = creds.issueAgent({ trialId: "u" });
+    expect(creds.authenticate(c.key)?.id).toBe(c.credential.id);
+    creds.revoke(c.credential.id);
+    expect(creds.authenticate(c.key)).toBeUndefined();
+    expect(creds.prune()).toBe(3);
+    expect(creds.authenticate(a.key)).toBeUndefined();
+    expect(creds.authenticate(c.key)).toBeUndefined();
   });
 });
