@@ -327,7 +327,12 @@ export class RestEngine implements Engine {
   /** Creates a user network (internal = no route out); returns its id. */
   async createNetwork(name: string, opts: { internal: boolean; labels: Record<string, string> }): Promise<string> {
     const { data } = await this.rest.json("POST", "/networks/create", {
-      json: { Name: name, Driver: "bridge", Internal: opts.internal, Labels: opts.labels, CheckDuplicate: true },
+      json: {
+        Name: name, Driver: "bridge", Internal: opts.internal, Labels: opts.labels, CheckDuplicate: true,
+        // Docker gives an internal bridge a host address, and with it a route to everything listening on the host;
+        // without an IPv4 on the bridge, members reach each other and nothing else (podman's internal nets already do)
+        ...(opts.internal && this.kind === "docker" ? { Options: { "com.docker.network.bridge.inhibit_ipv4": "true" } } : {}),
+      },
     });
     return String(data?.Id ?? data?.id ?? name);
   }
