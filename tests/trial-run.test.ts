@@ -99,11 +99,14 @@ function hostAddress(): string {
   throw new Error("no external IPv4 address on this host");
 }
 
-/** Fixtures whose servers are reached by name: tests/trial-network.test.ts runs them with its own host mapping. */
-const NETWORK_TEST_FIXTURES = new Set(["allowlist", "network-phases", "network-phases-allowlist"]);
+/**
+ * Fixtures run by their own suites: tests/trial-network.test.ts (servers reached by name, its own host mapping) and
+ * tests/trial-gateway.test.ts (a model agent or judge, its own scripted upstream).
+ */
+const NETWORK_TEST_FIXTURES = new Set(["allowlist", "network-phases", "network-phases-allowlist", "gateway-agent", "gateway-judge"]);
 
 const HAS_GPU = ["/etc/cdi/nvidia.yaml", "/etc/cdi/nvidia.json", "/var/run/cdi/nvidia.yaml", "/var/run/cdi/nvidia.json"].some((p) => existsSync(p));
-const BASE = ["config.json", "result.json", "trial.log"];
+const BASE = ["config.json", "evolve.json", "result.json", "trial.log"];
 /** A trial whose oracle and verifier ran: both streams are kept, even when they printed nothing. */
 const RAN = [...BASE, "agent/oracle.txt", "verifier/test-stdout.txt"];
 const ALL_PHASES: Phase[] = ["prepare", "build", "boot", "install", "agent", "verify", "persist"];
