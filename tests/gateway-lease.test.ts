@@ -125,7 +125,7 @@ describe("the process's gateway", () => {
   it("ends a lease: its keys are refused and its socket is gone", async () => {
     const gw = gateway({ user: "u-end" });
     const { lease, key } = await leased(gw);
-    const judge = lease.judgeEnv(["ANTHROPIC_API_KEY"], "http://evolve-gateway:4000", 60_000);
+    const judge = lease.judgeEnv(["anthropic"], "http://evolve-gateway:4000", 60_000);
     expect(judge.ANTHROPIC_API_KEY).toMatch(/^evk-/);
     expect(judge.ANTHROPIC_API_KEY).not.toBe(key);
     lease.endAgent();

@@ -9,7 +9,7 @@ import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { DEFAULT_CEILINGS } from "../engine/config.ts";
 import { validateTask } from "../engine/task/validate.ts";
-import { resolveAgentEnv, resolveVerifierEnv, withJudgeEnv } from "../engine/trial/env.ts";
+import { judgeFamily, resolveAgentEnv, resolveVerifierEnv, withJudgeEnv } from "../engine/trial/env.ts";
 import { pruneEmptyDirs, redactTree } from "../engine/trial/result.ts";
 import { parseRewards, primaryReward, readRewards, verifierTail } from "../engine/trial/reward.ts";
 import { aggregateStepRewards, passesMinReward } from "../engine/trial/steps.ts";
@@ -126,6 +126,11 @@ describe("environment tables", () => {
     const r = resolveVerifierEnv({ STRICT: "${STRICT:-1}", MODE: "x", JUDGE_KEY: "${ANTHROPIC_API_KEY}", OPENAI_BASE_URL: "${OPENAI_BASE_URL:-http://x}" });
     expect(r.env).toEqual({ STRICT: "1", MODE: "x" });
     expect(r.judge).toEqual([{ key: "JUDGE_KEY", name: "ANTHROPIC_API_KEY" }, { key: "OPENAI_BASE_URL", name: "OPENAI_BASE_URL" }]);
+  });
+
+  it("maps every judge name, companions included, to its family", () => {
+    expect(["ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "ANTHROPIC_API_BASE"].map(judgeFamily)).toEqual(["anthropic", "anthropic", "anthropic"]);
+    expect(["OPENAI_API_KEY", "OPENAI_BASE_URL", "OPENAI_API_BASE"].map(judgeFamily)).toEqual(["openai", "openai", "openai"]);
   });
 
   it("answers judge asks under the task's own key and sets the family's companions beside it", () => {

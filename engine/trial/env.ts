@@ -4,6 +4,7 @@
  * else the trial cannot run (`secret_not_attached`). Secret values exist only in the maps returned here.
  */
 import { JUDGE_NAMES, wholeTemplate } from "../task/rules-env.ts";
+import type { JudgeFamily } from "../../gateway/credentials.ts";
 
 /** A resolved env table, and the templates nothing could answer. */
 export interface ResolvedEnv {
@@ -60,8 +61,8 @@ export function resolveVerifierEnv(table: Record<string, string>): { env: Record
   return { env, judge };
 }
 
-/** The judge family a judge name belongs to. */
-export function judgeFamily(name: string): "anthropic" | "openai" {
+/** The judge family a judge name belongs to: a task asking only for a base-URL companion still gets its key. */
+export function judgeFamily(name: string): JudgeFamily {
   return name.startsWith("OPENAI_") ? "openai" : "anthropic";
 }
 

@@ -21,7 +21,7 @@ import type { Store } from "../store/index.ts";
 import { loadConfig, type BudgetConfig } from "../config.ts";
 import { serveFetch } from "../runtime.ts";
 import { Budgets, monthOf } from "../../gateway/budget.ts";
-import { agentEnv, Credentials, judgeEnv, JUDGE_ENV_NAMES, type JudgeFamily } from "../../gateway/credentials.ts";
+import { agentEnv, Credentials, judgeEnv, type JudgeFamily } from "../../gateway/credentials.ts";
 import { CallMeter, usageEvents, type GatewayUsageEvent, type LaneTotals } from "../../gateway/meter.ts";
 import { Prices } from "../../gateway/prices.ts";
 import { serveGateway, type GatewayListener, type ServeFetch } from "../../gateway/serve.ts";
@@ -58,7 +58,7 @@ export interface LeaseRequest {
   capUsd?: number;
   /** The judge lane's cap, USD. */
   judgeCapUsd?: number;
-  /** Called with the current totals at the first call and then at most every refresh period, and at the end. */
+  /** Called with the current totals at the first call, then at most once per refresh period (`end()` gives the final ones). */
   onSpend?: (totals: { agent: LaneTotals; judge: LaneTotals }) => void;
 }
 
@@ -105,18 +105,12 @@ export class GatewayLease {
   }
 
   /**
-   * The verifier's judge variables for the `[verifier.env]` names that ask for one (`ANTHROPIC_API_KEY`,
-   * `OPENAI_API_KEY`): one credential per family, admitting only that family's models, with its base-URL
-   * companions, so litellm-style clients work unchanged.
+   * The verifier's judge variables for the families its `[verifier.env]` asks for: one credential per family,
+   * admitting only that family's models, with its base-URL companions, so litellm-style clients work unchanged.
    */
-  judgeEnv(names: string[], baseUrl: string, ttlMs: number): Record<string, string> {
+  judgeEnv(families: Iterable<JudgeFamily>, baseUrl: string, ttlMs: number): Record<string, string> {
     const out: Record<string, string> = {};
-    const families = new Set<JudgeFamily>();
-    for (const n of names) {
-      const f = JUDGE_ENV_NAMES[n];
-      if (f) families.add(f);
-    }
-    for (const family of families) {
+    for (const family of new Set(families)) {
       const { key } = this.gw.credentials.issueJudge({ trialId: this.req.trialId, jobId: this.req.jobId, family, ttlMs });
       Object.assign(out, judgeEnv(family, key, baseUrl));
     }

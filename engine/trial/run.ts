@@ -15,7 +15,7 @@ import type { TrialRecord } from "../store/index.ts";
 import { baselineNetwork, DEFAULT_AGENT_TIMEOUT_SEC, DEFAULT_VERIFIER_TIMEOUT_SEC, parseTaskToml, verifierMode, type TaskConfig } from "../task/model.ts";
 import { awaitHealthy, boxSpec, ensureBuilt, gpuDevices, requireImage, requireRunning, taskImageTag } from "./box.ts";
 import { keepChangedFiles } from "./changes.ts";
-import { resolveAgentEnv, resolveVerifierEnv, withJudgeEnv } from "./env.ts";
+import { judgeFamily, resolveAgentEnv, resolveVerifierEnv, withJudgeEnv } from "./env.ts";
 import { homeGateway, spendRecord, type BudgetRefusal, type GatewayLease } from "./gateway.ts";
 import { zeroLane } from "../../gateway/meter.ts";
 import { ComposeTask } from "./compose.ts";
@@ -393,7 +393,7 @@ class TrialRun extends TrialRecorder {
       const resolved = resolveVerifierEnv({ ...this.cfg.verifier.env, ...plan.verifierEnv });
       let env = resolved.env;
       if (resolved.judge.length > 0 && this.lease) {
-        const vars = this.lease.judgeEnv(resolved.judge.map((j) => j.name), this.gatewayUrl(), plan.verifierTimeoutSec * 1000 + 60_000);
+        const vars = this.lease.judgeEnv(resolved.judge.map((j) => judgeFamily(j.name)), this.gatewayUrl(), plan.verifierTimeoutSec * 1000 + 60_000);
         for (const [k, v] of Object.entries(vars)) if (k.endsWith("_API_KEY")) this.secretValues.push(v);
         env = withJudgeEnv(env, resolved.judge, vars);
         this.log(`judge credential for ${resolved.judge.map((j) => j.key).join(", ")} issued through the gateway`);
