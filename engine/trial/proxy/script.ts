@@ -1,4 +1,36 @@
 /**
+ * Python both scripts share: `pipe` copies one direction until EOF (then half-closes, or closes when `half` is
+ * false or the transport cannot), and `respond` answers a plain-text HTTP error and closes.
+ */
+const PY_STREAMS = String.raw`
+async def pipe(r, w, half):
+    try:
+        while True:
+            b = await r.read(65536)
+            if not b:
+                break
+            w.write(b)
+            await w.drain()
+    except Exception:
+        pass
+    try:
+        if half and w.can_write_eof():
+            w.write_eof()
+        else:
+            w.close()
+    except Exception:
+        pass
+
+async def respond(w, code, reason, text):
+    body = (text + "\n").encode()
+    w.write(("HTTP/1.1 %d %s\r\nContent-Type: text/plain\r\nContent-Length: %d\r\nConnection: close\r\n\r\n" % (code, reason, len(body))).encode() + body)
+    try:
+        await w.drain()
+    finally:
+        w.close()
+`;
+
+/**
  * The egress proxy that runs inside each allowlist trial's proxy container (python3 from the Debian base image):
  * HTTP CONNECT (for https and any TCP) and plain-HTTP forwarding, each checked against the allowlist, a 403 with a
  * reason otherwise. It is kept as a string so the single-file binary carries it.
@@ -33,31 +65,9 @@ def allowed(host):
 def log(msg):
     print(msg, flush=True)
 
-async def pipe(r, w, half):
-    try:
-        while True:
-            b = await r.read(65536)
-            if not b:
-                break
-            w.write(b)
-            await w.drain()
-    except Exception:
-        pass
-    try:
-        if half and w.can_write_eof():
-            w.write_eof()
-        else:
-            w.close()
-    except Exception:
-        pass
-
+${PY_STREAMS}
 async def answer(w, code, reason, why):
-    body = ("evolve egress proxy: %s\n" % why).encode()
-    w.write(("HTTP/1.1 %d %s\r\nContent-Type: text/plain\r\nContent-Length: %d\r\nConnection: close\r\n\r\n" % (code, reason, len(body))).encode() + body)
-    try:
-        await w.drain()
-    finally:
-        w.close()
+    await respond(w, code, reason, "evolve egress proxy: %s" % why)
 
 async def handle(r, w):
     try:
@@ -118,36 +128,14 @@ asyncio.run(main())
 export const RELAY_SCRIPT = String.raw`
 import asyncio, sys
 
-async def pipe(r, w):
-    try:
-        while True:
-            b = await r.read(65536)
-            if not b:
-                break
-            w.write(b)
-            await w.drain()
-    except Exception:
-        pass
-    try:
-        if w.can_write_eof():
-            w.write_eof()
-        else:
-            w.close()
-    except Exception:
-        pass
-
+${PY_STREAMS}
 async def handle(r, w):
     try:
         ur, uw = await asyncio.open_unix_connection(sys.argv[2])
     except Exception as e:
-        body = ("evolve gateway relay: the trial's gateway is not listening: %s\n" % e).encode()
-        w.write(("HTTP/1.1 502 Bad Gateway\r\nContent-Type: text/plain\r\nContent-Length: %d\r\nConnection: close\r\n\r\n" % len(body)).encode() + body)
-        try:
-            await w.drain()
-        finally:
-            w.close()
+        await respond(w, 502, "Bad Gateway", "evolve gateway relay: the trial's gateway is not listening: %s" % e)
         return
-    await asyncio.gather(pipe(r, uw), pipe(ur, w))
+    await asyncio.gather(pipe(r, uw, True), pipe(ur, w, True))
     for s in (w, uw):
         try:
             s.close()
