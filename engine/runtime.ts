@@ -31,21 +31,9 @@ export function isTTY(stream: NodeJS.WriteStream): boolean {
   return Boolean(stream.isTTY);
 }
 
-/** Where an HTTP server listens: a TCP address (port 0 = any free port) or a unix socket path. */
-export type ListenAt = { host?: string; port?: number } | { path: string };
-
-/** A listening HTTP server. */
-export interface HttpListener {
-  /** `http://host:port` for TCP (no trailing slash), `unix:<path>` for a socket. */
-  url: string;
-  port?: number;
-  path?: string;
-  /** Stops listening and cuts open connections (a held stream would otherwise keep close() waiting forever). */
-  close(): Promise<void>;
-}
-
-/** A fetch-style handler, as hono's `app.fetch`. */
-export type FetchHandler = (req: Request) => Response | Promise<Response>;
+// the serve contract is the gateway's (it takes serve injected, and may not import from here)
+export type { FetchHandler, GatewayListenAt as ListenAt, GatewayListener as HttpListener } from "../gateway/serve.ts";
+import type { FetchHandler, GatewayListenAt as ListenAt, GatewayListener as HttpListener } from "../gateway/serve.ts";
 
 /** Seconds node:http keeps an idle keep-alive connection. */
 const IDLE_KEEPALIVE_S = 65;

@@ -15,11 +15,15 @@ export interface GatewayListener {
   url: string;
   port?: number;
   path?: string;
+  /** Stops listening and cuts open connections (a held stream would otherwise keep close() waiting forever). */
   close(): Promise<void>;
 }
 
+/** A fetch-style handler, as hono's `app.fetch`. */
+export type FetchHandler = (req: Request) => Response | Promise<Response>;
+
 /** Turns a fetch handler into a listening HTTP server (engine/runtime.ts `serveFetch`). */
-export type ServeFetch = (handler: (req: Request) => Response | Promise<Response>, at: GatewayListenAt) => Promise<GatewayListener>;
+export type ServeFetch = (handler: FetchHandler, at: GatewayListenAt) => Promise<GatewayListener>;
 
 /** Builds the app from `deps` and serves it at `at` with `serve`; resolves once listening. */
 export async function serveGateway(deps: GatewayDeps, at: GatewayListenAt, serve: ServeFetch): Promise<GatewayListener> {
