@@ -7,48 +7,49 @@
 import { appendFileSync, mkdirSync } from "node:fs";
 import { join } from "node:path";
 import { loadConfig } from "../engine/config.ts";
-import { EvolveError } from "../engine/errors.ts";
-import { Budgets, monthOf } from "../gateway/budget.ts";
-import { agentEnv, Credentials } from "../gateway/credentials.ts";
-import { CallMeter } from "../gateway/meter.ts";
-import { Prices } from "../gateway/prices.ts";
-import { serveGateway } from "../gateway/serve.ts";
-import { serveFetch } from "../engine/runtime.ts";
+import { EvolveError, firstLine } from "../engine/errors.ts";
+import { monthOf } from "../gateway/budget.ts";
+import { agentEnv } from "../gateway/credentials.ts";
 import { loadUpstreams } from "../gateway/upstreams.ts";
-import { STOP_SETTING } from "../engine/trial/gateway.ts";
+import { ModelGateway, STOP_SETTING } from "../engine/trial/gateway.ts";
 import { out, outJson, style } from "./output.ts";
 import { withStore } from "./store.ts";
 
-/** `evolve gateway serve [--port N] [--host H] [--config FILE]`; runs until SIGINT/SIGTERM. */
+/**
+ * `evolve gateway serve [--port N] [--host H] [--config FILE]`; runs until SIGINT/SIGTERM. The store stays open
+ * meanwhile: the `[budget]` limits apply as in a run, spend is booked in its ledger, and `gateway stop` reaches it.
+ */
 export async function gatewayServeCommand(opts: { port?: number; host?: string; config?: string }): Promise<number> {
   const port = opts.port ?? 4000;
   if (!Number.isInteger(port) || port < 0 || port > 65535) throw new EvolveError("usage", `--port must be 0–65535, got ${opts.port}`, "e.g. --port 4000");
-  const { home } = loadConfig();
-  const upstreams = loadUpstreams({ configPath: opts.config, home });
-  const prices = Prices.fromHome(home, (m) => process.stderr.write(`${style.yellow("warning")}: ${m}\n`));
-  const credentials = new Credentials();
-  const { key } = credentials.issueAgent({ trialId: "local" });
+  const { home, budget } = loadConfig();
+  let upstreams;
+  try {
+    upstreams = loadUpstreams({ configPath: opts.config, home });
+  } catch (e) {
+    const file = opts.config ?? join(home, "gateway.toml");
+    throw new EvolveError("gateway_config_invalid", `cannot read the gateway's upstreams (${file}): ${firstLine(e)}`, "fix the file, or move it aside to use ANTHROPIC_*/OPENAI_* from the environment");
+  }
   const logDir = join(home, "gateway");
   mkdirSync(logDir, { recursive: true });
   const calls = join(logDir, "calls.jsonl");
-  const meter = new CallMeter({ sink: (c) => appendFileSync(calls, JSON.stringify(c) + "\n"), keepRecords: false });
-  const gw = await serveGateway({
-    upstreams,
-    authenticate: credentials.authenticate,
-    meter: meter.meter,
-    budget: new Budgets(),
-    prices: (m) => prices.priceOf(m) ?? undefined,
-  }, { port, host: opts.host ?? "127.0.0.1" }, serveFetch);
-  out(`${style.bold("gateway")} listening on ${gw.url}  ${style.dim(`(calls metered to ${calls})`)}`);
-  out(style.dim("a client reaches it with:"));
-  for (const [k, v] of Object.entries(agentEnv(key, gw.url))) out(`export ${k}=${v}`);
-  await new Promise<void>((done) => {
-    const stop = () => done();
-    process.once("SIGINT", stop);
-    process.once("SIGTERM", stop);
+  return withStore(async (store) => {
+    const warn = (m: string) => process.stderr.write(`${style.yellow("warning")}: ${m}\n`);
+    const gateway = new ModelGateway({ home, store, upstreams, budget, warn });
+    try {
+      const { url, key } = await gateway.serveLocal({ port, host: opts.host ?? "127.0.0.1" }, (c) => appendFileSync(calls, JSON.stringify(c) + "\n"));
+      out(`${style.bold("gateway")} listening on ${url}  ${style.dim(`(calls metered to ${calls})`)}`);
+      out(style.dim("a client reaches it with:"));
+      for (const [k, v] of Object.entries(agentEnv(key, url))) out(`export ${k}=${v}`);
+      await new Promise<void>((done) => {
+        process.once("SIGINT", () => done());
+        process.once("SIGTERM", () => done());
+      });
+    } finally {
+      await gateway.close();
+    }
+    return 0;
   });
-  await gw.close();
-  return 0;
 }
 
 /** The default reason `gateway stop` records, as refused calls report it (`other: <reason>`). */

@@ -1,11 +1,13 @@
 /**
  * `evolve gateway serve` through the real CLI: it prints one local credential with the env a client needs, the
  * official Anthropic SDK completes a turn through it against the scripted upstream, the upstream sees the real
- * provider key and never the printed one, and the call is metered to $EVOLVE_HOME/gateway/calls.jsonl.
+ * provider key and never the printed one, and the call is metered to $EVOLVE_HOME/gateway/calls.jsonl. Like a
+ * run's gateway, it books spend in the store's ledger, obeys `evolve gateway stop` from another process, and
+ * refuses calls past the `[budget]` credits.
  */
 import Anthropic from "@anthropic-ai/sdk";
-import { spawn } from "node:child_process";
-import { existsSync, mkdtempSync, readFileSync } from "node:fs";
+import { spawn, spawnSync } from "node:child_process";
+import { existsSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { afterAll, beforeAll, expect, it } from "vitest";
@@ -15,27 +17,44 @@ const root = resolve(__dirname, "..");
 const upstream = new ScriptedUpstream();
 const REAL_KEY = "sk-ant-real-provider-key-for-tests";
 let home: string;
-let child: ReturnType<typeof spawn> | undefined;
+const children: ReturnType<typeof spawn>[] = [];
+const bun = join(root, "node_modules/.bin/bun");
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 beforeAll(async () => {
   home = mkdtempSync(join(tmpdir(), "evolve-gw-serve-"));
   await upstream.start();
 });
 afterAll(async () => {
-  child?.kill("SIGTERM");
+  for (const c of children) c.kill("SIGTERM");
   await upstream.close();
 });
 
-it("serves a real SDK turn with its own printed credential, holds the provider key, and meters the call", async () => {
-  child = spawn(join(root, "node_modules/.bin/bun"), [join(root, "main.ts"), "gateway", "serve", "--port", "0"], {
+/** Starts `evolve gateway serve` in `home` and resolves with the env it printed, once it listens. */
+async function serve(home: string): Promise<{ env: Record<string, string>; child: ReturnType<typeof spawn> }> {
+  const child = spawn(bun, [join(root, "main.ts"), "gateway", "serve", "--port", "0"], {
     env: { ...process.env, EVOLVE_HOME: home, NO_COLOR: "1", ANTHROPIC_API_KEY: REAL_KEY, ANTHROPIC_BASE_URL: upstream.url },
     stdio: ["ignore", "pipe", "pipe"],
   });
+  children.push(child);
   let printed = "";
+  let errors = "";
   child.stdout!.on("data", (b) => (printed += b));
+  child.stderr!.on("data", (b) => (errors += b));
   const t0 = Date.now();
-  while (!/export ANTHROPIC_BASE_URL=/.test(printed) && Date.now() - t0 < 20_000) await new Promise((r) => setTimeout(r, 50));
-  const env = Object.fromEntries([...printed.matchAll(/^export (\w+)=(.*)$/gm)].map((m) => [m[1], m[2]]));
+  while (!/export ANTHROPIC_BASE_URL=/.test(printed) && Date.now() - t0 < 20_000 && child.exitCode === null) await sleep(50);
+  if (!/export ANTHROPIC_BASE_URL=/.test(printed)) throw new Error(`gateway serve did not start: ${errors}`);
+  return { env: Object.fromEntries([...printed.matchAll(/^export (\w+)=(.*)$/gm)].map((m) => [m[1]!, m[2]!])), child };
+}
+
+/** Runs the CLI to completion in `home`. */
+const evolve = (home: string, args: string[]) =>
+  spawnSync(bun, [join(root, "main.ts"), ...args], { env: { ...process.env, EVOLVE_HOME: home, NO_COLOR: "1" }, encoding: "utf8" });
+
+const ask = (client: Anthropic) => client.messages.create({ model: "claude-sonnet-4-5", max_tokens: 64, messages: [{ role: "user", content: "hi" }] });
+
+it("serves a real SDK turn with its own printed credential, holds the provider key, and meters the call", async () => {
+  const { env } = await serve(home);
   expect(env.ANTHROPIC_API_KEY).toMatch(/^evk-/);
   expect(env.ANTHROPIC_API_KEY).not.toBe(REAL_KEY);
 
@@ -59,4 +78,55 @@ it("serves a real SDK turn with its own printed credential, holds the provider k
   expect(ok.usage).toMatchObject({ input_tokens: 12, output_tokens: 5 });
   expect(ok.cost_usd).toBeGreaterThan(0);
   expect(readFileSync(log, "utf8")).not.toContain(REAL_KEY);
+
+  // the spend is booked in the store's ledger (batched off the call's path, so within moments)
+  let status: any;
+  for (let i = 0; i < 40; i++) {
+    status = JSON.parse(evolve(home, ["gateway", "status", "--json"]).stdout);
+    if (status.user.spent_usd > 0) break;
+    await sleep(50);
+  }
+  expect(status.user.spent_usd).toBeCloseTo(ok.cost_usd, 12);
+});
+
+it("obeys `evolve gateway stop` from another process within a second, and `resume` lifts it", async () => {
+  const h = mkdtempSync(join(tmpdir(), "evolve-gw-serve-stop-"));
+  const { env } = await serve(h);
+  const client = new Anthropic({ apiKey: env.ANTHROPIC_API_KEY, baseURL: env.ANTHROPIC_BASE_URL, maxRetries: 0 });
+  await ask(client);
+
+  expect(evolve(h, ["gateway", "stop", "provider incident"]).status).toBe(0);
+  await sleep(1500);
+  const before = upstream.requests.length;
+  const refused = await ask(client).then(() => undefined, (e) => e);
+  expect(refused).toMatchObject({ status: 429 });
+  expect(refused.error).toMatchObject({ type: "error", error: { type: "rate_limit_error", message: "other: provider incident" } });
+  expect(upstream.requests.length).toBe(before);
+
+  expect(evolve(h, ["gateway", "resume"]).status).toBe(0);
+  await sleep(1500);
+  upstream.push({ text: "back", usage: { input_tokens: 3, output_tokens: 1 } });
+  expect((await ask(client)).content).toEqual([{ type: "text", text: "back" }]);
+});
+
+it("refuses calls past the user's [budget] credits in the provider's shape, sending nothing upstream", async () => {
+  const h = mkdtempSync(join(tmpdir(), "evolve-gw-serve-credits-"));
+  // a sonnet call with max_tokens 64 may cost about $0.001: credits of a tenth of a cent less than that cannot hold it
+  writeFileSync(join(h, "config.toml"), '[budget]\nuser = "carol"\nuser_credits_usd = 0.0001\n');
+  const { env } = await serve(h);
+  const client = new Anthropic({ apiKey: env.ANTHROPIC_API_KEY, baseURL: env.ANTHROPIC_BASE_URL, maxRetries: 0 });
+  const before = upstream.requests.length;
+  const refused = await ask(client).then(() => undefined, (e) => e);
+  expect(refused).toMatchObject({ status: 429 });
+  expect(refused.error.error.message).toMatch(/^user: user carol budget of \$0\.0001/);
+  expect(upstream.requests.length).toBe(before);
+});
+
+it("a gateway.toml it cannot read is a one-line error with a stable code, exit 2", () => {
+  const h = mkdtempSync(join(tmpdir(), "evolve-gw-serve-bad-"));
+  writeFileSync(join(h, "gateway.toml"), "[upstreams.local\nbase_url = 1\n");
+  const r = evolve(h, ["gateway", "serve", "--port", "0"]);
+  expect(r.status).toBe(2);
+  expect(r.stderr.split("\n")[0]).toMatch(/^error\[gateway_config_invalid\]: cannot read the gateway's upstreams \(.*gateway\.toml\): /);
+  expect(r.stdout).toBe("");
 });

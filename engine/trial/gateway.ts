@@ -24,16 +24,20 @@ import { Budgets, monthOf } from "../../gateway/budget.ts";
 import { agentEnv, Credentials, judgeEnv, type JudgeFamily } from "../../gateway/credentials.ts";
 import { CallMeter, usageEvents, type GatewayUsageEvent, type LaneTotals } from "../../gateway/meter.ts";
 import { Prices } from "../../gateway/prices.ts";
-import { serveGateway, type GatewayListener, type ServeFetch } from "../../gateway/serve.ts";
+import { serveGateway, type GatewayListenAt, type GatewayListener, type ServeFetch } from "../../gateway/serve.ts";
 import type { BudgetScope, CallRecord } from "../../gateway/types.ts";
 import { loadUpstreams, type Upstreams } from "../../gateway/upstreams.ts";
 import { TrialFailure } from "./errors.ts";
+import { EvolveError } from "../errors.ts";
 
 /** How often a running trial's `spend.live_usd` is written back (platform-trials.md: about every 30 s). */
 export const LIVE_SPEND_REFRESH_MS = 30_000;
 
 /** The global stop's key among the store's settings (`evolve gateway stop` sets it). */
 export const STOP_SETTING = "gateway_stop";
+
+/** The trial id that `evolve gateway serve`'s calls are metered under. */
+export const LOCAL_TRIAL = "local";
 
 /** Options of the process's gateway. */
 export interface ModelGatewayOptions {
@@ -200,6 +204,7 @@ export class ModelGateway {
   private stopPoll?: ReturnType<typeof setInterval>;
   private readonly owed = new Map<string, number>();
   private flushTimer?: ReturnType<typeof setTimeout>;
+  private local?: { listener: GatewayListener; onCall?: (call: CallRecord) => void };
 
   constructor(private readonly opts: ModelGatewayOptions) {
     this.refreshMs = opts.refreshMs ?? LIVE_SPEND_REFRESH_MS;
@@ -244,6 +249,39 @@ export class ModelGateway {
     this.stopPoll.unref?.();
   }
 
+  /** What the gateway app gets from this process: the shared upstreams, credentials, meter, budgets and prices. */
+  private deps() {
+    return {
+      upstreams: this.upstreams!,
+      authenticate: this.credentials.authenticate,
+      meter: this.meter.meter,
+      budget: this.budgets,
+      prices: (m: string) => this.prices!.priceOf(m) ?? undefined,
+    };
+  }
+
+  /**
+   * Serves the gateway on its own (`evolve gateway serve`) at `at`, with one credential for trial `local`: the same
+   * budgets as a run's gateway (the user's credits, the team's month, the global cap; no trial cap), spend booked in
+   * the store's ledger, and the global stop obeyed within a second. `onCall` gets every call once metered; the
+   * records are not kept in memory, since a standalone gateway may serve for weeks. One per gateway.
+   */
+  async serveLocal(at: GatewayListenAt, onCall?: (call: CallRecord) => void): Promise<{ url: string; key: string }> {
+    if (this.local) throw new Error("this gateway already serves locally");
+    try {
+      this.init();
+    } catch (e) {
+      if (e instanceof TrialFailure) throw new EvolveError("gateway_config_invalid", e.message, "fix the file named, or move it aside");
+      throw e;
+    }
+    const b = this.budgetCfg;
+    this.budgets.setTrial(LOCAL_TRIAL, { user: b.user, team: b.team });
+    const { key } = this.credentials.issueAgent({ trialId: LOCAL_TRIAL });
+    const listener = await serveGateway(this.deps(), at, this.opts.serve ?? serveFetch);
+    this.local = { listener, onCall };
+    return { url: listener.url, key };
+  }
+
   /** Opens a trial's lease: its socket listener and its budget. */
   async lease(req: LeaseRequest): Promise<GatewayLease> {
     this.init();
@@ -257,17 +295,7 @@ export class ModelGateway {
     const dir = join(socketRoot(), req.trialId);
     rmSync(dir, { recursive: true, force: true });
     mkdirSync(dir, { recursive: true, mode: 0o755 });
-    const listener = await serveGateway(
-      {
-        upstreams: this.upstreams!,
-        authenticate: this.credentials.authenticate,
-        meter: this.meter.meter,
-        budget: this.budgets,
-        prices: (m) => this.prices!.priceOf(m) ?? undefined,
-      },
-      { path: join(dir, "gateway.sock") },
-      this.opts.serve ?? serveFetch,
-    );
+    const listener = await serveGateway(this.deps(), { path: join(dir, "gateway.sock") }, this.opts.serve ?? serveFetch);
     const lease = new GatewayLease(this, req, dir, listener);
     this.leases.set(req.trialId, lease);
     return lease;
@@ -284,6 +312,10 @@ export class ModelGateway {
       const b = this.budgetCfg;
       this.owe(`user\0${b.user}\0`, call.cost_usd);
       if (b.team !== undefined) this.owe(`team\0${b.team}\0${monthOf(Date.parse(call.started_at) || Date.now())}`, call.cost_usd);
+    }
+    if (call.trialId === LOCAL_TRIAL && this.local) {
+      this.meter.forget(LOCAL_TRIAL);
+      this.local.onCall?.(call);
     }
   }
 
@@ -315,10 +347,12 @@ export class ModelGateway {
     }
   }
 
-  /** Ends every open lease, books the ledger and stops polling. */
+  /** Ends every open lease and the local listener, books the ledger and stops polling. */
   async close(): Promise<void> {
     if (this.stopPoll) clearInterval(this.stopPoll);
     await Promise.all([...this.leases.values()].map((l) => l.end()));
+    await this.local?.listener.close().catch(() => {});
+    this.local = undefined;
     this.flushLedger();
   }
 }
