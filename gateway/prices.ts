@@ -121,9 +121,13 @@ const PROVIDER_PREFIX = /^(anthropic|openai|azure|openrouter|bedrock|vertex_ai)\
 /** Anthropic `-20250929`, OpenAI `-2025-08-07`, and a trailing `-latest`. */
 const DATE_SUFFIX = /-(\d{8}|\d{4}-\d{2}-\d{2}|latest)$/;
 
+const MEMO_MAX = 4096;
+
 /** Resolves model names against the shipped table and the user's overrides. */
 export class Prices {
   private readonly warned = new Set<string>();
+  /** Lookups by name: the tables never change, and each call would otherwise run four regex rewrites. */
+  private readonly memo = new Map<string, PriceEntry | null>();
 
   /**
    * @param overrides entries that win over the shipped ones, name by name.
@@ -157,6 +161,16 @@ export class Prices {
   }
 
   private lookup(model: string): PriceEntry | null {
+    const hit = this.memo.get(model);
+    if (hit !== undefined) return hit;
+    // names come from clients, so the memo is bounded: past the bound it starts over
+    if (this.memo.size >= MEMO_MAX) this.memo.clear();
+    const found = this.search(model);
+    this.memo.set(model, found);
+    return found;
+  }
+
+  private search(model: string): PriceEntry | null {
     const bare = model.replace(PROVIDER_PREFIX, "");
     const names = [model, bare, model.replace(DATE_SUFFIX, ""), bare.replace(DATE_SUFFIX, "")];
     for (const table of [this.overrides, this.base]) {
