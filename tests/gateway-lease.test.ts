@@ -81,6 +81,22 @@ describe("the process's gateway", () => {
     }
   });
 
+  it("a gateway left open when its store closes stops polling the stop, with a warning and no stray error", async () => {
+    const own = mkdtempSync(join(tmpdir(), "evolve-gw-lease-closed-"));
+    const ownStore = openStore(own);
+    const warnings: string[] = [];
+    const upstreams = buildUpstreams({ upstreams: { anthropic: { base_url: upstream.url, api_key: "sk-ant-real" } } }, {});
+    const gw = new ModelGateway({ home: own, store: ownStore, upstreams, budget: { user: "u-closed" }, warn: (m) => warnings.push(m) });
+    const lease = await gw.lease({ trialId: `T${++n}`, jobId: "J" });
+    await lease.end();
+    await ownStore.close();
+    // a poll that threw would surface as an uncaught error and fail the run
+    await new Promise((r) => setTimeout(r, 2300));
+    expect(warnings.filter((w) => w.startsWith("gateway: stopped polling the global stop: "))).toHaveLength(1);
+    await gw.close();
+    rmSync(own, { recursive: true, force: true });
+  });
+
   it("books user and team spend in the ledger, and a later process starts from it", async () => {
     const gw = gateway({ user: "u-ledger", team: "t-ledger", team_monthly_usd: 100 });
     const { lease, key } = await leased(gw);

@@ -240,7 +240,15 @@ export class ModelGateway {
     this.budgets.setGlobalCap(b.global_cap_usd);
     // `evolve gateway stop` in any process sets the store's stop; polled so a running job obeys it within a second
     const poll = () => {
-      const reason = store.getSetting(STOP_SETTING);
+      let reason: unknown;
+      try {
+        reason = store.getSetting(STOP_SETTING);
+      } catch (e) {
+        // the store was closed under a gateway nobody closed (a lone trial's): nothing left to obey, stop asking
+        if (this.stopPoll) clearInterval(this.stopPoll);
+        this.opts.warn?.(`gateway: stopped polling the global stop: ${(e as Error).message}`);
+        return;
+      }
       if (typeof reason === "string") this.budgets.stop(reason);
       else this.budgets.resume();
     };
