@@ -133,7 +133,7 @@ describe.each(kinds)("gateway relay on %s", (kind) => {
     );
     t.containers.push(id);
     await engine.start(id);
-    t.net.created(id, policy, n.network);
+    t.net.created(id, policy, n.network, role);
     await t.net.attach(id, policy, `${role} box boot`);
     return id;
   }
@@ -197,14 +197,27 @@ describe.each(kinds)("gateway relay on %s", (kind) => {
     expect(sealed).toMatch(/1\.1\.1\.1.*(unreachable|no route)/i);
     if (process.env.EVOLVE_TEST_DEBUG) console.log(`${kind}: sealed probes ${(performance.now() - started).toFixed(0)} ms`);
 
-    // the relay holds the socket and has no network but the trial's internal gw network
+    // the relay holds the socket and has no network but the trial's internal gw networks: the agent's and the
+    // separate verifier's own
+    const gwNet = `evolve-${t.id.toLowerCase()}-gw`;
     const relays = (await engine.list({ [LABEL_TRIAL]: t.id, "dev.evolve.role": "gateway-relay" }));
     expect(relays).toHaveLength(1);
     const relay = await engine.inspect(relays[0].id);
-    expect(Object.keys(relay?.networks ?? {})).toEqual([`evolve-${t.id.toLowerCase()}-gw`]);
+    expect(Object.keys(relay?.networks ?? {}).sort()).toEqual([gwNet, `${gwNet}v`]);
     const sealedNets = await engine.inspect(verifier);
-    expect(Object.keys(sealedNets?.networks ?? {})).toEqual([`evolve-${t.id.toLowerCase()}-gw`]);
+    expect(Object.keys(sealedNets?.networks ?? {})).toEqual([`${gwNet}v`]);
+    expect(Object.keys((await engine.inspect(agent))?.networks ?? {})).toContain(gwNet);
     expect(t.log.some((l) => l.startsWith("gateway relay "))).toBe(true);
+
+    // the boxes share no network through the relay: a server the agent left running on its gw address answers the
+    // agent itself, and not the verifier
+    const agentIp = (await engine.inspect(agent))?.networks?.[gwNet]?.ip;
+    expect(agentIp).toBeTruthy();
+    const serve = await engine.exec(agent, ["sh", "-c", "python3 -m http.server 8123 --bind 0.0.0.0 >/dev/null 2>&1 & sleep 0.5"], { timeoutMs: 15_000 });
+    expect(serve.exitCode, serve.stderr).toBe(0);
+    const left = `http://${agentIp}:8123/`;
+    expect(await probe(agent, [`direct ${left}`])).toMatch(/-> 200 /);
+    expect(await probe(verifier, [`direct ${left}`])).toMatch(/-> ERR .*(unreachable|timed out|no route)/i);
   });
 
   it("no-network baseline with an allowlist agent: the gateway stays reachable through every phase switch, direct past the proxy", async () => {

@@ -26,9 +26,12 @@
  * (`<socketDir>/gateway.sock`, TrialNetworkOptions.gateway). A trial with a gateway gets an INTERNAL network
  * `evolve-<trial>-gw` and on it a relay container (python3, proxy/script.ts RELAY_SCRIPT, labelled with the trial)
  * that pipes TCP `evolve-gateway:4000` to that socket, bind-mounted into the relay ONLY. The relay is created on the
- * gw network and nothing else: it holds the socket and needs no route at all. Every box of the trial is on the gw
+ * gw network and nothing else: it holds the socket and needs no route at all. Every box of the trial is on a gw
  * network for its whole life, whatever its policy and through every phase switch, and finds the relay by an
- * /etc/hosts entry; a client just uses `http://evolve-gateway:4000` (gatewayUrl()). So:
+ * /etc/hosts entry; a client just uses `http://evolve-gateway:4000` (gatewayUrl()). The agent box has the gw
+ * network; a separate verifier box has one of its own, `evolve-<trial>-gwv`, which the relay joins too: the two
+ * boxes share no network through the relay, so what the agent left running cannot reach the verifier's box, nor
+ * the verifier the agent's (a separate verifier judges artifacts, not the agent's box). So:
  * - a `no-network` box is created on the gw network instead of "none" (or, when it lives on the service network,
  *   keeps the gw network beside it): internal networks have no route out, so it reaches the relay and nothing else,
  *   and the spend cap stays airtight without relaxing any seal;
@@ -143,7 +146,13 @@ export interface TrialNetworkOptions {
 export class TrialNetwork {
   private svcNet?: string;
   private gwNet?: string;
+  private relayId?: string;
   private relayIp?: string;
+  /** The separate verifier's own gw network and the relay's address on it; made at the first verifier box. */
+  private verifierGw?: Promise<{ net: string; ip: string }>;
+  private gwvNet?: string;
+  /** Each box's gw network, so a phase switch keeps the right one. */
+  private readonly boxGw = new Map<string, string>();
   private relaying?: Promise<void>;
   private relayReady?: Promise<void>;
   private egressNet?: string;
@@ -287,6 +296,7 @@ export class TrialNetwork {
     const ip = st?.networks?.[net]?.ip;
     if (!ip) throw new TrialFailure("NetworkSetupError", "the gateway relay got no address on the trial's gw network");
     this.gwNet = net;
+    this.relayId = id;
     this.relayIp = ip;
     this.relayReady = this.engine
       .exec(id, ["python3", "-c", listening(GATEWAY_RELAY_PORT)], { timeoutMs: 15_000 })
@@ -296,6 +306,26 @@ export class TrialNetwork {
       });
     // awaited by attach(); until then a rejection must not count as unhandled
     this.relayReady.catch(() => {});
+  }
+
+  /** The gw network and relay address a box of `role` gets (a verifier's own, joined by the relay on first use). */
+  private async gatewayFor(role: "agent" | "verifier"): Promise<{ net: string; ip: string }> {
+    await this.ensureRelay();
+    if (role === "agent") return { net: this.gwNet!, ip: this.relayIp! };
+    this.verifierGw ??= (async () => {
+      const net = await this.makeNetwork(`evolve-${this.opts.trialId.toLowerCase()}-gwv`);
+      try {
+        await this.engine.connect(net, this.relayId!);
+      } catch (e) {
+        throw new TrialFailure("NetworkSetupError", `cannot put the gateway relay on the verifier's gw network: ${(e as Error).message}`);
+      }
+      const ip = (await this.engine.inspect(this.relayId!))?.networks?.[net]?.ip;
+      if (!ip) throw new TrialFailure("NetworkSetupError", "the gateway relay got no address on the verifier's gw network");
+      this.opts.log(`gateway relay also at ${GATEWAY_HOST}:${GATEWAY_RELAY_PORT} (${ip}) on ${net}, the separate verifier's own`);
+      this.gwvNet = net;
+      return { net, ip };
+    })();
+    return this.verifierGw;
   }
 
   private async writeAllowlist(hosts: string[]): Promise<void> {
@@ -311,10 +341,8 @@ export class TrialNetwork {
    */
   async boxNetworking(role: "agent" | "verifier", policy: NetPolicy): Promise<BoxNetworking> {
     const extraHosts = this.hostsForServices();
-    if (this.opts.gateway) {
-      await this.ensureRelay();
-      extraHosts.push(`${GATEWAY_HOST}:${this.relayIp}`);
-    }
+    const gw = this.opts.gateway ? await this.gatewayFor(role) : undefined;
+    if (gw) extraHosts.push(`${GATEWAY_HOST}:${gw.ip}`);
     const needsProxy = role === "agent" ? [this.opts.policies.baseline, this.opts.policies.agent].some((p) => p.mode === "allowlist") : policy.mode === "allowlist";
     if (needsProxy) {
       // eager: the box's /etc/hosts must name the proxy from creation (internal networks have no DNS)
@@ -328,15 +356,19 @@ export class TrialNetwork {
     }
     if (policy.mode === "allowlist") return { network: this.egressNet!, extraHosts, env };
     // the gw network is internal: a no-network box on it reaches the relay and nothing else
-    return { network: policy.mode === "no-network" ? (this.gwNet ?? "none") : "default", extraHosts, env };
+    return { network: policy.mode === "no-network" ? (gw?.net ?? "none") : "default", extraHosts, env };
   }
 
-  /** Records the policy a box was created under (no switching needed when it already holds). */
-  created(box: string, policy: NetPolicy, network: string): void {
+  /** Records the policy a box of `role` was created under (no switching needed when it already holds). */
+  created(box: string, policy: NetPolicy, network: string, role: "agent" | "verifier" = "agent"): void {
+    // boxNetworking(role) made the role's gw network before the box was created
+    const gw = !this.opts.gateway ? undefined : role === "agent" ? this.gwNet : this.gwvNet;
+    if (gw) this.boxGw.set(box, gw);
     if (network === this.svcNet) return; // a service-network box is switched by attach()
-    if (this.gwNet && network !== this.gwNet) return; // attach() adds the gw network beside its first one
+    if (gw && network !== gw) return; // attach() adds the gw network beside its first one
     this.applied.set(box, policy);
   }
+
 
   /** Puts a started box under `policy` by connecting and disconnecting networks; logs the switch. */
   async attach(box: string, policy: NetPolicy, why: string): Promise<void> {
@@ -346,7 +378,8 @@ export class TrialNetwork {
     if (policy.mode === "allowlist") await this.ensureProxy(policy.hosts);
     const want = new Set<string>();
     if (this.svcNet) want.add(this.svcNet);
-    if (this.gwNet) want.add(this.gwNet); // every policy keeps the relay: no switch may cut the model off
+    const gw = this.boxGw.get(box) ?? this.gwNet;
+    if (gw) want.add(gw); // every policy keeps the relay: no switch may cut the model off
     if (policy.mode === "public") want.add(this.defaultNet);
     if (policy.mode === "allowlist") want.add(this.egressNet!);
     const st = await this.engine.inspect(box);

@@ -566,7 +566,7 @@ class TrialRun extends TrialRecorder {
       throw new TrialFailure("EnvironmentStartError", `cannot start the container from ${image}: ${(e as Error).message}`);
     }
     this.log(`${role} box ${id.slice(0, 12)} started from ${image} (network ${network})`);
-    this.net!.created(id, policy, network);
+    this.net!.created(id, policy, network, role);
     await this.net!.attach(id, policy, `${role} box boot`);
     return id;
   }
