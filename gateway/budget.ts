@@ -39,6 +39,11 @@ type ScopeName = BudgetScope;
 interface Scope extends ScopeSpend {
   kind: ScopeName;
   label: string;
+  /**
+   * Settled spend this process did not make (other processes', through the store's ledger): counted against the
+   * limit, never settled here. `spentUsd` is this process's own.
+   */
+  elsewhereUsd: number;
   /** Open reservations; at 0 `reservedUsd` is reset exactly, so float residue cannot build up and block. */
   open: number;
 }
@@ -75,20 +80,28 @@ export class Budgets implements Budget {
     this.scope(`trial:${trialId}:judge`, "trial", `trial ${trialId} judge`).limitUsd = b.judgeCapUsd;
   }
 
-  /** A user's credits, USD, and what they have already spent (from the store) before this process. */
+  /** A user's credits, USD, and what was already spent elsewhere (the store's ledger, before this process). */
   setUserCredits(user: string, creditsUsd: number, alreadySpentUsd = 0): void {
     this.userCredits.set(user, creditsUsd);
-    const s = this.scope(`user:${user}`, "user", `user ${user}`);
-    s.limitUsd = creditsUsd;
-    s.spentUsd = Math.max(s.spentUsd, alreadySpentUsd);
+    this.scope(`user:${user}`, "user", `user ${user}`).limitUsd = creditsUsd;
+    this.setSpentElsewhere("user", user, alreadySpentUsd);
   }
 
-  /** A team's monthly budget, USD, and this month's spend so far (from the store). */
+  /** A team's monthly budget, USD, and this month's spend so far elsewhere (from the store). */
   setTeamBudget(team: string, monthlyUsd: number, spentThisMonthUsd = 0): void {
     this.teamMonthly.set(team, monthlyUsd);
-    const s = this.scope(`team:${team}:${monthOf(this.now())}`, "team", `team ${team}`);
-    s.limitUsd = monthlyUsd;
-    s.spentUsd = Math.max(s.spentUsd, spentThisMonthUsd);
+    this.scope(`team:${team}:${monthOf(this.now())}`, "team", `team ${team}`).limitUsd = monthlyUsd;
+    this.setSpentElsewhere("team", team, spentThisMonthUsd);
+  }
+
+  /**
+   * What a user (or a team, in `month`, this UTC month by default) has spent outside this process: the ledger's
+   * figure less what this process booked there. The engine refreshes it as other processes book theirs, so two
+   * runs billing one user see each other's settled spend within a poll.
+   */
+  setSpentElsewhere(kind: "user" | "team", name: string, usd: number, month = monthOf(this.now())): void {
+    const s = kind === "user" ? this.scope(`user:${name}`, "user", `user ${name}`) : this.scope(`team:${name}:${month}`, "team", `team ${name}`);
+    s.elsewhereUsd = Number.isFinite(usd) && usd > 0 ? usd : 0;
   }
 
   /** An optional cap on everything this gateway sends, USD. */
@@ -110,7 +123,7 @@ export class Budgets implements Budget {
   private scope(key: string, kind: ScopeName, label: string): Scope {
     let s = this.scopes.get(key);
     if (!s) {
-      s = { kind, label, spentUsd: 0, reservedUsd: 0, unpricedCalls: 0, open: 0 };
+      s = { kind, label, spentUsd: 0, elsewhereUsd: 0, reservedUsd: 0, unpricedCalls: 0, open: 0 };
       this.scopes.set(key, s);
     }
     return s;
@@ -163,13 +176,14 @@ export class Budgets implements Budget {
     }
     for (const s of scopes) {
       if (s.limitUsd === undefined) continue;
-      if (s.spentUsd + s.reservedUsd + worstCaseUsd > s.limitUsd) {
+      const spent = s.spentUsd + s.elsewhereUsd;
+      if (spent + s.reservedUsd + worstCaseUsd > s.limitUsd) {
         return {
           ok: false,
           scope: s.kind,
           message:
             `${s.kind}: ${s.label} budget of ${money(s.limitUsd)} would be exceeded ` +
-            `(spent ${money(s.spentUsd)}, in flight ${money(s.reservedUsd)}, this request up to ${money(worstCaseUsd)})`,
+            `(spent ${money(spent)}, in flight ${money(s.reservedUsd)}, this request up to ${money(worstCaseUsd)})`,
         };
       }
     }
@@ -206,7 +220,7 @@ export class Budgets implements Budget {
     const s = this.scopes.get(key);
     if (!s) return { spentUsd: 0, reservedUsd: 0, unpricedCalls: 0 };
     return {
-      spentUsd: s.spentUsd,
+      spentUsd: s.spentUsd + s.elsewhereUsd,
       reservedUsd: s.reservedUsd,
       ...(s.limitUsd !== undefined ? { limitUsd: s.limitUsd } : {}),
       unpricedCalls: s.unpricedCalls,

@@ -84,6 +84,23 @@ describe("budget reservations", () => {
     expect(b.userSpend("ana")).toMatchObject({ spentUsd: 0.9, reservedUsd: 0.05, limitUsd: 1 });
   });
 
+  it("spend made elsewhere counts against the limit as it changes, apart from this process's own", () => {
+    const b = new Budgets();
+    b.setUserCredits("eve", 1, 0.2);
+    b.setTrial("t", { user: "eve" });
+    const r = b.reserve(cred("t"), 0.3);
+    if (!r.ok) throw new Error("refused");
+    b.settle(r.id, 0.3);
+    expect(b.userSpend("eve")).toMatchObject({ spentUsd: 0.5, limitUsd: 1 });
+    // another process booked 0.4 more meanwhile: 0.2 + 0.4 elsewhere, 0.3 here, so 0.2 no longer fits
+    b.setSpentElsewhere("user", "eve", 0.6);
+    expect(b.reserve(cred("t"), 0.2)).toMatchObject({ ok: false, scope: "user", message: expect.stringContaining("(spent $0.9,") });
+    expect(b.reserve(cred("t"), 0.05).ok).toBe(true);
+    // a figure that is not a spend (negative residue, NaN) counts as nothing rather than as credit
+    b.setSpentElsewhere("user", "eve", -0.1);
+    expect(b.userSpend("eve").spentUsd).toBeCloseTo(0.3, 12);
+  });
+
   it("per-team monthly budget refuses with scope team and resets with the month", () => {
     let now = Date.parse("2026-03-31T23:00:00Z");
     const b = new Budgets(() => now);

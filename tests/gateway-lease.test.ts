@@ -121,6 +121,30 @@ describe("the process's gateway", () => {
     }
   });
 
+  it("two processes billing one user see each other's settled spend within a poll, and stop at the credits together", async () => {
+    // each call here settles at $0.000255 and reserves about $0.0011 first: $0.0015 of credits admits two calls'
+    // spend plus nothing more, counted across both gateways (two processes: they share only the store)
+    const a = gateway({ user: "u-two", user_credits_usd: 0.0015 });
+    const b = gateway({ user: "u-two", user_credits_usd: 0.0015 });
+    const la = await leased(a);
+    const lb = await leased(b);
+    try {
+      expect((await call(la.lease, la.key)).status).toBe(200);
+      expect((await call(la.lease, la.key)).status).toBe(200);
+      // a's spend reaches the ledger within its batch (50 ms), and b's next poll (1 s) reads it
+      await new Promise((r) => setTimeout(r, 1200));
+      const before = upstream.requests.length;
+      const r = await call(lb.lease, lb.key);
+      expect(r.status).toBe(429);
+      expect(r.body.error.message).toMatch(/^user: user u-two budget of \$0\.0015 would be exceeded \(spent \$0\.00051,/);
+      expect(lb.lease.budgetRefusal()?.scope).toBe("user");
+      expect(upstream.requests.length).toBe(before);
+    } finally {
+      await a.close();
+      await b.close();
+    }
+  });
+
   it("caps a trial at the smallest of config, task and job, and an agent over its cap is told so, not stopped", async () => {
     const gw = gateway({ user: "u-cap", trial_cap_usd: 5 });
     expect(gw.trialCap()).toBe(5);

@@ -203,6 +203,8 @@ export class ModelGateway {
   private readonly budgetCfg: BudgetConfig;
   private stopPoll?: ReturnType<typeof setInterval>;
   private readonly owed = new Map<string, number>();
+  /** What this process has booked in the ledger, per ledger key: the rest of the ledger was spent elsewhere. */
+  private readonly booked = new Map<string, number>();
   private flushTimer?: ReturnType<typeof setTimeout>;
   private local?: { listener: GatewayListener; onCall?: (call: CallRecord) => void };
 
@@ -251,10 +253,31 @@ export class ModelGateway {
       }
       if (typeof reason === "string") this.budgets.stop(reason);
       else this.budgets.resume();
+      this.refreshElsewhere();
     };
     poll();
     this.stopPoll = setInterval(poll, 1000);
     this.stopPoll.unref?.();
+  }
+
+  /**
+   * Reads the ledger's user and team spend and tells the budgets what of it other processes made (the ledger less
+   * what this one booked), so that two runs billing one user or team stop at the limit together, not each at it.
+   * Only where a limit applies; polled with the global stop, so another process's settled spend counts here
+   * within about a second (their calls in flight do not: each process holds its own reservations).
+   */
+  private refreshElsewhere(): void {
+    const { store } = this.opts;
+    const b = this.budgetCfg;
+    if (b.user_credits_usd !== undefined) {
+      const total = store.getSpend("user", b.user, "");
+      this.budgets.setSpentElsewhere("user", b.user, total - (this.booked.get(ledgerKey("user", b.user, "")) ?? 0));
+    }
+    if (b.team !== undefined && b.team_monthly_usd !== undefined) {
+      const month = monthOf(Date.now());
+      const total = store.getSpend("team", b.team, month);
+      this.budgets.setSpentElsewhere("team", b.team, total - (this.booked.get(ledgerKey("team", b.team, month)) ?? 0), month);
+    }
   }
 
   /** What the gateway app gets from this process: the shared upstreams, credentials, meter, budgets and prices. */
@@ -318,8 +341,8 @@ export class ModelGateway {
     this.leases.get(call.trialId)?.observe(call);
     if (call.cost_usd !== null && call.cost_usd > 0) {
       const b = this.budgetCfg;
-      this.owe(`user\0${b.user}\0`, call.cost_usd);
-      if (b.team !== undefined) this.owe(`team\0${b.team}\0${monthOf(Date.parse(call.started_at) || Date.now())}`, call.cost_usd);
+      this.owe(ledgerKey("user", b.user, ""), call.cost_usd);
+      if (b.team !== undefined) this.owe(ledgerKey("team", b.team, monthOf(Date.parse(call.started_at) || Date.now())), call.cost_usd);
     }
     if (call.trialId === LOCAL_TRIAL && this.local) {
       this.meter.forget(LOCAL_TRIAL);
@@ -350,6 +373,7 @@ export class ModelGateway {
           this.opts.store.addSpend(scope, name, period, usd);
         }
       });
+      for (const [key, usd] of owed) this.booked.set(key, (this.booked.get(key) ?? 0) + usd);
     } catch (e) {
       this.opts.warn?.(`gateway: could not book spend in the ledger: ${(e as Error).message}`);
     }
@@ -363,6 +387,11 @@ export class ModelGateway {
     this.local = undefined;
     this.flushLedger();
   }
+}
+
+/** A ledger entry's key in `owed` and `booked`: scope, name and period (the UTC month of a team; "" for a user). */
+function ledgerKey(scope: "user" | "team", name: string, period: string): string {
+  return `${scope}\0${name}\0${period}`;
 }
 
 /** The lane totals as the trial record keeps them (the store's `spend` and `tokens`). */
