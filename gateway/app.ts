@@ -6,7 +6,7 @@
  */
 import { Hono, type Context } from "hono";
 import { randomUUID } from "node:crypto";
-import type { Authenticate, Budget, CallRecord, Credential, Meter, Price, Usage } from "./types.ts";
+import type { Authenticate, Budget, CallRecord, Credential, GatewayRoute, Meter, Price, Usage } from "./types.ts";
 import { meteredStream } from "./sse.ts";
 import { costOf } from "./prices.ts";
 import { usageFromJson, type WireApi } from "./usage.ts";
@@ -37,8 +37,11 @@ export const BYTES_PER_TOKEN_ESTIMATE = 3;
 
 type ErrorShape = "anthropic" | "openai";
 
-/** A gateway-made error in the caller's provider shape (SDKs parse these into their own error classes). */
-export function providerError(shape: ErrorShape, status: number, message: string, headers: Record<string, string> = {}): Response {
+/**
+ * A gateway-made error in the caller's provider shape (SDKs parse these into their own error classes). `code`
+ * overrides the OpenAI-shape code the status would give.
+ */
+export function providerError(shape: ErrorShape, status: number, message: string, headers: Record<string, string> = {}, code?: string): Response {
   let body: unknown;
   if (shape === "anthropic") {
     const type =
@@ -46,11 +49,11 @@ export function providerError(shape: ErrorShape, status: number, message: string
         : status === 429 ? "rate_limit_error" : status >= 500 ? "api_error" : "invalid_request_error";
     body = { type: "error", error: { type, message } };
   } else {
-    const code =
+    const byStatus =
       status === 401 ? "invalid_api_key" : status === 403 ? "model_not_allowed" : status === 404 ? "model_not_found"
         : status === 429 ? "insufficient_quota" : status >= 500 ? "upstream_error" : null;
     const type = status === 429 ? "insufficient_quota" : status >= 500 ? "server_error" : "invalid_request_error";
-    body = { error: { message, type, param: null, code } };
+    body = { error: { message, type, param: null, code: code ?? byStatus } };
   }
   return new Response(JSON.stringify(body), { status, headers: { "content-type": "application/json", ...headers } });
 }
@@ -102,19 +105,34 @@ function responseHeaders(up: Response): Headers {
 
 const ROUTE_PATH = { messages: "/messages", count_tokens: "/messages/count_tokens", chat: "/chat/completions", responses: "/responses" } as const;
 
+/** How a refusal names a route: its method and path on this gateway. */
+const ROUTE_NAME: Record<GatewayRoute, string> = {
+  messages: "POST /v1/messages",
+  count_tokens: "POST /v1/messages/count_tokens",
+  chat: "POST /v1/chat/completions",
+  responses: "POST /v1/responses",
+  models: "GET /v1/models",
+};
+
 /** Builds the gateway app. */
 export function createGatewayApp(deps: GatewayDeps): Hono {
   const now = deps.now ?? Date.now;
   const doFetch = deps.fetch ?? fetch;
   const app = new Hono();
 
-  /** Authenticate or answer 401; expiry is checked here too so a stale credential store cannot admit a key. */
-  const auth = (c: Context, shape: ErrorShape): Credential | Response => {
+  /**
+   * Authenticate or answer 401, then check the credential may call `route` (403); expiry is checked here too so a
+   * stale credential store cannot admit a key.
+   */
+  const auth = (c: Context, shape: ErrorShape, route: GatewayRoute): Credential | Response => {
     const key = presentedKey(c);
     if (!key) return providerError(shape, 401, "missing gateway key: send x-api-key or Authorization: Bearer");
     const cred = deps.authenticate(key);
     if (!cred) return providerError(shape, 401, "invalid or revoked gateway key");
     if (cred.expiresAt && Date.parse(cred.expiresAt) <= now()) return providerError(shape, 401, "gateway key expired");
+    if (cred.routes && !cred.routes.includes(route)) {
+      return providerError(shape, 403, `this gateway key does not admit ${ROUTE_NAME[route]}`, {}, "route_not_allowed");
+    }
     return cred;
   };
 
@@ -132,7 +150,7 @@ export function createGatewayApp(deps: GatewayDeps): Hono {
     const api: WireApi = route === "count_tokens" ? "messages" : route;
     const shape: ErrorShape = api === "messages" ? "anthropic" : "openai";
     const startedMs = now();
-    const cred = auth(c, shape);
+    const cred = auth(c, shape, route);
     if (cred instanceof Response) return cred;
 
     const raw = await c.req.text();
@@ -269,7 +287,7 @@ export function createGatewayApp(deps: GatewayDeps): Hono {
     // One body both SDKs read: Anthropic's list fields (type, display_name, created_at, has_more, first_id,
     // last_id) beside OpenAI's (object, created, owned_by).
     const shape: ErrorShape = c.req.header("anthropic-version") || c.req.header("x-api-key") ? "anthropic" : "openai";
-    const cred = auth(c, shape);
+    const cred = auth(c, shape, "models");
     if (cred instanceof Response) return cred;
     const data: unknown[] = [];
     const seen = new Set<string>();

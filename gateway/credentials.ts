@@ -7,7 +7,7 @@
  * keep them (hashes only) where it keeps trials.
  */
 import { createHash, randomBytes, randomUUID, timingSafeEqual } from "node:crypto";
-import type { Authenticate, Credential, Lane } from "./types.ts";
+import type { Authenticate, Credential, GatewayRoute, Lane } from "./types.ts";
 
 /** The model family a judge key belongs to, named after the env var a task asks for. */
 export type JudgeFamily = "anthropic" | "openai";
@@ -37,13 +37,15 @@ export interface AgentCredentialOptions {
   jobId?: string;
   /** Model names or patterns admitted (`anthropic/*`, `claude-*`); empty or absent = any configured model. */
   models?: string[];
+  /** Routes admitted; absent = every route (an agent's harness may speak either provider's API). */
+  routes?: GatewayRoute[];
   /** Lifetime in ms from now, or an absolute ISO time via `expiresAt`. */
   ttlMs?: number;
   expiresAt?: string;
 }
 
 /** Options for a judge credential. */
-export interface JudgeCredentialOptions extends Omit<AgentCredentialOptions, "models"> {
+export interface JudgeCredentialOptions extends Omit<AgentCredentialOptions, "models" | "routes"> {
   family: JudgeFamily;
 }
 
@@ -63,6 +65,15 @@ export function hashKey(key: string): string {
 export const FAMILY_MODELS: Record<JudgeFamily, string[]> = {
   anthropic: ["anthropic/*", "claude-*"],
   openai: ["openai/*", "gpt-*", "o1*", "o3*", "o4*", "chatgpt-*", "codex-*"],
+};
+
+/**
+ * Routes for a judge family: its provider's own API and the model list. A judge's client speaks one wire format;
+ * an Anthropic judge key has no business on chat completions, nor an OpenAI one on Messages.
+ */
+export const FAMILY_ROUTES: Record<JudgeFamily, GatewayRoute[]> = {
+  anthropic: ["messages", "count_tokens", "models"],
+  openai: ["chat", "responses", "models"],
 };
 
 /** Matches a model against one pattern: exact, or a trailing `*` as a prefix wildcard. */
@@ -105,7 +116,7 @@ export class Credentials {
     this.seen.clear();
   }
 
-  private issue(lane: Lane, o: AgentCredentialOptions, models: string[], family?: JudgeFamily): Issued {
+  private issue(lane: Lane, o: AgentCredentialOptions, models: string[], routes?: GatewayRoute[], family?: JudgeFamily): Issued {
     const key = KEY_PREFIX + randomBytes(32).toString("base64url");
     const expiresAt = o.expiresAt ?? (o.ttlMs !== undefined ? new Date(this.now() + o.ttlMs).toISOString() : undefined);
     const record: CredentialRecord = {
@@ -115,6 +126,7 @@ export class Credentials {
       lane,
       models,
       ...(expiresAt !== undefined ? { expiresAt } : {}),
+      ...(routes !== undefined ? { routes } : {}),
       keyHash: hashKey(key),
       issuedAt: new Date(this.now()).toISOString(),
       ...(family ? { family } : {}),
@@ -127,12 +139,12 @@ export class Credentials {
 
   /** A trial's agent credential. */
   issueAgent(o: AgentCredentialOptions): Issued {
-    return this.issue("agent", o, [...(o.models ?? [])]);
+    return this.issue("agent", o, [...(o.models ?? [])], o.routes ? [...o.routes] : undefined);
   }
 
-  /** A trial's judge credential: it admits only its family's models. */
+  /** A trial's judge credential: it admits only its family's models, on its family's routes. */
   issueJudge(o: JudgeCredentialOptions): Issued {
-    return this.issue("judge", o, [...FAMILY_MODELS[o.family]], o.family);
+    return this.issue("judge", o, [...FAMILY_MODELS[o.family]], [...FAMILY_ROUTES[o.family]], o.family);
   }
 
   /**
@@ -203,6 +215,7 @@ function toCredential(r: CredentialRecord): Credential {
     lane: r.lane,
     models: [...r.models],
     ...(r.expiresAt !== undefined ? { expiresAt: r.expiresAt } : {}),
+    ...(r.routes !== undefined ? { routes: [...r.routes] } : {}),
   };
 }
 

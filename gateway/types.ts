@@ -7,6 +7,9 @@
 /** Which lane a call is billed to: the agent of a trial, or the LLM judge of its verifier. */
 export type Lane = "agent" | "judge";
 
+/** The gateway's routes: Messages, its token count, OpenAI chat completions, Responses, and the model list. */
+export type GatewayRoute = "messages" | "count_tokens" | "chat" | "responses" | "models";
+
 /** A gateway credential as the server sees it once a presented key is resolved. */
 export interface Credential {
   /** Opaque id of the credential (never the key itself). */
@@ -18,6 +21,8 @@ export interface Credential {
   models: string[];
   /** ISO time after which the key is refused. */
   expiresAt?: string;
+  /** The routes this credential may call; absent = every route. */
+  routes?: GatewayRoute[];
 }
 
 /** Resolves a presented key (`x-api-key` or `Authorization: Bearer`) to a live credential, or undefined. */
@@ -60,7 +65,7 @@ export interface CallRecord {
   trialId: string;
   jobId?: string;
   lane: Lane;
-  route: "messages" | "count_tokens" | "chat" | "responses" | "models";
+  route: GatewayRoute;
   upstream: string;
   model: string;
   stream: boolean;

@@ -14,6 +14,7 @@ const REAL_OPENAI = "sk-oai-REAL-upstream-key";
 const KEY = "evk-trial-1";
 const NARROW_KEY = "evk-only-openai";
 const EXPIRED_KEY = "evk-expired";
+const ANTHROPIC_JUDGE_KEY = "evk-anthropic-judge";
 
 const PRICE: Price = { input_cost_per_token: 3e-6, output_cost_per_token: 15e-6, cache_read_input_token_cost: 3e-7, cache_creation_input_token_cost: 3.75e-6 };
 
@@ -21,6 +22,8 @@ const creds = new Map<string, Credential>([
   [KEY, { id: "cred-1", trialId: "trial-1", jobId: "job-1", lane: "agent", models: [] }],
   [NARROW_KEY, { id: "cred-2", trialId: "trial-2", lane: "judge", models: ["openai/*"] }],
   [EXPIRED_KEY, { id: "cred-3", trialId: "trial-3", lane: "agent", models: [], expiresAt: "2000-01-01T00:00:00Z" }],
+  // as Credentials.issueJudge makes it for the anthropic family (models any, to show the route alone refuses)
+  [ANTHROPIC_JUDGE_KEY, { id: "cred-4", trialId: "trial-4", lane: "judge", models: [], routes: ["messages", "count_tokens", "models"] }],
 ]);
 
 let calls: CallRecord[] = [];
@@ -186,6 +189,21 @@ describe("Anthropic Messages", () => {
     expect(denied).toBeInstanceOf(Anthropic.PermissionDeniedError);
     expect(denied.error.error.type).toBe("permission_error");
     expect(upstream.requests).toHaveLength(0);
+  });
+
+  it("refuses a route the key is not scoped to with 403 in the caller's shape, before anything is sent or reserved", async () => {
+    const ok = await anthropic(ANTHROPIC_JUDGE_KEY).messages.create({ model: "claude-fixture-1", max_tokens: 5, messages: [{ role: "user", content: "x" }] });
+    expect(ok.type).toBe("message");
+    upstream.reset();
+    reservations = [];
+    const chat = await openai(ANTHROPIC_JUDGE_KEY).chat.completions.create({ model: "gpt-fixture", messages: [{ role: "user", content: "x" }] }).catch((e) => e);
+    expect(chat).toBeInstanceOf(OpenAI.PermissionDeniedError);
+    expect(chat.error).toMatchObject({ message: "this gateway key does not admit POST /v1/chat/completions", code: "route_not_allowed" });
+    const responses = await openai(ANTHROPIC_JUDGE_KEY).responses.create({ model: "gpt-fixture", input: "x" }).catch((e) => e);
+    expect(responses).toBeInstanceOf(OpenAI.PermissionDeniedError);
+    expect(responses.error.message).toBe("this gateway key does not admit POST /v1/responses");
+    expect(upstream.requests).toHaveLength(0);
+    expect(reservations).toHaveLength(0);
   });
 
   it("refuses a call the budget will not reserve, in the provider's shape, with the scope, not retried", async () => {

@@ -77,6 +77,20 @@ describe("gateway credentials", () => {
     for (const m of ["claude-sonnet-4-5", "anthropic/claude-opus-4-5"]) expect(admitsModel(o, m)).toBe(false);
   });
 
+  it("route scoping: an agent key may call every route unless told; a judge key only its family's API", () => {
+    const creds = new Credentials();
+    expect(creds.authenticate(creds.issueAgent({ trialId: "t" }).key)!).not.toHaveProperty("routes");
+    expect(creds.authenticate(creds.issueAgent({ trialId: "t", routes: ["responses", "models"] }).key)!.routes).toEqual(["responses", "models"]);
+    expect(creds.authenticate(creds.issueJudge({ trialId: "t", family: "anthropic" }).key)!.routes).toEqual(["messages", "count_tokens", "models"]);
+    expect(creds.authenticate(creds.issueJudge({ trialId: "t", family: "openai" }).key)!.routes).toEqual(["chat", "responses", "models"]);
+    // a loaded record keeps its routes
+    const persisted: CredentialRecord[] = [];
+    const { key } = new Credentials((r) => persisted.push({ ...r })).issueJudge({ trialId: "t", family: "openai" });
+    const restored = new Credentials();
+    restored.load(persisted);
+    expect(restored.authenticate(key)!.routes).toEqual(["chat", "responses", "models"]);
+  });
+
   it("persisted records can be loaded back", () => {
     const saved: CredentialRecord[] = [];
     const a = new Credentials((r) => saved.push(r));
