@@ -5,6 +5,8 @@
  * `reserve` is synchronous — check and add happen in one turn of the event loop — so concurrent requests in one
  * process cannot overshoot: for every capped scope, settled spend plus open reservations never exceed the cap
  * (LiteLLM's budget races, issues #34732/#40095, came from checking spend that was recorded only after the call).
+ * Other processes billing the same user or team come in as spend and reservations made elsewhere, which the engine
+ * refreshes from the store (`setSpentElsewhere`, `setReservedElsewhere`).
  *
  * Unknown worst case (a model with no price, or no output bound): refused wherever a cap applies to the
  * request, because a cap that admits unpriceable calls is not a cap; admitted with nothing reserved where no cap
@@ -44,6 +46,8 @@ interface Scope extends ScopeSpend {
    * limit, never settled here. `spentUsd` is this process's own.
    */
   elsewhereUsd: number;
+  /** What other processes hold in flight against this scope (as they last published it). */
+  reservedElsewhereUsd: number;
   /** Open reservations; at 0 `reservedUsd` is reset exactly, so float residue cannot build up and block. */
   open: number;
 }
@@ -100,8 +104,21 @@ export class Budgets implements Budget {
    * runs billing one user see each other's settled spend within a poll.
    */
   setSpentElsewhere(kind: "user" | "team", name: string, usd: number, month = monthOf(this.now())): void {
-    const s = kind === "user" ? this.scope(`user:${name}`, "user", `user ${name}`) : this.scope(`team:${name}:${month}`, "team", `team ${name}`);
-    s.elsewhereUsd = Number.isFinite(usd) && usd > 0 ? usd : 0;
+    this.shared(kind, name, month).elsewhereUsd = Number.isFinite(usd) && usd > 0 ? usd : 0;
+  }
+
+  /** What other processes hold in flight against a user (or a team's month), as they published it. */
+  setReservedElsewhere(kind: "user" | "team", name: string, usd: number, month = monthOf(this.now())): void {
+    this.shared(kind, name, month).reservedElsewhereUsd = Number.isFinite(usd) && usd > 0 ? usd : 0;
+  }
+
+  /** This process's own reservations against a user (or a team's month), to publish to the others. */
+  ownReservedUsd(kind: "user" | "team", name: string, month = monthOf(this.now())): number {
+    return this.shared(kind, name, month).reservedUsd;
+  }
+
+  private shared(kind: "user" | "team", name: string, month: string): Scope {
+    return kind === "user" ? this.scope(`user:${name}`, "user", `user ${name}`) : this.scope(`team:${name}:${month}`, "team", `team ${name}`);
   }
 
   /** An optional cap on everything this gateway sends, USD. */
@@ -123,7 +140,7 @@ export class Budgets implements Budget {
   private scope(key: string, kind: ScopeName, label: string): Scope {
     let s = this.scopes.get(key);
     if (!s) {
-      s = { kind, label, spentUsd: 0, elsewhereUsd: 0, reservedUsd: 0, unpricedCalls: 0, open: 0 };
+      s = { kind, label, spentUsd: 0, elsewhereUsd: 0, reservedUsd: 0, reservedElsewhereUsd: 0, unpricedCalls: 0, open: 0 };
       this.scopes.set(key, s);
     }
     return s;
@@ -177,13 +194,14 @@ export class Budgets implements Budget {
     for (const s of scopes) {
       if (s.limitUsd === undefined) continue;
       const spent = s.spentUsd + s.elsewhereUsd;
-      if (spent + s.reservedUsd + worstCaseUsd > s.limitUsd) {
+      const inFlight = s.reservedUsd + s.reservedElsewhereUsd;
+      if (spent + inFlight + worstCaseUsd > s.limitUsd) {
         return {
           ok: false,
           scope: s.kind,
           message:
             `${s.kind}: ${s.label} budget of ${money(s.limitUsd)} would be exceeded ` +
-            `(spent ${money(spent)}, in flight ${money(s.reservedUsd)}, this request up to ${money(worstCaseUsd)})`,
+            `(spent ${money(spent)}, in flight ${money(inFlight)}, this request up to ${money(worstCaseUsd)})`,
         };
       }
     }
@@ -221,7 +239,7 @@ export class Budgets implements Budget {
     if (!s) return { spentUsd: 0, reservedUsd: 0, unpricedCalls: 0 };
     return {
       spentUsd: s.spentUsd + s.elsewhereUsd,
-      reservedUsd: s.reservedUsd,
+      reservedUsd: s.reservedUsd + s.reservedElsewhereUsd,
       ...(s.limitUsd !== undefined ? { limitUsd: s.limitUsd } : {}),
       unpricedCalls: s.unpricedCalls,
     };

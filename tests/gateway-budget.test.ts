@@ -99,6 +99,12 @@ describe("budget reservations", () => {
     // a figure that is not a spend (negative residue, NaN) counts as nothing rather than as credit
     b.setSpentElsewhere("user", "eve", -0.1);
     expect(b.userSpend("eve").spentUsd).toBeCloseTo(0.3, 12);
+    // others' calls in flight hold room too, and are not this process's own to publish
+    b.setReservedElsewhere("user", "eve", 0.6);
+    expect(b.reserve(cred("t"), 0.1)).toMatchObject({ ok: false, scope: "user", message: expect.stringContaining("in flight $0.65,") });
+    expect(b.ownReservedUsd("user", "eve")).toBeCloseTo(0.05, 12);
+    b.setReservedElsewhere("user", "eve", Number.NaN);
+    expect(b.reserve(cred("t"), 0.1).ok).toBe(true);
   });
 
   it("per-team monthly budget refuses with scope team and resets with the month", () => {

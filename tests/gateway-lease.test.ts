@@ -11,7 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { monthOf } from "../gateway/budget.ts";
 import { buildUpstreams } from "../gateway/upstreams.ts";
 import { openStore, type Store } from "../engine/store/index.ts";
-import { ModelGateway, STOP_SETTING, type GatewayLease } from "../engine/trial/gateway.ts";
+import { INFLIGHT_SETTING, ModelGateway, STOP_SETTING, type GatewayLease } from "../engine/trial/gateway.ts";
 import { ScriptedUpstream } from "../fixtures/upstream/server.ts";
 
 const upstream = new ScriptedUpstream();
@@ -19,9 +19,9 @@ let home: string;
 let store: Store;
 let n = 0;
 
-/** One Messages call over the lease's socket, as the relay would forward it. */
-function call(lease: GatewayLease, key: string): Promise<{ status: number; body: any }> {
-  const body = JSON.stringify({ model: "claude-sonnet-4-5", max_tokens: 64, messages: [{ role: "user", content: "hi" }] });
+/** One Messages call over the lease's socket, as the relay would forward it (streamed: the SSE text as `body`). */
+function call(lease: GatewayLease, key: string, stream = false): Promise<{ status: number; body: any }> {
+  const body = JSON.stringify({ model: "claude-sonnet-4-5", max_tokens: 64, stream, messages: [{ role: "user", content: "hi" }] });
   return new Promise((resolve, reject) => {
     const req = request(
       { socketPath: join(lease.socketDir, "gateway.sock"), path: "/v1/messages", method: "POST", headers: { "x-api-key": key, "content-type": "application/json", "anthropic-version": "2023-06-01" } },
@@ -29,7 +29,7 @@ function call(lease: GatewayLease, key: string): Promise<{ status: number; body:
         let text = "";
         res.setEncoding("utf8");
         res.on("data", (d: string) => (text += d));
-        res.on("end", () => resolve({ status: res.statusCode ?? 0, body: JSON.parse(text) }));
+        res.on("end", () => resolve({ status: res.statusCode ?? 0, body: stream && res.statusCode === 200 ? text : JSON.parse(text) }));
       },
     );
     req.on("error", reject);
@@ -143,6 +143,34 @@ describe("the process's gateway", () => {
       await a.close();
       await b.close();
     }
+  });
+
+  it("two processes billing one user count each other's calls in flight, and the space comes back when they settle", async () => {
+    // a call reserves about $0.0011 and settles at $0.000255: $0.0015 of credits holds one call in flight, not two
+    const a = gateway({ user: "u-flight", user_credits_usd: 0.0015 });
+    const b = gateway({ user: "u-flight", user_credits_usd: 0.0015 });
+    const la = await leased(a);
+    const lb = await leased(b);
+    try {
+      // a's call streams for about 3 s: published at a's next poll, read at b's (2 s at most)
+      upstream.push({ text: "slow answer", eventDelayMs: 400 });
+      const slow = call(la.lease, la.key, true);
+      await new Promise((r) => setTimeout(r, 2200));
+      const before = upstream.requests.length;
+      const r = await call(lb.lease, lb.key);
+      expect(r.status).toBe(429);
+      expect(r.body.error.message).toMatch(/^user: user u-flight budget of \$0\.0015 would be exceeded \(spent \$0\.00, in flight \$0\.001\d+,/);
+      expect(upstream.requests.length).toBe(before);
+      expect((await slow).status).toBe(200);
+      // settled: a's $0.000255 is spent (the ledger), nothing is in flight, and one more call fits again
+      await new Promise((r) => setTimeout(r, 2200));
+      expect((await call(lb.lease, lb.key)).status).toBe(200);
+    } finally {
+      await a.close();
+      await b.close();
+    }
+    // a closed gateway leaves no entry behind
+    expect(store.getSetting(INFLIGHT_SETTING)).toBeUndefined();
   });
 
   it("caps a trial at the smallest of config, task and job, and an agent over its cap is told so, not stopped", async () => {

@@ -14,6 +14,7 @@
  * Secrets: provider keys stay in `Upstreams` in this process; what reaches a box is a gateway key, shown once,
  * stored nowhere but as its hash in memory.
  */
+import { randomUUID } from "node:crypto";
 import { mkdirSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -35,6 +36,27 @@ export const LIVE_SPEND_REFRESH_MS = 30_000;
 
 /** The global stop's key among the store's settings (`evolve gateway stop` sets it). */
 export const STOP_SETTING = "gateway_stop";
+
+/**
+ * The store setting where each gateway publishes what it holds in flight against its user and team, so the others
+ * count it: `{ [gatewayId]: InFlightEntry }`.
+ */
+export const INFLIGHT_SETTING = "gateway_inflight";
+/** A published entry older than this is a gateway that died without removing it: ignored and pruned. */
+const INFLIGHT_STALE_MS = 5_000;
+/** An unchanged entry is published again this often, so the others can tell it is alive. */
+const INFLIGHT_HEARTBEAT_MS = 2_000;
+
+/** One gateway's published reservations (USD) against its user and its team's month. */
+interface InFlightEntry {
+  user: string | null;
+  team: string | null;
+  month: string;
+  user_usd: number;
+  team_usd: number;
+  /** Epoch ms of publication. */
+  at: number;
+}
 
 /** The trial id that `evolve gateway serve`'s calls are metered under. */
 export const LOCAL_TRIAL = "local";
@@ -205,6 +227,10 @@ export class ModelGateway {
   private readonly owed = new Map<string, number>();
   /** What this process has booked in the ledger, per ledger key: the rest of the ledger was spent elsewhere. */
   private readonly booked = new Map<string, number>();
+  /** This gateway's key in the published in-flight entries. */
+  private readonly gatewayId = randomUUID();
+  private published = { sig: "", at: 0 };
+  private lastShareError?: string;
   private flushTimer?: ReturnType<typeof setTimeout>;
   private local?: { listener: GatewayListener; onCall?: (call: CallRecord) => void };
 
@@ -253,7 +279,15 @@ export class ModelGateway {
       }
       if (typeof reason === "string") this.budgets.stop(reason);
       else this.budgets.resume();
-      this.refreshElsewhere();
+      try {
+        this.refreshElsewhere();
+        this.shareInFlight();
+      } catch (e) {
+        // the store failing here must not end the process from a timer; the limits keep what they last knew
+        const m = `gateway: cannot share spend with other processes: ${(e as Error).message}`;
+        if (m !== this.lastShareError) this.opts.warn?.(m);
+        this.lastShareError = m;
+      }
     };
     poll();
     this.stopPoll = setInterval(poll, 1000);
@@ -278,6 +312,78 @@ export class ModelGateway {
       const total = store.getSpend("team", b.team, month);
       this.budgets.setSpentElsewhere("team", b.team, total - (this.booked.get(ledgerKey("team", b.team, month)) ?? 0), month);
     }
+  }
+
+  /** The user and team whose limits other processes must see this one's reservations against (none: no limit). */
+  private sharedScopes(): { user?: string; team?: string } {
+    const b = this.budgetCfg;
+    return {
+      ...(b.user_credits_usd !== undefined ? { user: b.user } : {}),
+      ...(b.team !== undefined && b.team_monthly_usd !== undefined ? { team: b.team } : {}),
+    };
+  }
+
+  /**
+   * Publishes what this gateway holds in flight against its user and team (when it changed, else every 2 s as a
+   * heartbeat), and counts what the other live gateways published against the same ones. Each process's
+   * reservations are atomic within it; across processes a reservation is seen once it is published and read (two
+   * polls, about 2 s), so two runs near one limit can overshoot it by at most what they reserved in that window,
+   * not by all they hold.
+   */
+  private shareInFlight(): void {
+    const { user, team } = this.sharedScopes();
+    if (user === undefined && team === undefined) return;
+    const { store } = this.opts;
+    const now = Date.now();
+    const month = monthOf(now);
+    const mine: InFlightEntry = {
+      user: user ?? null,
+      team: team ?? null,
+      month,
+      user_usd: user !== undefined ? this.budgets.ownReservedUsd("user", user) : 0,
+      team_usd: team !== undefined ? this.budgets.ownReservedUsd("team", team, month) : 0,
+      at: now,
+    };
+    const sig = `${mine.user_usd}|${mine.team_usd}|${month}`;
+    let all: Record<string, InFlightEntry>;
+    if (sig !== this.published.sig || now - this.published.at >= INFLIGHT_HEARTBEAT_MS) {
+      all = store.transaction(() => {
+        const next: Record<string, InFlightEntry> = {};
+        for (const [id, e] of Object.entries(readInFlight(store.getSetting(INFLIGHT_SETTING)))) if (now - e.at < INFLIGHT_STALE_MS) next[id] = e;
+        next[this.gatewayId] = mine;
+        store.putSetting(INFLIGHT_SETTING, next);
+        return next;
+      });
+      this.published = { sig, at: now };
+    } else {
+      all = readInFlight(store.getSetting(INFLIGHT_SETTING));
+    }
+    let userUsd = 0;
+    let teamUsd = 0;
+    for (const [id, e] of Object.entries(all)) {
+      if (id === this.gatewayId || now - e.at >= INFLIGHT_STALE_MS) continue;
+      if (user !== undefined && e.user === user) userUsd += e.user_usd;
+      if (team !== undefined && e.team === team && e.month === month) teamUsd += e.team_usd;
+    }
+    if (user !== undefined) this.budgets.setReservedElsewhere("user", user, userUsd);
+    if (team !== undefined) this.budgets.setReservedElsewhere("team", team, teamUsd, month);
+  }
+
+  /** Takes this gateway's entry out of the published in-flight ones (at close). */
+  private withdrawInFlight(): void {
+    if (this.published.at === 0) return;
+    const { store } = this.opts;
+    try {
+      store.transaction(() => {
+        const all = readInFlight(store.getSetting(INFLIGHT_SETTING));
+        delete all[this.gatewayId];
+        store.putSetting(INFLIGHT_SETTING, Object.keys(all).length ? all : undefined);
+      });
+    } catch (e) {
+      // a closed store: the entry goes stale and the others drop it within seconds
+      this.opts.warn?.(`gateway: could not withdraw its in-flight entry: ${(e as Error).message}`);
+    }
+    this.published = { sig: "", at: 0 };
   }
 
   /** What the gateway app gets from this process: the shared upstreams, credentials, meter, budgets and prices. */
@@ -379,14 +485,27 @@ export class ModelGateway {
     }
   }
 
-  /** Ends every open lease and the local listener, books the ledger and stops polling. */
+  /** Ends every open lease and the local listener, books the ledger, withdraws its in-flight entry and stops polling. */
   async close(): Promise<void> {
     if (this.stopPoll) clearInterval(this.stopPoll);
     await Promise.all([...this.leases.values()].map((l) => l.end()));
     await this.local?.listener.close().catch(() => {});
     this.local = undefined;
     this.flushLedger();
+    this.withdrawInFlight();
   }
+}
+
+/** The published in-flight entries as stored; anything malformed is left out rather than trusted. */
+function readInFlight(v: unknown): Record<string, InFlightEntry> {
+  const out: Record<string, InFlightEntry> = {};
+  if (!v || typeof v !== "object") return out;
+  for (const [id, e] of Object.entries(v as Record<string, Partial<InFlightEntry>>)) {
+    if (e && typeof e.at === "number" && typeof e.user_usd === "number" && typeof e.team_usd === "number" && typeof e.month === "string") {
+      out[id] = { user: typeof e.user === "string" ? e.user : null, team: typeof e.team === "string" ? e.team : null, month: e.month, user_usd: e.user_usd, team_usd: e.team_usd, at: e.at };
+    }
+  }
+  return out;
 }
 
 /** A ledger entry's key in `owed` and `booked`: scope, name and period (the UTC month of a team; "" for a user). */
