@@ -11,7 +11,7 @@ import { EvolveError, firstLine } from "../engine/errors.ts";
 import { monthOf } from "../gateway/budget.ts";
 import { agentEnv } from "../gateway/credentials.ts";
 import { loadUpstreams } from "../gateway/upstreams.ts";
-import { ModelGateway, STOP_SETTING } from "../engine/trial/gateway.ts";
+import { ModelGateway, publishedInFlight, STOP_SETTING } from "../engine/trial/gateway.ts";
 import { out, outJson, style } from "./output.ts";
 import { withStore } from "./store.ts";
 
@@ -81,9 +81,11 @@ const usd = (v: number) => `$${v.toFixed(2)}`;
 
 /**
  * `evolve gateway status`: the global stop, and the ledger's settled spend for this home's user (against
- * `user_credits_usd`) and team (this UTC month, against `team_monthly_usd`). `--json` prints
- * `{ stopped, reason, user: {name, spent_usd, credits_usd|null, left_usd|null},
- *    team: {name, month, spent_usd, monthly_usd|null, left_usd|null} | null, global_cap_usd, trial_cap_usd, judge_trial_cap_usd }`.
+ * `user_credits_usd`) and team (this UTC month, against `team_monthly_usd`), with what running gateways hold in
+ * flight against those limits. `--json` prints
+ * `{ stopped, reason, user: {name, spent_usd, in_flight_usd, credits_usd|null, left_usd|null},
+ *    team: {name, month, spent_usd, in_flight_usd, monthly_usd|null, left_usd|null} | null, global_cap_usd,
+ *    trial_cap_usd, judge_trial_cap_usd }`; `left_usd` is the limit less settled spend.
  */
 export async function gatewayStatusCommand(opts: { json?: boolean }): Promise<number> {
   const { budget: b } = loadConfig();
@@ -94,20 +96,22 @@ export async function gatewayStatusCommand(opts: { json?: boolean }): Promise<nu
     const userSpent = store.getSpend("user", b.user, "");
     const month = monthOf(Date.now());
     const teamSpent = b.team !== undefined ? store.getSpend("team", b.team, month) : 0;
+    const flight = publishedInFlight(store, { user: b.user, team: b.team, month });
     const doc = {
       stopped,
       reason: stopped ? reason : null,
-      user: { name: b.user, spent_usd: userSpent, credits_usd: b.user_credits_usd ?? null, left_usd: left(b.user_credits_usd, userSpent) },
-      team: b.team === undefined ? null : { name: b.team, month, spent_usd: teamSpent, monthly_usd: b.team_monthly_usd ?? null, left_usd: left(b.team_monthly_usd, teamSpent) },
+      user: { name: b.user, spent_usd: userSpent, in_flight_usd: flight.user_usd, credits_usd: b.user_credits_usd ?? null, left_usd: left(b.user_credits_usd, userSpent) },
+      team: b.team === undefined ? null : { name: b.team, month, spent_usd: teamSpent, in_flight_usd: flight.team_usd, monthly_usd: b.team_monthly_usd ?? null, left_usd: left(b.team_monthly_usd, teamSpent) },
       global_cap_usd: b.global_cap_usd ?? null,
       trial_cap_usd: b.trial_cap_usd ?? null,
       judge_trial_cap_usd: b.judge_trial_cap_usd ?? null,
     };
     if (opts.json) return outJson(doc), 0;
     out(stopped ? `${style.red("stopped")}: ${reason}  ${style.dim("(`evolve gateway resume` lifts it)")}` : `${style.green("accepting")} model calls`);
-    out(`user ${b.user}: ${usd(userSpent)}${b.user_credits_usd !== undefined ? ` of ${usd(b.user_credits_usd)} credits` : style.dim(" spent (no credit limit)")}`);
+    const held = (v: number) => (v > 0 ? style.dim(` (+${usd(v)} in flight)`) : "");
+    out(`user ${b.user}: ${usd(userSpent)}${b.user_credits_usd !== undefined ? ` of ${usd(b.user_credits_usd)} credits` : style.dim(" spent (no credit limit)")}${held(flight.user_usd)}`);
     if (doc.team) {
-      out(`team ${doc.team.name}: ${usd(teamSpent)}${b.team_monthly_usd !== undefined ? ` of ${usd(b.team_monthly_usd)} in ${month}` : style.dim(` spent in ${month} (no monthly budget)`)}`);
+      out(`team ${doc.team.name}: ${usd(teamSpent)}${b.team_monthly_usd !== undefined ? ` of ${usd(b.team_monthly_usd)} in ${month}` : style.dim(` spent in ${month} (no monthly budget)`)}${held(flight.team_usd)}`);
     }
     const caps = [
       b.global_cap_usd !== undefined ? `global ${usd(b.global_cap_usd)} per process` : "",

@@ -226,6 +226,22 @@ describe("evolve gateway stop|resume|status", () => {
     expect(s.code).toBe(0);
     expect(s.stdout).toContain("user alice: $1.23 of $50.00 credits\n");
     expect(s.stdout).toContain(`team acme: $10.50 of $200.00 in ${month}\n`);
+
+    // what running gateways publish as in flight shows beside it; an entry gone stale (a dead process) does not
+    const { INFLIGHT_SETTING } = await import("../engine/trial/gateway.ts");
+    const now = Date.now();
+    await withStore((st) =>
+      st.putSetting(INFLIGHT_SETTING, {
+        live: { user: "alice", team: "acme", month, user_usd: 0.4, team_usd: 0.25, at: now },
+        other: { user: "bob", team: null, month, user_usd: 3, team_usd: 0, at: now },
+        dead: { user: "alice", team: "acme", month, user_usd: 9, team_usd: 9, at: now - 60_000 },
+      }),
+    );
+    const held = evolve(["gateway", "status"]);
+    expect(held.stdout).toContain("user alice: $1.23 of $50.00 credits (+$0.40 in flight)\n");
+    expect(held.stdout).toContain(`team acme: $10.50 of $200.00 in ${month} (+$0.25 in flight)\n`);
+    expect(JSON.parse(evolve(["gateway", "status", "--json"]).stdout)).toMatchObject({ user: { in_flight_usd: 0.4 }, team: { in_flight_usd: 0.25 } });
+    await withStore((st) => st.putSetting(INFLIGHT_SETTING, undefined));
     expect(s.stdout).toContain("caps: trial $5.00\n");
     const doc = JSON.parse(evolve(["gateway", "status", "--json"]).stdout);
     expect(doc).toMatchObject({

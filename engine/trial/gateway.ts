@@ -298,7 +298,7 @@ export class ModelGateway {
    * Reads the ledger's user and team spend and tells the budgets what of it other processes made (the ledger less
    * what this one booked), so that two runs billing one user or team stop at the limit together, not each at it.
    * Only where a limit applies; polled with the global stop, so another process's settled spend counts here
-   * within about a second (their calls in flight do not: each process holds its own reservations).
+   * within about a second (its calls still in flight come in through `shareInFlight`).
    */
   private refreshElsewhere(): void {
     const { store } = this.opts;
@@ -494,6 +494,23 @@ export class ModelGateway {
     this.flushLedger();
     this.withdrawInFlight();
   }
+}
+
+/**
+ * What the running gateways have published as in flight against a user and a team's month (USD), and how many are
+ * live: what `evolve gateway status` shows beside the ledger.
+ */
+export function publishedInFlight(store: Store, who: { user: string; team?: string; month: string }, now = Date.now()): { user_usd: number; team_usd: number; gateways: number } {
+  let user_usd = 0;
+  let team_usd = 0;
+  let gateways = 0;
+  for (const e of Object.values(readInFlight(store.getSetting(INFLIGHT_SETTING)))) {
+    if (now - e.at >= INFLIGHT_STALE_MS) continue;
+    gateways++;
+    if (e.user === who.user) user_usd += e.user_usd;
+    if (who.team !== undefined && e.team === who.team && e.month === who.month) team_usd += e.team_usd;
+  }
+  return { user_usd, team_usd, gateways };
 }
 
 /** The published in-flight entries as stored; anything malformed is left out rather than trusted. */
