@@ -369,7 +369,6 @@ export class TrialNetwork {
     this.applied.set(box, policy);
   }
 
-
   /** Puts a started box under `policy` by connecting and disconnecting networks; logs the switch. */
   async attach(box: string, policy: NetPolicy, why: string): Promise<void> {
     await this.relayReady;
