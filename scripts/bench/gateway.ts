@@ -12,7 +12,10 @@
  * - `added_latency`: what the gateway adds, (client→gateway→upstream) − (client→upstream), p50/p99, for
  *   non-streaming and streaming Anthropic Messages requests (streaming: time to the last byte) at 1, 64 and 256
  *   concurrent clients; `floor_added_*` is the same for the floor proxy, and `over_floor_*` is the gateway's own
- *   share (gateway − floor). Each client sends its next request when the last one is answered, and the upstream
+ *   share (gateway − floor). `relay_added_*` (one client) is what an agent in a box sees: the gateway reached
+ *   through the trial's relay (the python3 TCP-to-unix pipe of engine/trial/proxy/script.ts, run here on the
+ *   host) to its unix socket. Each trial has a relay of its own for its one agent, so only one client goes through
+ *   it; left out where python3 is missing. Each client sends its next request when the last one is answered, and the upstream
  *   takes `--model-latency-ms` (default 50) to answer, as a model does: 64 clients keep 64 calls in flight at about
  *   64/50 ms = 1280 req/s, 256 clients about 5120 req/s. That is how gateways are measured (Bifrost's figures are
  *   taken at a fixed 5000 req/s against a mock provider with model-like latency); 50 ms is far quicker than any real
@@ -28,7 +31,7 @@
  * `goals_met` says whether each goal was met; a missed goal never fails the run (exit 2 only when it cannot run at
  * all), since numbers depend on the machine.
  *
- * Four processes: this one (the clients), the upstream, the gateway and the floor. The upstream is a minimal
+ * Five processes: this one (the clients), the upstream, the gateway, the floor and the relay. The upstream is a minimal
  * node:http server answering one fixed body in Anthropic's exact wire format (the scripted fixture's bookkeeping
  * would be measured too), in a process of its own as a provider is, so a direct call crosses between processes as
  * an agent's does; the request body tells it how long to wait (or to hold a stream open), and the gateway passes
@@ -40,8 +43,11 @@
  * flags to the gateway child alone (e.g. "--cpu-prof-md --cpu-prof-dir=/tmp/prof" to profile it under one load).
  */
 import { spawn, type ChildProcess } from "node:child_process";
-import { readFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import http from "node:http";
+import net from "node:net";
 import type { AddressInfo } from "node:net";
 import { createInterface } from "node:readline";
 import { parseArgs } from "node:util";
@@ -211,15 +217,40 @@ async function serveGatewayChild(): Promise<void> {
   const { key } = credentials.issueAgent({ trialId: "bench" });
   const prices = new Prices();
   const meter = new CallMeter({ keepRecords: false });
-  const gw = await serveGateway({
+  const deps = {
     upstreams: buildUpstreams({}, process.env),
     authenticate: credentials.authenticate,
     meter: meter.meter,
     budget: new Budgets(),
-    prices: (m) => prices.priceOf(m) ?? undefined,
-  }, { host: "127.0.0.1", port: 0 }, serveFetch);
+    prices: (m: string) => prices.priceOf(m) ?? undefined,
+  };
+  const gw = await serveGateway(deps, { host: "127.0.0.1", port: 0 }, serveFetch);
+  // the same gateway on a unix socket too, as a trial's relay reaches it
+  const sock = process.env.BENCH_GATEWAY_SOCKET ? await serveGateway(deps, { path: process.env.BENCH_GATEWAY_SOCKET }, serveFetch) : undefined;
   process.stdout.write(JSON.stringify({ url: gw.url, key }) + "\n");
-  answer({ gc: fullGc }, () => void gw.close().then(() => process.exit(0)));
+  answer({ gc: fullGc }, () => void Promise.all([gw.close(), sock?.close()]).then(() => process.exit(0)));
+}
+
+/**
+ * The trial's gateway relay (engine/trial/proxy/script.ts RELAY_SCRIPT, the python3 TCP-to-unix pipe every box
+ * reaches its gateway through), run on this host in front of the gateway child's socket; undefined without python3.
+ */
+async function startRelay(socketPath: string): Promise<{ url: string; stop(): void } | undefined> {
+  const { RELAY_SCRIPT } = await import("../../engine/trial/proxy/script.ts");
+  const port = await new Promise<number>((resolve) => {
+    const probe = net.createServer().listen(0, "127.0.0.1", () => {
+      const p = (probe.address() as AddressInfo).port;
+      probe.close(() => resolve(p));
+    });
+  });
+  const proc = spawn("python3", ["-c", RELAY_SCRIPT, String(port), socketPath], { stdio: ["ignore", "pipe", "inherit"] });
+  const up = await new Promise<boolean>((resolve) => {
+    proc.once("error", () => resolve(false));
+    proc.once("exit", () => resolve(false));
+    createInterface({ input: proc.stdout! }).once("line", (l) => resolve(l.startsWith("evolve gateway relay listening")));
+  });
+  if (!up) return undefined;
+  return { url: `http://127.0.0.1:${port}`, stop: () => void proc.kill("SIGTERM") };
 }
 
 interface Target {
@@ -318,9 +349,11 @@ async function openHeld(agent: http.Agent, t: Target, count: number, open: http.
 
 const median = (xs: number[]) => quantile([...xs].sort((a, b) => a - b), 0.5);
 
-/** The targets of one load, measured in rounds; each round runs direct, floor and gateway back to back. */
-type TargetName = "direct" | "floor" | "gateway";
-const TARGETS: readonly TargetName[] = ["direct", "floor", "gateway"];
+/**
+ * The targets of one load, measured in rounds; each round runs them back to back. `relay` is the gateway reached
+ * as a trial's box reaches it, through the relay to its unix socket.
+ */
+type TargetName = "direct" | "floor" | "gateway" | "relay";
 
 /**
  * One load (mode × clients) over `rounds` rounds. A round runs the three targets one after the other, so a slow
@@ -328,7 +361,7 @@ const TARGETS: readonly TargetName[] = ["direct", "floor", "gateway"];
  * `added_*` is the median over rounds of (gateway − direct) in that round.
  */
 async function load(
-  targets: Record<TargetName, Target>,
+  targets: Partial<Record<TargetName, Target>> & Record<"direct" | "floor" | "gateway", Target>,
   body: string,
   c: number,
   n: number,
@@ -337,19 +370,20 @@ async function load(
   spreadMs: number,
   connections: () => Promise<number>,
 ) {
-  const per: Record<TargetName, { p50: number[]; p99: number[]; rps: number[]; requests: number }> = {
-    direct: { p50: [], p99: [], rps: [], requests: 0 },
-    floor: { p50: [], p99: [], rps: [], requests: 0 },
-    gateway: { p50: [], p99: [], rps: [], requests: 0 },
-  };
+  const names = (Object.keys(targets) as TargetName[]).filter((k) => targets[k] !== undefined);
+  const per = Object.fromEntries(names.map((k) => [k, { p50: [] as number[], p99: [] as number[], rps: [] as number[], requests: 0 }])) as Record<
+    TargetName,
+    { p50: number[]; p99: number[]; rps: number[]; requests: number }
+  >;
+  const relayAdded = { p50: [] as number[], p99: [] as number[] };
   const added = { p50: [] as number[], p99: [] as number[] };
   const overFloor = { p50: [] as number[], p99: [] as number[] };
   let upstreamConnections = 0;
   for (let r = 0; r < rounds; r++) {
     const round = {} as Record<TargetName, { p50: number; p99: number }>;
-    for (const name of TARGETS) {
+    for (const name of names) {
       const before = name === "gateway" ? await connections() : 0;
-      const ph = await phase(targets[name], body, c, Math.ceil(n / rounds), budgetMs / rounds, spreadMs);
+      const ph = await phase(targets[name]!, body, c, Math.ceil(n / rounds), budgetMs / rounds, spreadMs);
       if (name === "gateway") upstreamConnections += (await connections()) - before;
       const sorted = ph.latencies.sort((x, y) => x - y);
       round[name] = { p50: quantile(sorted, 0.5), p99: quantile(sorted, 0.99) };
@@ -362,6 +396,10 @@ async function load(
     added.p99.push(round.gateway.p99 - round.direct.p99);
     overFloor.p50.push(round.gateway.p50 - round.floor.p50);
     overFloor.p99.push(round.gateway.p99 - round.floor.p99);
+    if (round.relay) {
+      relayAdded.p50.push(round.relay.p50 - round.direct.p50);
+      relayAdded.p99.push(round.relay.p99 - round.direct.p99);
+    }
   }
   const row: Record<string, number> = {
     requests: per.gateway.requests,
@@ -372,7 +410,11 @@ async function load(
     over_floor_p50_ms: r3(median(overFloor.p50)),
     over_floor_p99_ms: r3(median(overFloor.p99)),
   };
-  for (const name of TARGETS) {
+  if (relayAdded.p50.length) {
+    row.relay_added_p50_ms = r3(median(relayAdded.p50));
+    row.relay_added_p99_ms = r3(median(relayAdded.p99));
+  }
+  for (const name of names) {
     row[`${name}_p50_ms`] = r3(median(per[name].p50));
     row[`${name}_p99_ms`] = r3(median(per[name].p99));
     row[`${name}_rps`] = Math.round(median(per[name].rps));
@@ -419,15 +461,22 @@ async function main(): Promise<void> {
   const upstreamEnv = { ANTHROPIC_BASE_URL: upstreamUrl, ANTHROPIC_API_KEY: "sk-ant-bench-upstream-key" };
   let child: Child | undefined;
   let floor: Child | undefined;
+  let relay: Awaited<ReturnType<typeof startRelay>>;
+  const sockDir = mkdtempSync(join(tmpdir(), "evolve-bench-gw-"));
+  const socketPath = join(sockDir, "gateway.sock");
   try {
-    child = await startChild("gateway", upstreamEnv, flags);
+    child = await startChild("gateway", { ...upstreamEnv, BENCH_GATEWAY_SOCKET: socketPath }, flags);
     floor = await startChild("floor", upstreamEnv);
+    relay = await startRelay(socketPath);
     const common = { "content-type": "application/json", "anthropic-version": "2023-06-01" };
-    const targets: Record<TargetName, Target> = {
+    const targets = {
       direct: { url: new URL(upstreamUrl), headers: { ...common, "x-api-key": "sk-ant-bench-upstream-key" } },
       floor: { url: new URL(floor.hello.url!), headers: common },
       gateway: { url: new URL(child.hello.url!), headers: { ...common, "x-api-key": child.hello.key! } },
+      ...(relay ? { relay: { url: new URL(relay.url), headers: { ...common, "x-api-key": child.hello.key! } } } : {}),
     };
+    // each trial has a relay of its own, serving that trial's agent alone: only one-client loads go through it
+    const shared = { direct: targets.direct, floor: targets.floor, gateway: targets.gateway };
 
     const latency: Record<string, Record<string, Record<string, number>>> = { non_streaming: {}, streaming: {} };
     const saturated: Record<string, Record<string, Record<string, number>>> = { non_streaming: {}, streaming: {} };
@@ -440,14 +489,14 @@ async function main(): Promise<void> {
       for (const c of CONCURRENCY) {
         if (!wanted(`${mode}.c${c}`)) continue;
         const delay = c === 1 ? 0 : modelLatencyMs;
-        const row = await load(targets, requestBody(stream, delayMarker(delay)), c, n, budgetMs, rounds, delay, connections);
+        const row = await load(c === 1 ? targets : shared, requestBody(stream, delayMarker(delay)), c, n, budgetMs, rounds, delay, connections);
         worstP50 = Math.max(worstP50, row.added_p50_ms!);
         worstP99 = Math.max(worstP99, row.added_p99_ms!);
         latency[mode]![`c${c}`] = { ...row, model_latency_ms: delay };
       }
       for (const c of SATURATION_CONCURRENCY) {
         if (!wanted(`${mode}.saturated_c${c}`)) continue;
-        const row = await load(targets, requestBody(stream, delayMarker(0)), c, n, budgetMs, rounds, 0, connections);
+        const row = await load(shared, requestBody(stream, delayMarker(0)), c, n, budgetMs, rounds, 0, connections);
         saturated[mode]![`c${c}`] = row;
         throughput[`${mode}_c${c}`] = row.gateway_rps!;
       }
@@ -492,9 +541,11 @@ async function main(): Promise<void> {
     };
     process.stdout.write(JSON.stringify(report, null, 2) + "\n");
   } finally {
+    relay?.stop();
     await floor?.stop();
     await child?.stop();
     await upstream.stop();
+    rmSync(sockDir, { recursive: true, force: true });
   }
 }
 
