@@ -356,8 +356,8 @@ const median = (xs: number[]) => quantile([...xs].sort((a, b) => a - b), 0.5);
 type TargetName = "direct" | "floor" | "gateway" | "relay";
 
 /**
- * One load (mode × clients) over `rounds` rounds. A round runs the three targets one after the other, so a slow
- * spell of the machine hits all three alike; each figure is the median over rounds of that round's percentile, and
+ * One load (mode × clients) over `rounds` rounds. A round runs the targets one after the other, so a slow spell
+ * of the machine hits them alike; each figure is the median over rounds of that round's percentile, and
  * `added_*` is the median over rounds of (gateway − direct) in that round.
  */
 async function load(
@@ -449,7 +449,8 @@ async function main(): Promise<void> {
   const n = whole("requests", values.requests, quick ? 1500 : 8000, 1);
   const rounds = whole("rounds", values.rounds, quick ? 1 : 3, 1);
   const modelLatencyMs = whole("model-latency-ms", values["model-latency-ms"], 50, 0);
-  // 30 timed phases (2 modes × (3 + 2) loads × 3 targets), each at most budgetMs in all its rounds: ~2 min (quick: ~30 s).
+  // 32 timed phases (2 modes × (3 + 2) loads × 3 targets, and the relay at one client), each at most budgetMs in all
+  // its rounds: ~2 min (quick: ~30 s).
   const budgetMs = quick ? 900 : 5000;
 
   // The upstream runs in a process of its own, as a provider does: a direct call then crosses between two
@@ -483,6 +484,8 @@ async function main(): Promise<void> {
     const throughput: Record<string, number> = {};
     let worstP50 = 0;
     let worstP99 = 0;
+    let worstFloorP50 = 0;
+    let worstOverFloorP50 = 0;
     const only = values.only?.split(",");
     const wanted = (name: string) => !only || only.includes(name);
     for (const [mode, stream] of [["non_streaming", false], ["streaming", true]] as const) {
@@ -492,6 +495,8 @@ async function main(): Promise<void> {
         const row = await load(c === 1 ? targets : shared, requestBody(stream, delayMarker(delay)), c, n, budgetMs, rounds, delay, connections);
         worstP50 = Math.max(worstP50, row.added_p50_ms!);
         worstP99 = Math.max(worstP99, row.added_p99_ms!);
+        worstFloorP50 = Math.max(worstFloorP50, row.floor_added_p50_ms!);
+        worstOverFloorP50 = Math.max(worstOverFloorP50, row.over_floor_p50_ms!);
         latency[mode]![`c${c}`] = { ...row, model_latency_ms: delay };
       }
       for (const c of SATURATION_CONCURRENCY) {
@@ -534,6 +539,9 @@ async function main(): Promise<void> {
       added_latency: latency,
       worst_added_p50_ms: r3(worstP50),
       worst_added_p99_ms: r3(worstP99),
+      // the same worst for the no-logic floor proxy, and the gateway's own share over it
+      worst_floor_added_p50_ms: r3(worstFloorP50),
+      worst_over_floor_p50_ms: r3(worstOverFloorP50),
       throughput: { gateway_requests_per_s: throughput, saturated },
       memory: { rss_16_open_streams_mb: r3(rss16 / 1024), rss_256_open_streams_mb: r3(rss256 / 1024), ratio: r3(ratio) },
       goals: { p50_added_ms: `<= ${GOALS.p50_added_ms}`, p99_added_ms: `<= ${GOALS.p99_added_ms}`, requests_per_s: `>= ${GOALS.requests_per_s}`, memory: `flat (256/16 RSS ratio <= ${GOALS.rss_ratio_max})` },
