@@ -42,6 +42,13 @@ function gateway(budget: ConstructorParameters<typeof ModelGateway>[0]["budget"]
   return new ModelGateway({ home, store, upstreams, budget });
 }
 
+/** Two gateways on the one store, as two processes billing `user` against the same credits would run them. */
+async function twoProcesses(user: string, credits: number) {
+  const a = gateway({ user, user_credits_usd: credits });
+  const b = gateway({ user, user_credits_usd: credits });
+  return { a, b, la: await leased(a), lb: await leased(b) };
+}
+
 async function leased(gw: ModelGateway, capUsd?: number): Promise<{ lease: GatewayLease; key: string }> {
   const lease = await gw.lease({ trialId: `T${++n}`, jobId: "J", capUsd });
   const key = lease.agentEnv("http://evolve-gateway:4000", 60_000).ANTHROPIC_API_KEY;
@@ -124,10 +131,7 @@ describe("the process's gateway", () => {
   it("two processes billing one user see each other's settled spend within a poll, and stop at the credits together", async () => {
     // each call here settles at $0.000255 and reserves about $0.0011 first: $0.0015 of credits admits two calls'
     // spend plus nothing more, counted across both gateways (two processes: they share only the store)
-    const a = gateway({ user: "u-two", user_credits_usd: 0.0015 });
-    const b = gateway({ user: "u-two", user_credits_usd: 0.0015 });
-    const la = await leased(a);
-    const lb = await leased(b);
+    const { a, b, la, lb } = await twoProcesses("u-two", 0.0015);
     try {
       expect((await call(la.lease, la.key)).status).toBe(200);
       expect((await call(la.lease, la.key)).status).toBe(200);
@@ -147,10 +151,7 @@ describe("the process's gateway", () => {
 
   it("two processes billing one user count each other's calls in flight, and the space comes back when they settle", async () => {
     // a call reserves about $0.0011 and settles at $0.000255: $0.0015 of credits holds one call in flight, not two
-    const a = gateway({ user: "u-flight", user_credits_usd: 0.0015 });
-    const b = gateway({ user: "u-flight", user_credits_usd: 0.0015 });
-    const la = await leased(a);
-    const lb = await leased(b);
+    const { a, b, la, lb } = await twoProcesses("u-flight", 0.0015);
     try {
       // a's call streams for about 3 s: published at a's next poll, read at b's (2 s at most)
       upstream.push({ text: "slow answer", eventDelayMs: 400 });

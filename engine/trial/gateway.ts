@@ -302,15 +302,15 @@ export class ModelGateway {
    */
   private refreshElsewhere(): void {
     const { store } = this.opts;
-    const b = this.budgetCfg;
-    if (b.user_credits_usd !== undefined) {
-      const total = store.getSpend("user", b.user, "");
-      this.budgets.setSpentElsewhere("user", b.user, total - (this.booked.get(ledgerKey("user", b.user, "")) ?? 0));
+    const { user, team } = this.sharedScopes();
+    if (user !== undefined) {
+      const total = store.getSpend("user", user, "");
+      this.budgets.setSpentElsewhere("user", user, total - (this.booked.get(ledgerKey("user", user, "")) ?? 0));
     }
-    if (b.team !== undefined && b.team_monthly_usd !== undefined) {
+    if (team !== undefined) {
       const month = monthOf(Date.now());
-      const total = store.getSpend("team", b.team, month);
-      this.budgets.setSpentElsewhere("team", b.team, total - (this.booked.get(ledgerKey("team", b.team, month)) ?? 0), month);
+      const total = store.getSpend("team", team, month);
+      this.budgets.setSpentElsewhere("team", team, total - (this.booked.get(ledgerKey("team", team, month)) ?? 0), month);
     }
   }
 
@@ -358,15 +358,9 @@ export class ModelGateway {
     } else {
       all = readInFlight(store.getSetting(INFLIGHT_SETTING));
     }
-    let userUsd = 0;
-    let teamUsd = 0;
-    for (const [id, e] of Object.entries(all)) {
-      if (id === this.gatewayId || now - e.at >= INFLIGHT_STALE_MS) continue;
-      if (user !== undefined && e.user === user) userUsd += e.user_usd;
-      if (team !== undefined && e.team === team && e.month === month) teamUsd += e.team_usd;
-    }
-    if (user !== undefined) this.budgets.setReservedElsewhere("user", user, userUsd);
-    if (team !== undefined) this.budgets.setReservedElsewhere("team", team, teamUsd, month);
+    const others = sumInFlight(all, { user, team, month }, now, this.gatewayId);
+    if (user !== undefined) this.budgets.setReservedElsewhere("user", user, others.user_usd);
+    if (team !== undefined) this.budgets.setReservedElsewhere("team", team, others.team_usd, month);
   }
 
   /** Takes this gateway's entry out of the published in-flight ones (at close). */
@@ -501,13 +495,23 @@ export class ModelGateway {
  * live: what `evolve gateway status` shows beside the ledger.
  */
 export function publishedInFlight(store: Store, who: { user: string; team?: string; month: string }, now = Date.now()): { user_usd: number; team_usd: number; gateways: number } {
+  return sumInFlight(readInFlight(store.getSetting(INFLIGHT_SETTING)), who, now);
+}
+
+/** Sums the live entries (all but `except`'s) against a user and a team's month, and counts those gateways. */
+function sumInFlight(
+  entries: Record<string, InFlightEntry>,
+  who: { user?: string; team?: string; month: string },
+  now: number,
+  except?: string,
+): { user_usd: number; team_usd: number; gateways: number } {
   let user_usd = 0;
   let team_usd = 0;
   let gateways = 0;
-  for (const e of Object.values(readInFlight(store.getSetting(INFLIGHT_SETTING)))) {
-    if (now - e.at >= INFLIGHT_STALE_MS) continue;
+  for (const [id, e] of Object.entries(entries)) {
+    if (id === except || now - e.at >= INFLIGHT_STALE_MS) continue;
     gateways++;
-    if (e.user === who.user) user_usd += e.user_usd;
+    if (who.user !== undefined && e.user === who.user) user_usd += e.user_usd;
     if (who.team !== undefined && e.team === who.team && e.month === who.month) team_usd += e.team_usd;
   }
   return { user_usd, team_usd, gateways };
