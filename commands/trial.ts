@@ -18,6 +18,7 @@ import { EvolveError } from "../engine/errors.ts";
 import { createRegrade, createRetry, isSettled, requestStop, requireTrial, unsettled } from "../engine/job/actions.ts";
 import { trialDir, type Store, type TrialRecord } from "../engine/store/index.ts";
 import { exclusion, keptChildren, keptFile, keptTar, readManifest, type KeptManifest } from "../engine/trial/changes.ts";
+import { BoxFileRefused, readBoxFile, streamBoxFile } from "../engine/trial/boxfs.ts";
 import { boxArchiveRaw, boxChanges, boxList, boxPath, boxProcesses, boxReadFile, findLiveBox } from "../engine/trial/inspect.ts";
 import { out, outJson, outTable, style } from "./output.ts";
 import { driveJob, secretsFromEnv } from "./run.ts";
@@ -123,6 +124,16 @@ function notRecorded(t: TrialRecord, stream: LogStream): EvolveError {
 
 /** `evolve trial logs <id> --stream S [--follow]` */
 export async function logsCommand(id: string, opts: { stream?: string; follow?: boolean; json?: boolean }): Promise<number> {
+  try {
+    return await printLogs(id, opts);
+  } catch (e) {
+    // a link, FIFO or device planted at a stream's name by the box: refused, naming the file and never its target
+    if (e instanceof BoxFileRefused) throw new EvolveError("stream_refused", e.message, "the box planted it; the trial's other outputs are unaffected", 1);
+    throw e;
+  }
+}
+
+async function printLogs(id: string, opts: { stream?: string; follow?: boolean; json?: boolean }): Promise<number> {
   const stream = (opts.stream ?? "agent") as LogStream;
   return withStore(async (store, home) => {
     const t = requireTrial(store, id);
@@ -132,6 +143,8 @@ export async function logsCommand(id: string, opts: { stream?: string; follow?: 
       return 0;
     }
     const tdir = trialDir(home, id);
+    const decoder = new TextDecoder();
+    const emitBytes = (b: Buffer) => emit(decoder.decode(b, { stream: true }));
     const emit = (text: string) => {
       if (!text) return;
       if (opts.json && opts.follow) process.stdout.write(JSON.stringify({ trial: id, stream, text }) + "\n");
@@ -140,39 +153,30 @@ export async function logsCommand(id: string, opts: { stream?: string; follow?: 
     if (!opts.follow) {
       const files = streamFiles(tdir, t, stream).filter((f) => existsSync(f));
       if (files.length === 0) throw notRecorded(t, stream);
-      const text = (await Promise.all(files.map((f) => readFile(f, "utf8")))).join("");
-      if (opts.json) outJson({ trial: id, stream, recorded: true, files, text });
-      else emit(text);
+      if (opts.json) {
+        const parts: string[] = [];
+        for (const f of files) parts.push((await readBoxFile(tdir, f, { limit: JSON_LOG_LIMIT, tail: true })) ?? "");
+        outJson({ trial: id, stream, recorded: true, files, text: parts.join("") });
+      } else {
+        for (const f of files) await streamBoxFile(tdir, f, (b: Buffer) => void process.stdout.write(b));
+      }
       return 0;
     }
     // --follow: earlier steps whole, then tail the current file until the trial settles
     const all = streamFiles(tdir, t, stream);
     const current = all.at(-1)!;
     let printed = false;
-    for (const f of all.slice(0, -1)) if (existsSync(f)) (emit(await readFile(f, "utf8")), (printed = true));
+    for (const f of all.slice(0, -1)) if (existsSync(f)) (await streamBoxFile(tdir, f, emitBytes), (printed = true));
     let offset = 0;
     let path = current;
     const drain = async () => {
       // the agent's file name is known only once it exists
       if (stream === "agent" && !existsSync(path)) path = streamFiles(tdir, store.getTrial(id) ?? t, stream).at(-1)!;
-      let size: number;
-      try {
-        size = (await stat(path)).size;
-      } catch {
-        return;
-      }
-      if (size < offset) offset = 0; // a new step's file replaced the last one
-      if (size === offset) return;
-      const fh = await open(path, "r");
-      try {
-        const buf = Buffer.alloc(size - offset);
-        const { bytesRead } = await fh.read(buf, 0, buf.length, offset);
-        offset += bytesRead;
-        emit(buf.subarray(0, bytesRead).toString("utf8"));
+      const at = await streamBoxFile(tdir, path, (b) => {
+        emitBytes(b);
         printed = true;
-      } finally {
-        await fh.close();
-      }
+      }, offset);
+      offset = at;
     };
     for (;;) {
       const now = store.getTrial(id) ?? t;
@@ -186,6 +190,9 @@ export async function logsCommand(id: string, opts: { stream?: string; follow?: 
     }
   });
 }
+
+/** What `trial logs --json` puts in one document per file: its last 16 MiB (the whole stream prints without --json). */
+const JSON_LOG_LIMIT = 16 * 1024 * 1024;
 
 // ---- files -----------------------------------------------------------------------------------------------------
 

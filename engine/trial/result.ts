@@ -6,6 +6,7 @@
 import { mkdir, readdir, readFile, rename, rm, rmdir, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
+import { listBoxFiles, redactBoxFile } from "./boxfs.ts";
 import type { RewardMap } from "./reward.ts";
 import type { Phase, TrialStatus } from "./types.ts";
 import type { TrialRecord } from "../store/index.ts";
@@ -180,36 +181,15 @@ export async function pruneEmptyDirs(dir: string): Promise<void> {
 }
 
 /**
- * Replaces every occurrence of a secret value in every file under `dir` (an agent may print what it was given).
- * Values shorter than 4 characters are skipped: replacing them would mangle unrelated text and protects nothing.
+ * Replaces every occurrence of a secret value in every regular file under `dir` (an agent may print what it was
+ * given). Values shorter than 4 characters are skipped: replacing them would mangle unrelated text and protects
+ * nothing. Call it only once every box of the trial is gone: boxfs.ts reads without following links and writes a
+ * fresh file renamed into place, but a live box could still write after the pass.
  */
 export async function redactTree(dir: string, secrets: readonly string[]): Promise<void> {
-  const values = secrets.filter((s) => s.length >= 4).map((s) => Buffer.from(s));
+  const values = [...new Set(secrets.filter((s) => s.length >= 4))].map((s) => Buffer.from(s));
   if (values.length === 0) return;
-  for (const p of await listFiles(dir)) {
-    const buf = await readFile(p);
-    if (!values.some((v) => buf.includes(v))) continue;
-    let text = buf.toString("latin1");
-    for (const v of values) text = text.split(v.toString("latin1")).join("[redacted]");
-    await writeFile(p, Buffer.from(text, "latin1"));
-  }
-}
-
-/** Every regular file under `dir`, recursively (absolute paths). */
-export async function listFiles(dir: string): Promise<string[]> {
-  const out: string[] = [];
-  let entries;
-  try {
-    entries = await readdir(dir, { withFileTypes: true });
-  } catch {
-    return out;
-  }
-  for (const e of entries) {
-    const p = join(dir, e.name);
-    if (e.isDirectory()) out.push(...(await listFiles(p)));
-    else if (e.isFile()) out.push(p);
-  }
-  return out;
+  for (const p of await listBoxFiles(dir)) await redactBoxFile(dir, p, values);
 }
 
 /** The spend fields of a trial record, as evolve.json states them. */

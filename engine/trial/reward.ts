@@ -4,7 +4,7 @@
  * without `"reward"` are metrics with no primary. Anything else is a scoring error carrying the tail of the
  * verifier's output — never a fabricated zero.
  */
-import { readFile } from "node:fs/promises";
+import { BoxFileRefused, readBoxBytes, readBoxFile } from "./boxfs.ts";
 import { join } from "node:path";
 
 /** Named scores as the verifier wrote them. */
@@ -84,25 +84,37 @@ export function primaryReward(rewards: RewardMap | null | undefined): number | n
   return keys.length === 1 ? rewards[keys[0]] : null;
 }
 
-/** Reads and parses the reward files of a verifier output folder on the host. */
+/** The most a reward file may hold: a verdict is a few numbers, and a box-written file is read bounded. */
+export const REWARD_FILE_LIMIT = 1024 * 1024;
+
+/**
+ * Reads and parses the reward files of a verifier output folder on the host. The folder is box-written: a link, a
+ * FIFO, a device or an oversized file at either name is a parse error naming the file, never read through.
+ */
 export async function readRewards(verifierDir: string): Promise<RewardParse> {
-  return parseRewards({
-    json: await readOptional(join(verifierDir, "reward.json")),
-    txt: await readOptional(join(verifierDir, "reward.txt")),
-  });
+  const files: { json?: string; txt?: string } = {};
+  for (const [key, name] of [["json", "reward.json"], ["txt", "reward.txt"]] as const) {
+    try {
+      const buf = await readBoxBytes(verifierDir, join(verifierDir, name), { limit: REWARD_FILE_LIMIT + 1 });
+      if (buf && buf.length > REWARD_FILE_LIMIT) {
+        return { ok: false, type: "VerifierOutputParseError", reason: `${name} is over ${REWARD_FILE_LIMIT} bytes; a reward file holds a few numbers` };
+      }
+      if (buf) files[key] = buf.toString("utf8");
+    } catch (e) {
+      if (e instanceof BoxFileRefused) return { ok: false, type: "VerifierOutputParseError", reason: `/logs/verifier/${name}: ${e.what}, not a regular file; refused` };
+      throw e;
+    }
+  }
+  return parseRewards(files);
 }
 
-/** The last {@link VERIFIER_TAIL_CHARS} characters of the verifier's log (`test-stdout.txt`), "" when absent. */
+/** The last {@link VERIFIER_TAIL_CHARS} characters of the verifier's log (`test-stdout.txt`), "" when absent or refused. */
 export async function verifierTail(verifierDir: string): Promise<string> {
-  const text = (await readOptional(join(verifierDir, "test-stdout.txt"))) ?? "";
-  return text.slice(-VERIFIER_TAIL_CHARS);
-}
-
-async function readOptional(path: string): Promise<string | undefined> {
   try {
-    return await readFile(path, "utf8");
+    const text = (await readBoxFile(verifierDir, join(verifierDir, "test-stdout.txt"), { limit: VERIFIER_TAIL_CHARS * 4, tail: true })) ?? "";
+    return text.slice(-VERIFIER_TAIL_CHARS);
   } catch (e) {
-    if ((e as NodeJS.ErrnoException).code === "ENOENT") return undefined;
+    if (e instanceof BoxFileRefused) return `(${e.message})`;
     throw e;
   }
 }

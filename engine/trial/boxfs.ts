@@ -1,0 +1,325 @@
+/**
+ * Host-side access to files a box could write (the trial's mounted `agent/`, `verifier/`, `artifacts/` folders).
+ * An agent is root in its box and may plant a symbolic link to a host file, a FIFO that never answers, a device
+ * that never ends, or swap a file for a link between a read and a write. So every read here opens without
+ * following links and without blocking, checks on the open descriptor that it holds a regular file inside the
+ * trial's folder, and reads a bounded number of bytes; every write goes through a fresh file made with O_EXCL
+ * and renamed into place, after every box of the trial is gone (run.ts awaits the removals first).
+ * A refusal names the path and what it is, never the content of what a link points at.
+ */
+import { constants } from "node:fs";
+import { lstat, open, readdir, readlink, realpath, rename, rm, type FileHandle } from "node:fs/promises";
+import { basename, dirname, join, relative, sep } from "node:path";
+
+/** What one box-written file may cost to read: bytes (a tail is read from the end). */
+export const BOX_READ_LIMIT = 16 * 1024 * 1024;
+
+/** A box-written path that is not a regular file inside its folder: refused, with what it is. */
+export class BoxFileRefused extends Error {
+  constructor(
+    readonly path: string,
+    readonly what: string,
+  ) {
+    super(`refusing to read ${path}: it is ${what}, not a regular file the box wrote`);
+    this.name = "BoxFileRefused";
+  }
+}
+
+const READ_FLAGS = constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK | constants.O_NOCTTY;
+
+function kindOf(mode: number): string {
+  switch (mode & constants.S_IFMT) {
+    case constants.S_IFLNK:
+      return "a symbolic link";
+    case constants.S_IFIFO:
+      return "a FIFO";
+    case constants.S_IFCHR:
+      return "a character device";
+    case constants.S_IFBLK:
+      return "a block device";
+    case constants.S_IFSOCK:
+      return "a socket";
+    case constants.S_IFDIR:
+      return "a folder";
+    default:
+      return "not a regular file";
+  }
+}
+
+/**
+ * Opens `path` for reading when it is a regular file whose real location is inside `root`; undefined when it does
+ * not exist. O_NOFOLLOW refuses a link at the last component, O_NONBLOCK keeps a FIFO from hanging the open, and
+ * the descriptor's own path (/proc/self/fd) proves no link in a parent folder led outside `root`.
+ */
+export async function openBoxFile(root: string, path: string): Promise<FileHandle | undefined> {
+  let fh: FileHandle;
+  try {
+    fh = await open(path, READ_FLAGS);
+  } catch (e) {
+    const code = (e as NodeJS.ErrnoException).code;
+    if (code === "ENOENT" || code === "ENOTDIR") return undefined;
+    if (code === "ELOOP" || code === "EMLINK") throw new BoxFileRefused(path, "a symbolic link");
+    if (code === "ENXIO") throw new BoxFileRefused(path, "a socket or a device");
+    throw e;
+  }
+  try {
+    const st = await fh.stat();
+    if (!st.isFile()) throw new BoxFileRefused(path, kindOf(st.mode));
+    const real = await realRoot(root);
+    const at = await readlink(`/proc/self/fd/${fh.fd}`).catch(() => undefined);
+    if (at !== undefined && at !== real && !at.startsWith(real + sep)) throw new BoxFileRefused(path, "reached through a link out of its folder");
+    return fh;
+  } catch (e) {
+    await fh.close();
+    throw e;
+  }
+}
+
+async function realRoot(root: string): Promise<string> {
+  try {
+    return await realpath(root);
+  } catch {
+    return root;
+  }
+}
+
+/**
+ * Reads at most `limit` bytes of a box-written file as UTF-8 (the first `limit`, or with `tail` the last);
+ * undefined when absent. Throws {@link BoxFileRefused} for anything but a regular file inside `root`.
+ */
+export async function readBoxFile(root: string, path: string, opts: { limit?: number; tail?: boolean } = {}): Promise<string | undefined> {
+  const buf = await readBoxBytes(root, path, opts);
+  return buf?.toString("utf8");
+}
+
+/** {@link readBoxFile} as bytes, with the file's full size. */
+export async function readBoxBytes(root: string, path: string, opts: { limit?: number; tail?: boolean; from?: number } = {}): Promise<Buffer | undefined> {
+  const fh = await openBoxFile(root, path);
+  if (!fh) return undefined;
+  try {
+    const limit = opts.limit ?? BOX_READ_LIMIT;
+    const size = (await fh.stat()).size;
+    const start = opts.from !== undefined ? Math.min(opts.from, size) : opts.tail ? Math.max(0, size - limit) : 0;
+    const n = Math.min(limit, size - start);
+    const buf = Buffer.alloc(n);
+    let got = 0;
+    while (got < n) {
+      const { bytesRead } = await fh.read(buf, got, n - got, start + got);
+      if (bytesRead === 0) break;
+      got += bytesRead;
+    }
+    return buf.subarray(0, got);
+  } finally {
+    await fh.close();
+  }
+}
+
+/** The size of a box-written regular file inside `root`, undefined when absent; refuses like {@link openBoxFile}. */
+export async function boxFileSize(root: string, path: string): Promise<number | undefined> {
+  const fh = await openBoxFile(root, path);
+  if (!fh) return undefined;
+  try {
+    return (await fh.stat()).size;
+  } finally {
+    await fh.close();
+  }
+}
+
+/**
+ * Empties a folder a box could write, without following any link in it (rm removes links, never their targets).
+ * The folder itself stays (it is a mount point of the box).
+ */
+export async function emptyBoxDir(dir: string): Promise<void> {
+  let names: string[];
+  try {
+    names = await readdir(dir);
+  } catch {
+    return;
+  }
+  for (const n of names) await rm(join(dir, n), { recursive: true, force: true });
+}
+
+/**
+ * Replaces every occurrence of the given secret values in one box-written regular file, streaming (bounded memory
+ * whatever the file's size): it reads through a no-follow descriptor and writes a fresh O_EXCL file beside it that
+ * is renamed over the original. Returns whether anything was replaced; anything but a regular file is left alone.
+ */
+export async function redactBoxFile(root: string, path: string, values: readonly Buffer[], replacement = Buffer.from("[redacted]")): Promise<boolean> {
+  if (values.length === 0) return false;
+  let src: FileHandle | undefined;
+  try {
+    src = await openBoxFile(root, path);
+  } catch (e) {
+    if (e instanceof BoxFileRefused) return false;
+    throw e;
+  }
+  if (!src) return false;
+  const keep = Math.max(...values.map((v) => v.length)) - 1;
+  const tmp = join(dirname(path), `.${basename(path)}.evolve-redact-${process.pid}`);
+  try {
+    // a first pass only looks: most files hold no secret and are never rewritten
+    if (!(await containsAny(src, values, keep))) return false;
+    await rewriteRedacted(src, tmp, (await src.stat()).mode & 0o777, values, replacement, keep);
+    await rename(tmp, path);
+    return true;
+  } catch (e) {
+    await rm(tmp, { force: true });
+    throw e;
+  } finally {
+    await src.close();
+  }
+}
+
+async function containsAny(src: FileHandle, values: readonly Buffer[], keep: number): Promise<boolean> {
+  const chunk = Buffer.alloc(1024 * 1024);
+  let carry = Buffer.alloc(0);
+  let pos = 0;
+  for (;;) {
+    const { bytesRead } = await src.read(chunk, 0, chunk.length, pos);
+    if (bytesRead === 0) return false;
+    pos += bytesRead;
+    const text = Buffer.concat([carry, chunk.subarray(0, bytesRead)]);
+    if (values.some((v) => text.includes(v))) return true;
+    carry = Buffer.from(text.subarray(Math.max(0, text.length - keep)));
+  }
+}
+
+async function rewriteRedacted(src: FileHandle, tmp: string, mode: number, values: readonly Buffer[], replacement: Buffer, keep: number): Promise<void> {
+  const out = await open(tmp, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, mode);
+  try {
+    const chunk = Buffer.alloc(1024 * 1024);
+    let carry = Buffer.alloc(0);
+    let pos = 0;
+    for (;;) {
+      const { bytesRead } = await src.read(chunk, 0, chunk.length, pos);
+      pos += bytesRead;
+      const final = bytesRead === 0;
+      let text: Buffer = Buffer.concat([carry, chunk.subarray(0, bytesRead)]);
+      for (const v of values) text = replaceAll(text, v, replacement);
+      const cut = final ? text.length : Math.max(0, text.length - keep);
+      await out.write(text.subarray(0, cut));
+      carry = Buffer.from(text.subarray(cut));
+      if (final) break;
+    }
+  } finally {
+    await out.close();
+  }
+}
+
+function replaceAll(buf: Buffer, needle: Buffer, by: Buffer): Buffer {
+  let i = buf.indexOf(needle);
+  if (i < 0) return buf;
+  const parts: Buffer[] = [];
+  let from = 0;
+  while (i >= 0) {
+    parts.push(buf.subarray(from, i), by);
+    from = i + needle.length;
+    i = buf.indexOf(needle, from);
+  }
+  parts.push(buf.subarray(from));
+  return Buffer.concat(parts);
+}
+
+/**
+ * Every regular file under `dir`, not descending into linked folders (lstat-based entries); paths are absolute.
+ * Bounded: at most `max` files.
+ */
+export async function listBoxFiles(dir: string, max = 200_000): Promise<string[]> {
+  const out: string[] = [];
+  const walk = async (d: string): Promise<void> => {
+    let entries;
+    try {
+      entries = await readdir(d, { withFileTypes: true });
+    } catch {
+      return;
+    }
+    for (const e of entries) {
+      if (out.length >= max) return;
+      const p = join(d, e.name);
+      if (e.isDirectory()) await walk(p);
+      else if (e.isFile()) out.push(p);
+    }
+  };
+  await walk(dir);
+  return out;
+}
+
+/** Whether `path` is itself a symbolic link (lstat), for callers that must tell a planted link apart. */
+export async function isLink(path: string): Promise<boolean> {
+  try {
+    return (await lstat(path)).isSymbolicLink();
+  } catch {
+    return false;
+  }
+}
+
+/** `path` relative to `root` for messages, so a refusal names the trial's file and not an absolute host path. */
+export function shown(root: string, path: string): string {
+  const r = relative(root, path);
+  return r && !r.startsWith("..") ? r : path;
+}
+
+/**
+ * Streams a box-written file from byte `from` to its current end in bounded chunks, returning the offset reached
+ * (`from` when absent). For `trial logs`: a log of any size prints without being held in memory, and a FIFO or a
+ * link planted at a stream's name is refused instead of hanging or leaking the link's target.
+ */
+export async function streamBoxFile(root: string, path: string, onChunk: (b: Buffer) => void, from = 0): Promise<number> {
+  const fh = await openBoxFile(root, path);
+  if (!fh) return from;
+  try {
+    const size = (await fh.stat()).size;
+    let pos = from > size ? 0 : from;
+    const chunk = Buffer.alloc(256 * 1024);
+    while (pos < size) {
+      const { bytesRead } = await fh.read(chunk, 0, Math.min(chunk.length, size - pos), pos);
+      if (bytesRead === 0) break;
+      onChunk(Buffer.from(chunk.subarray(0, bytesRead)));
+      pos += bytesRead;
+    }
+    return pos;
+  } finally {
+    await fh.close();
+  }
+}
+
+/**
+ * Makes a settled trial's box-written folders inert on the host: set-id bits come off every regular file (through a
+ * no-follow descriptor) and device nodes, FIFOs and sockets are removed; returns what it changed, for the log.
+ * Call it once every box of the trial is gone. Docker cannot mount nosuid per mount; this covers every engine.
+ */
+export async function defuseTree(dir: string): Promise<{ setid: string[]; special: string[] }> {
+  const out = { setid: [] as string[], special: [] as string[] };
+  const walk = async (d: string): Promise<void> => {
+    let entries;
+    try {
+      entries = await readdir(d, { withFileTypes: true });
+    } catch {
+      return;
+    }
+    for (const e of entries) {
+      const p = join(d, e.name);
+      if (e.isDirectory()) await walk(p);
+      else if (e.isFile()) {
+        const st = await lstat(p).catch(() => undefined);
+        if (!st || (st.mode & 0o6000) === 0) continue;
+        const fh = await open(p, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK).catch(() => undefined);
+        if (!fh) continue;
+        try {
+          const fst = await fh.stat();
+          if (fst.isFile()) {
+            await fh.chmod(fst.mode & 0o1777);
+            out.setid.push(shown(dir, p));
+          }
+        } finally {
+          await fh.close();
+        }
+      } else if (e.isCharacterDevice() || e.isBlockDevice() || e.isFIFO() || e.isSocket()) {
+        await rm(p, { force: true });
+        out.special.push(shown(dir, p));
+      }
+    }
+  };
+  await walk(dir);
+  return out;
+}
