@@ -14,7 +14,7 @@ import { cliBuild } from "./build.ts";
 import { RestClient, seg } from "./rest.ts";
 import { Demuxer, TailBuffer } from "./stream.ts";
 import { tarDirectory, tarSingleFile } from "./tar.ts";
-import type { ContainerSpec, ContainerState, Engine, EngineKind, ExecOptions, ExecResult, PathStat } from "./types.ts";
+import { MOUNT_HARDENING, type ContainerSpec, type ContainerState, type Engine, type EngineKind, type ExecOptions, type ExecResult, type PathStat } from "./types.ts";
 
 /** How long a killed exec's stream may take to close before we stop waiting for it. */
 const KILL_GRACE_MS = 3000;
@@ -120,8 +120,14 @@ export class RestEngine implements Engine {
     const named = network !== "none" && network !== "bridge" && network !== "host";
     const hostConfig: Record<string, unknown> = {
       NetworkMode: network,
-      Mounts: (spec.mounts ?? []).map((m) => ({ Type: "bind", Source: m.host, Target: m.container, ReadOnly: Boolean(m.readOnly) })),
     };
+    if (this.kind === "podman") {
+      // podman takes mount options in Binds; a host path never holds ':' (see store/paths.ts)
+      hostConfig.Binds = (spec.mounts ?? []).map((m) => `${m.host}:${m.container}:${[m.readOnly ? "ro" : "rw", ...MOUNT_HARDENING].join(",")}`);
+    } else {
+      hostConfig.Mounts = (spec.mounts ?? []).map((m) => ({ Type: "bind", Source: m.host, Target: m.container, ReadOnly: Boolean(m.readOnly) }));
+    }
+    if (spec.pidsLimit) hostConfig.PidsLimit = spec.pidsLimit;
     if (spec.cpus) hostConfig.NanoCpus = Math.round(spec.cpus * 1e9);
     if (spec.memoryMb) {
       hostConfig.Memory = spec.memoryMb * 1024 * 1024;
@@ -175,7 +181,8 @@ export class RestEngine implements Engine {
     for (const [name, n] of Object.entries<any>(data.NetworkSettings?.Networks ?? {})) {
       networks[name] = { ip: String(n?.IPAddress ?? ""), aliases: n?.Aliases ?? [] };
     }
-    return { id: String(data.Id), running, exitCode: ended ? Number(st.ExitCode ?? 0) : null, labels: data.Config?.Labels ?? {}, networks, workdir: String(data.Config?.WorkingDir || "/") };
+    const pid = Number(st.Pid ?? 0);
+    return { id: String(data.Id), running, exitCode: ended ? Number(st.ExitCode ?? 0) : null, labels: data.Config?.Labels ?? {}, networks, workdir: String(data.Config?.WorkingDir || "/"), ...(running && pid > 0 ? { pid } : {}) };
   }
 
   /**

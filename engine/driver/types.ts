@@ -22,6 +22,13 @@ export interface Mount {
   readOnly?: boolean;
 }
 
+/**
+ * Every bind mount is made nosuid,nodev where the engine can say so per mount (podman): a setuid file or a device
+ * node the box writes into a trial folder is inert on the host. Docker's API has no such per-mount option; there
+ * the trial tree's 0700 folders keep other host users out, and the trial strips set-id bits when it settles.
+ */
+export const MOUNT_HARDENING = ["nosuid", "nodev"] as const;
+
 /** How to create one container. */
 export interface ContainerSpec {
   name?: string;
@@ -41,6 +48,8 @@ export interface ContainerSpec {
   extraHosts?: string[];
   cpus?: number;
   memoryMb?: number;
+  /** Most processes the box may hold at once (a fork loop stops there). */
+  pidsLimit?: number;
   /** GPU devices (CDI names such as "nvidia.com/gpu=all"). */
   devices?: string[];
   /** Network aliases on a named network (compose-style service names). */
@@ -80,6 +89,8 @@ export interface ContainerState {
   networks?: Record<string, { ip: string; aliases: string[] }>;
   /** The working directory a plain exec starts in (the image's WORKDIR, "/" when unset; inspect only). */
   workdir?: string;
+  /** The host pid of the box's main process while it runs (inspect only; meaningful when evolve shares the engine's pid namespace). */
+  pid?: number;
 }
 
 /** What the engine says about one path in a container (Docker's X-Docker-Container-Path-Stat). */
