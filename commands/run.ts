@@ -115,6 +115,7 @@ function progress(total: number, json: boolean, streamJson = true) {
     onEvent(e: JobEvent) {
       if (json && streamJson) process.stdout.write(JSON.stringify(e) + "\n");
       if (e.kind === "phase") started.add(e.trialId);
+      if (e.kind === "cleanup" && !json) process.stderr.write(`removed ${e.containers} box(es) and ${e.networks} network(s) the interrupted run left\n`);
       if (e.kind === "trial_settled") {
         done++;
         started.delete(e.trial.id);

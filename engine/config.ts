@@ -3,7 +3,7 @@
  * Read once per process; a malformed file is an environment error, never silently ignored.
  */
 import { existsSync, readFileSync } from "node:fs";
-import { homedir, userInfo } from "node:os";
+import { availableParallelism, homedir, totalmem, userInfo } from "node:os";
 import { join } from "node:path";
 import { parse } from "smol-toml";
 import { z } from "zod";
@@ -35,7 +35,31 @@ const ConfigSchema = z.object({
     })
     .strict()
     .optional(),
+  box: z
+    .object({
+      pids_limit: z.number().int().positive().optional(),
+      memory_mb: z.number().positive().optional(),
+      cpus: z.number().positive().optional(),
+    })
+    .strict()
+    .optional(),
 }).passthrough();
+
+/**
+ * The caps a box gets when its task declares none (`[box]` of config.toml): a fork loop, a memory leak or a busy
+ * loop in one trial must not take the machine from the others. A task's own `cpus` / `memory_mb` win; every box
+ * always has a pids cap.
+ */
+export interface BoxDefaults {
+  pids_limit: number;
+  memory_mb: number;
+  cpus: number;
+}
+
+/** The built-in box caps, each bounded by what this machine has. */
+export function defaultBoxCaps(): BoxDefaults {
+  return { pids_limit: 4096, memory_mb: Math.min(8192, Math.floor(totalmem() / 1024 / 1024)), cpus: Math.min(4, availableParallelism()) };
+}
 
 /**
  * `[budget]` of config.toml: who this home's trials bill to and the limits above a trial. Spend against the user's
@@ -58,6 +82,7 @@ export interface Config {
   home: string;
   ceilings: Ceilings;
   budget: BudgetConfig;
+  box: BoxDefaults;
 }
 
 function loginName(): string {
@@ -77,7 +102,7 @@ export function evolveHome(env: Record<string, string | undefined> = process.env
 /** Loads `$EVOLVE_HOME/config.toml` (absent is fine) and fills in defaults. */
 export function loadConfig(home: string = evolveHome()): Config {
   const file = join(home, "config.toml");
-  if (!existsSync(file)) return { home, ceilings: { ...DEFAULT_CEILINGS }, budget: { user: loginName() } };
+  if (!existsSync(file)) return { home, ceilings: { ...DEFAULT_CEILINGS }, budget: { user: loginName() }, box: defaultBoxCaps() };
   let raw: unknown;
   try {
     raw = parse(readFileSync(file, "utf8"));
@@ -89,5 +114,5 @@ export function loadConfig(home: string = evolveHome()): Config {
     const i = r.error.issues[0];
     throw new EvolveError("config_invalid", `${file}: ${i.path.join(".") || "(root)"}: ${i.message}`, "see README: Configuration");
   }
-  return { home, ceilings: { ...DEFAULT_CEILINGS, ...(r.data.ceilings ?? {}) }, budget: { user: loginName(), ...(r.data.budget ?? {}) } };
+  return { home, ceilings: { ...DEFAULT_CEILINGS, ...(r.data.ceilings ?? {}) }, budget: { user: loginName(), ...(r.data.budget ?? {}) }, box: { ...defaultBoxCaps(), ...(r.data.box ?? {}) } };
 }

@@ -6,7 +6,8 @@
  */
 import { hostname } from "node:os";
 import { EvolveError } from "../errors.ts";
-import type { Engine } from "../driver/types.ts";
+import { LABEL_HOME, LABEL_JOB, type Engine } from "../driver/types.ts";
+import { removeLabelled } from "../trial/box.ts";
 import { newId, type JobRecord, type Store, type TrialRecord } from "../store/index.ts";
 import { taskBlobDir } from "../store/index.ts";
 import { DETERMINISTIC_EXCEPTIONS } from "../trial/errors.ts";
@@ -45,6 +46,8 @@ export type JobEvent =
   | TrialEvent
   | { kind: "trial_settled"; trial: TrialRecord }
   | { kind: "retry"; trialId: string; attempt: number; reason: string }
+  /** What a killed runner of this job had left in the engine, removed before any trial runs again. */
+  | { kind: "cleanup"; jobId: string; containers: number; networks: number }
   | { kind: "job"; jobId: string; status: JobStatus };
 
 /** What running a job needs. */
@@ -132,6 +135,9 @@ export async function runJob(jobId: string, deps: JobDeps): Promise<TrialRecord[
     release(store, jobId, "INTERRUPTED");
     throw new EvolveError("secret_not_attached", `secret ${missing.join(", ")} is not set in this environment`, `export ${missing[0]}=… before running`);
   }
+  // a killed runner's boxes and networks may still be there (and writing into trial folders): they go first
+  const left = await removeLabelled(deps.engine, { [LABEL_JOB]: jobId, [LABEL_HOME]: deps.home }).catch(() => ({ containers: 0, networks: 0 }));
+  if (left.containers + left.networks > 0) deps.onEvent?.({ kind: "cleanup", jobId, containers: left.containers, networks: left.networks });
   deps.onEvent?.({ kind: "job", jobId, status: "RUNNING" });
   // `job cancel` from another process marks the job CANCELLED in the store; the runner notices and stops.
   const stop = new AbortController();

@@ -9,6 +9,7 @@
 import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { LABEL_HOME, LABEL_JOB, LABEL_MANAGED, LABEL_TASK_DIGEST, LABEL_TRIAL, type ContainerSpec, type ContainerState, type Engine } from "../driver/types.ts";
+import type { BoxDefaults } from "../config.ts";
 import type { EnvironmentConfig } from "../task/model.ts";
 import { TrialFailure } from "./errors.ts";
 
@@ -104,23 +105,32 @@ export function boxSpec(opts: {
   extraHosts?: string[];
   netEnv?: Record<string, string>;
   aliases?: string[];
+  /**
+   * The verifier runs in a box of its own: the agent's box then never sees `/logs/verifier` (what the verifier
+   * writes is out of the agent's reach), and the verifier's box sees the agent's logs read-only.
+   */
+  separateVerifier?: boolean;
+  /** Caps for a box whose task declares none (config.toml `[box]`). */
+  caps?: BoxDefaults;
 }): ContainerSpec {
   const t = opts.trialPath;
+  const mounts = [
+    ...(opts.role === "agent" || !opts.separateVerifier ? [{ host: join(t, "agent"), container: "/logs/agent" }] : [{ host: join(t, "agent"), container: "/logs/agent", readOnly: true }]),
+    ...(opts.role === "verifier" || !opts.separateVerifier ? [{ host: join(t, "verifier"), container: "/logs/verifier" }] : []),
+    { host: join(t, "artifacts"), container: "/logs/artifacts" },
+  ];
   return {
     image: opts.image,
     cmd: ["sleep", "infinity"],
     env: { ...opts.literals, ...opts.netEnv },
     labels: { [LABEL_MANAGED]: "true", [LABEL_TRIAL]: opts.trialId, [LABEL_JOB]: opts.jobId, [LABEL_HOME]: opts.home, "dev.evolve.role": opts.role },
-    mounts: [
-      { host: join(t, "agent"), container: "/logs/agent" },
-      { host: join(t, "verifier"), container: "/logs/verifier" },
-      { host: join(t, "artifacts"), container: "/logs/artifacts" },
-    ],
+    mounts,
     network: opts.network,
     extraHosts: opts.extraHosts?.length ? opts.extraHosts : undefined,
     aliases: opts.aliases,
-    cpus: opts.env.cpus,
-    memoryMb: opts.env.memory_mb,
+    cpus: opts.env.cpus ?? opts.caps?.cpus,
+    memoryMb: opts.env.memory_mb ?? opts.caps?.memory_mb,
+    pidsLimit: opts.caps?.pids_limit,
     devices: gpuDevices(opts.env.gpus),
   };
 }
@@ -169,4 +179,24 @@ export async function requireRunning(engine: Engine, id: string, when: string): 
     );
   }
   return s;
+}
+
+/**
+ * Removes every managed container and network carrying all of `labels` (a killed run's boxes of one job or one
+ * trial), containers first; returns how many went. `job resume` and each new attempt of a trial call it, so
+ * nothing a dead attempt left running writes into the folders the next attempt starts from.
+ */
+export async function removeLabelled(engine: Engine, labels: Record<string, string>): Promise<{ containers: number; networks: number }> {
+  const boxes = await engine.list({ ...labels, [LABEL_MANAGED]: "" });
+  await Promise.all(boxes.map((c) => engine.remove(c.id)));
+  let networks = 0;
+  for (const n of await engine.listNetworks({ ...labels, [LABEL_MANAGED]: "" })) {
+    try {
+      await engine.removeNetwork(n.name);
+      networks++;
+    } catch {
+      // in use by something evolve does not manage: left for `evolve gc` and the user
+    }
+  }
+  return { containers: boxes.length, networks };
 }

@@ -109,6 +109,8 @@ export class GatewayLease {
   private lastRefresh = 0;
   private readonly refusalListeners: ((r: BudgetRefusal) => void)[] = [];
   private ended = false;
+  /** Every credential issued to this trial's boxes, for redaction of the trial tree. */
+  private readonly issued: string[] = [];
 
   /** @internal taken with ModelGateway.lease */
   constructor(
@@ -122,7 +124,13 @@ export class GatewayLease {
   /** Issues the agent's credential (scoped to this trial, expiring with it) and returns the variables for its box. */
   agentEnv(baseUrl: string, ttlMs: number): Record<string, string> {
     const { key } = this.gw.credentials.issueAgent({ trialId: this.req.trialId, jobId: this.req.jobId, ttlMs });
+    this.issued.push(key);
     return agentEnv(key, baseUrl);
+  }
+
+  /** The values no trial file may keep: every credential this lease issued and the provider keys behind them. */
+  secretValues(): string[] {
+    return [...this.issued, ...this.gw.providerKeys()];
   }
 
   /** Revokes the agent's credentials: nothing the agent left running can spend after its phase. */
@@ -138,6 +146,7 @@ export class GatewayLease {
     const out: Record<string, string> = {};
     for (const family of new Set(families)) {
       const { key } = this.gw.credentials.issueJudge({ trialId: this.req.trialId, jobId: this.req.jobId, family, ttlMs });
+      this.issued.push(key);
       Object.assign(out, judgeEnv(family, key, baseUrl));
     }
     return out;
@@ -244,6 +253,11 @@ export class ModelGateway {
   trialCap(...caps: (number | undefined)[]): number | undefined {
     const all = [this.budgetCfg.trial_cap_usd, ...caps].filter((c): c is number => c !== undefined);
     return all.length > 0 ? Math.min(...all) : undefined;
+  }
+
+  /** The real provider keys this gateway sends upstream (redacted from every trial tree). */
+  providerKeys(): string[] {
+    return [...(this.upstreams?.byName.values() ?? [])].map((u) => u.apiKey).filter((k): k is string => !!k);
   }
 
   /** Reads the configuration once, at the first trial that needs a model, so model-free jobs never depend on it. */

@@ -10,6 +10,16 @@ import { CancelledFailure } from "./errors.ts";
 import type { ExceptionRecord, TimeSpan } from "./result.ts";
 import type { Phase, TrialDeps, TrialRequest, TrialStatus } from "./types.ts";
 
+/**
+ * Provider keys in evolve's own environment (`*_API_KEY`, `*_AUTH_TOKEN`): they never enter a box, but whatever a
+ * box or a planted link makes evolve print must not carry them either, so every log line and file is redacted.
+ */
+export function providerKeysFromEnv(env: Record<string, string | undefined> = process.env): string[] {
+  return Object.entries(env)
+    .filter(([k, v]) => /(_API_KEY|_AUTH_TOKEN)$/.test(k) && typeof v === "string" && v.length >= 8)
+    .map(([, v]) => v!);
+}
+
 /** Now, as the ISO string records carry. */
 export const now = () => new Date().toISOString();
 
@@ -19,6 +29,8 @@ export abstract class TrialRecorder {
   protected rec: TrialRecord;
   protected readonly timings: Partial<Record<Phase, TimeSpan>> = {};
   protected readonly secretValues: string[];
+  /** The record as the previous attempt left it (undefined for a trial never recorded): why this attempt runs. */
+  protected readonly previous: TrialRecord | undefined;
 
   constructor(
     protected readonly req: TrialRequest,
@@ -27,8 +39,9 @@ export abstract class TrialRecorder {
     fields: Partial<TrialRecord> = {},
   ) {
     this.path = trialDir(req.home, req.trialId);
-    this.secretValues = Object.values(req.secrets);
+    this.secretValues = [...Object.values(req.secrets), ...providerKeysFromEnv()];
     const existing = deps.store.getTrial(req.trialId);
+    this.previous = existing;
     const at = now();
     this.rec = {
       ...(existing ?? { created_at: at, phase_timings: {} }),
@@ -103,6 +116,17 @@ export abstract class TrialRecorder {
       // the trial folder may not exist yet (prepare failed); the event below still carries the line
     }
     this.deps.onEvent?.({ kind: "log", trialId: this.req.trialId, stream: "system", line: text });
+  }
+
+  /** Why this attempt runs, for the line trial.log starts each attempt with. */
+  protected attemptReason(): string {
+    const p = this.previous;
+    const attempt = this.req.attempt ?? 1;
+    const exc = p?.exception ? ` (${p.exception.type})` : "";
+    if (attempt > 1) return `automatic retry after ${p?.status ?? "a failed attempt"}${exc}`;
+    if (!p || (p.status === "QUEUED" && p.finished_at === undefined && Object.keys(p.phase_timings ?? {}).length === 0)) return "first attempt";
+    if (p.status === "RUNNING" || p.status === "SCORING" || p.status === "QUEUED") return `the previous attempt was interrupted in phase ${p.attempt_phase ?? "?"}`;
+    return `run again after ${p.status}${exc}`;
   }
 
   /** An exception record, secrets redacted. */

@@ -9,12 +9,14 @@ import { chmod, copyFile, mkdir, mkdtemp, readdir, readFile, rename, rm } from "
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { Engine } from "../driver/types.ts";
+import { loadConfig, type BoxDefaults } from "../config.ts";
 import { getHarness } from "../harness/index.ts";
 import type { Harness, HarnessContext } from "../harness/types.ts";
 import type { TrialRecord } from "../store/index.ts";
 import { baselineNetwork, DEFAULT_AGENT_TIMEOUT_SEC, DEFAULT_VERIFIER_TIMEOUT_SEC, parseTaskToml, verifierMode, type TaskConfig } from "../task/model.ts";
-import { awaitHealthy, boxSpec, ensureBuilt, gpuDevices, requireImage, requireRunning, taskImageTag } from "./box.ts";
-import { keepChangedFiles } from "./changes.ts";
+import { awaitHealthy, boxSpec, ensureBuilt, gpuDevices, removeLabelled, requireImage, requireRunning, taskImageTag } from "./box.ts";
+import { KEPT_DIR, keepChangedFiles, MANIFEST_FILE } from "./changes.ts";
+import { LABEL_HOME, LABEL_TRIAL } from "../driver/types.ts";
 import { judgeFamily, resolveAgentEnv, resolveVerifierEnv, withJudgeEnv } from "./env.ts";
 import { homeGateway, spendRecord, type BudgetRefusal, type GatewayLease } from "./gateway.ts";
 import { zeroLane } from "../../gateway/meter.ts";
@@ -26,9 +28,14 @@ import { primaryReward, readRewards, verifierTail, type RewardMap } from "./rewa
 import { runRegrade } from "./regrade.ts";
 import { aggregateStepRewards, passesMinReward, type MinReward } from "./steps.ts";
 import { watchStopRequest } from "./stop.ts";
+import { killNewProcs, snapshotProcs, type ProcSnapshot } from "./procs.ts";
+import { defuseTree, emptyBoxDir } from "./boxfs.ts";
 import { now, TrialRecorder } from "./recorder.ts";
 import type { Phase, TrialDeps, TrialRequest, TrialStatus } from "./types.ts";
 
+
+/** What one attempt writes into the trial folder; a new attempt starts without any of it (trial.log is kept and marked). */
+const ATTEMPT_OUTPUTS = ["agent", "verifier", "artifacts", "steps", KEPT_DIR, MANIFEST_FILE, "result.json", "exception.txt", "evolve.json"] as const;
 
 // container removals run after the trial returns; callers that exit (tests, `evolve run`) await them here
 const removals = new Set<Promise<void>>();
@@ -69,7 +76,11 @@ class TrialRun extends TrialRecorder {
   private cfg!: TaskConfig;
   private harness!: Harness;
   private readonly boxes = new Set<string>();
+  /** The agent's and the verifier's boxes: the ones that mount trial folders. */
+  private readonly mountedBoxes = new Set<string>();
   private agentBox = "";
+  /** The kept tree was taken already (before a separate verifier, when the agent's box went first). */
+  private keptTaken = false;
   private workdir: string | undefined;
   private agentEnv: Record<string, string> = {};
   private solutionEnv: Record<string, string> = {};
@@ -83,6 +94,8 @@ class TrialRun extends TrialRecorder {
   private compose?: ComposeTask;
   private policies!: TrialPolicies;
   private readonly startedAt = now();
+  /** config.toml `[box]`: caps for boxes whose task declares none. */
+  private boxCaps?: BoxDefaults;
   /** The trial's gateway access, when its agent calls a model or its verifier asks for a judge. */
   private lease?: GatewayLease;
   /** A budget above the trial refused a call: the trial stops and settles BUDGET. */
@@ -132,11 +145,7 @@ class TrialRun extends TrialRecorder {
   // ---- phases ------------------------------------------------------------------------------------------------
 
   private async prepare(): Promise<void> {
-    for (const d of ["agent", "verifier", "artifacts"]) {
-      await mkdir(join(this.path, d), { recursive: true });
-      // the agent may run as any user; its log folders must be writable to it
-      await chmod(join(this.path, d), 0o777);
-    }
+    await this.freshAttempt();
     let text: string;
     try {
       text = await readFile(join(this.req.task.dir, "task.toml"), "utf8");
@@ -145,6 +154,7 @@ class TrialRun extends TrialRecorder {
       throw new TrialFailure("TaskInvalidError", `cannot read the task at ${this.req.task.dir}: ${(e as Error).message}`);
     }
     const cfg = this.cfg;
+    this.boxCaps = loadConfig(this.req.home).box;
     const harness = getHarness(this.req.agent.name);
     if (!harness) throw new TrialFailure("UnknownAgentError", `no agent named ${this.req.agent.name} (built-in: oracle, nop)`);
     this.harness = harness;
@@ -196,6 +206,27 @@ class TrialRun extends TrialRecorder {
     if (cfg.environment.storage_mb !== undefined) {
       this.log(`warning: storage_mb = ${cfg.environment.storage_mb} is not enforced by this engine; the box gets the engine's default disk`);
     }
+  }
+
+  /**
+   * Every attempt (the first, an automatic retry, `job resume`, `trial retry`) starts from a fresh box and empty
+   * output folders: whatever a killed or failed attempt left — a verifier's reward file, a box still running — can
+   * never be read as this attempt's. The trial folder is the owner's alone (0700): a file a box made set-id or a
+   * device node is out of other host users' reach.
+   */
+  private async freshAttempt(): Promise<void> {
+    await mkdir(this.path, { recursive: true, mode: 0o700 });
+    await chmod(this.path, 0o700);
+    const left = await removeLabelled(this.engine, { [LABEL_TRIAL]: this.req.trialId, [LABEL_HOME]: this.req.home });
+    const stale: string[] = [];
+    for (const name of ATTEMPT_OUTPUTS) {
+      if (existsSync(join(this.path, name))) stale.push(name);
+      await rm(join(this.path, name), { recursive: true, force: true });
+    }
+    for (const d of ["agent", "verifier", "artifacts"]) await mkdir(join(this.path, d), { mode: 0o755 });
+    const removed = left.containers + left.networks > 0 ? `; removed ${left.containers} box(es) and ${left.networks} network(s) an earlier attempt left` : "";
+    const cleared = stale.length > 0 ? `; cleared ${stale.join(", ")}` : "";
+    this.log(`attempt ${this.req.attempt ?? 1} starts: ${this.attemptReason()}${removed}${cleared}`);
   }
 
   private async build(): Promise<void> {
@@ -250,7 +281,8 @@ class TrialRun extends TrialRecorder {
     const user = this.agentUser();
     this.workdir = wd || state.workdir || "/";
     if (wd || user !== undefined) {
-      const check = 'if [ -n "$1" ]; then mkdir -p "$1"; fi; if [ -n "$2" ] && ! id -u "$2" >/dev/null 2>&1; then echo evolve-no-user; fi';
+      // the agent's log folders are the agent user's own, never world-writable
+      const check = 'if [ -n "$1" ]; then mkdir -p "$1"; fi; if [ -n "$2" ]; then if id -u "$2" >/dev/null 2>&1; then chown "$2" /logs/agent /logs/artifacts; else echo evolve-no-user; fi; fi';
       const r = await this.exec(this.agentBox, ["sh", "-c", check, "sh", wd ?? "", user ?? ""], { user: "root" });
       this.userMissing = user !== undefined && (r.exitCode !== 0 || r.stdout.includes("evolve-no-user"));
     }
@@ -327,6 +359,8 @@ class TrialRun extends TrialRecorder {
       this.secretValues.push(gatewayEnv.ANTHROPIC_API_KEY);
     }
     const ctx = this.context(plan, { ...this.net!.execEnv("agent"), ...gatewayEnv });
+    // what runs in the box now is the image's (its ENTRYPOINT's services) and the task's own setup: it stays
+    const before = await this.guard(box, () => snapshotProcs(this.engine, box));
     let out: Awaited<ReturnType<Harness["run"]>>;
     try {
       // a harness's engine call that fails because the entrypoint died is that death, not an engine error
@@ -336,6 +370,7 @@ class TrialRun extends TrialRecorder {
       this.lease?.endAgent();
     }
     this.checkCancelled();
+    await this.endAgentProcesses(box, before);
     if (out.timedOut) {
       step.exception = this.exc("AgentTimeoutError", `the agent ran past its ${plan.agentTimeoutSec} s timeout${plan.name ? ` in step ${plan.name}` : ""}`);
     } else if (this.lease?.capReached()) {
@@ -349,6 +384,23 @@ class TrialRun extends TrialRecorder {
     }
     step.agent_execution = { started_at: started, finished_at: now() };
     await this.collectArtifacts(plan);
+  }
+
+  /**
+   * Kills every process the agent started (procs.ts) before anything reads what it left: what survives would keep
+   * writing during the verifier, or read the judge's credential from its environment. A box whose processes
+   * cannot all be ended gives no verdict.
+   */
+  private async endAgentProcesses(box: string, before: ProcSnapshot): Promise<void> {
+    const r = await this.guard(box, () => killNewProcs(this.engine, box, before));
+    if (r.killed.length > 0) {
+      const shownProcs = r.killed.slice(0, 20).map((p) => `${p.name}(${p.pid})`).join(", ");
+      this.log(`agent phase ended: killed ${r.killed.length} process(es) the agent left running (${before.via} sweep): ${shownProcs}${r.killed.length > 20 ? ", …" : ""}`);
+    }
+    if (r.left.length > 0) {
+      const names = r.left.slice(0, 10).map((p) => `${p.name}(${p.pid})`).join(", ");
+      throw new TrialFailure("AgentProcessesSurvivedError", `${r.left.length} process(es) the agent started were still alive after the sweep (${names}); no verifier runs beside them`);
+    }
   }
 
   /** After the agent: pre_artifacts.sh (uncommitted work committed first), else the listed artifact paths. */
@@ -388,7 +440,11 @@ class TrialRun extends TrialRecorder {
     const started = now();
     try {
       const separate = verifierMode(this.cfg.verifier) === "separate";
-      await this.net!.enter(this.agentBox, "verify");
+      if (separate && this.stepPlans().length === 1) await this.retireAgentBox();
+      else await this.net!.enter(this.agentBox, "verify");
+      // nothing of the agent runs any more (endAgentProcesses): what it left in the verifier's folder goes, and
+      // only the verifier writes there from now on
+      await emptyBoxDir(join(this.path, "verifier"));
       const box = separate ? await this.separateVerifierBox(plan) : this.agentBox;
       const resolved = resolveVerifierEnv({ ...this.cfg.verifier.env, ...plan.verifierEnv });
       let env = resolved.env;
@@ -432,6 +488,23 @@ class TrialRun extends TrialRecorder {
     }
   }
 
+  /**
+   * A separate verifier of a single-step task never runs beside the agent's box: the kept tree is taken and the
+   * box removed first (the task's other services stay: they hold no trial folder). A multi-step task's box lives on for its next step; it has
+   * no /logs/verifier mount and none of the agent's processes left.
+   */
+  private async retireAgentBox(): Promise<void> {
+    const box = this.agentBox;
+    if (!box) return;
+    await keepChangedFiles(this.engine, box, this.path, (l) => this.log(l));
+    this.keptTaken = true;
+    await this.engine.remove(box);
+    this.boxes.delete(box);
+    this.mountedBoxes.delete(box);
+    this.agentBox = "";
+    this.log(`agent box ${box.slice(0, 12)} removed before the separate verifier starts`);
+  }
+
   /** A fresh box for a separate verifier: tests/Dockerfile when present (and no docker_image), else the task image. */
   private async separateVerifierBox(plan: StepPlan): Promise<string> {
     const cfg = this.cfg;
@@ -463,14 +536,23 @@ class TrialRun extends TrialRecorder {
     this.update({ attempt_phase: "persist" });
     this.deps.onEvent?.({ kind: "phase", trialId: this.req.trialId, phase: "persist", at: span.started_at });
     // the kept tree (`trial files` after the run, `trial regrade`): what the run changed, copied out before the box goes
-    if (this.agentBox && status !== "CANCELLED") await keepChangedFiles(this.engine, this.agentBox, this.path, (l) => this.log(l));
+    if (this.agentBox && !this.keptTaken && status !== "CANCELLED") await keepChangedFiles(this.engine, this.agentBox, this.path, (l) => this.log(l));
+    // every box that mounts a trial folder is gone before evolve writes into those folders (boxfs.ts)
+    const boxesGone = await this.removeMountedBoxes();
     this.scheduleRemoval();
     const spent = await this.settleSpend();
     const reward = primaryReward(rewards);
     const finished = now();
     try {
-      await redactTree(this.path, this.secretValues);
-      await pruneEmptyDirs(this.path);
+      if (boxesGone) {
+        const d = await defuseTree(this.path);
+        if (d.setid.length > 0) this.log(`cleared set-id bits on ${d.setid.length} file(s) a box wrote: ${d.setid.slice(0, 10).join(", ")}`);
+        if (d.special.length > 0) this.log(`removed ${d.special.length} device node(s), FIFO(s) or socket(s) a box wrote: ${d.special.slice(0, 10).join(", ")}`);
+        await redactTree(this.path, this.redactionValues());
+        await pruneEmptyDirs(this.path);
+      } else {
+        this.log("warning: a box of this trial could not be removed; its folders are left as it wrote them (not redacted)");
+      }
       span.finished_at = now();
       if (this.configFile) {
         await writeResult(this.path, {
@@ -551,6 +633,7 @@ class TrialRun extends TrialRecorder {
     const spec = boxSpec({
       image, trialId: this.req.trialId, jobId: this.req.jobId, trialPath: this.path, network, env, literals: this.literals, role, home: this.req.home,
       extraHosts: net.extraHosts, netEnv: { ...(role === "agent" ? this.compose?.main.environment : undefined), ...net.env }, aliases: net.aliases,
+      separateVerifier: verifierMode(this.cfg.verifier) === "separate", caps: this.boxCaps,
     });
     let id: string;
     try {
@@ -559,6 +642,7 @@ class TrialRun extends TrialRecorder {
       throw new TrialFailure("EnvironmentStartError", `cannot create the container from ${image}: ${(e as Error).message}`);
     }
     this.boxes.add(id);
+    this.mountedBoxes.add(id);
     if (this.deps.signal?.aborted) throw new CancelledFailure();
     try {
       await this.engine.start(id);
@@ -718,6 +802,30 @@ class TrialRun extends TrialRecorder {
     if (e instanceof TrialFailure) return this.exc(e.type, e.message, e.traceback);
     const err = e as Error;
     return this.exc("EnvironmentError", String(err?.message ?? e), String(err?.stack ?? ""));
+  }
+
+  /**
+   * Removes (and awaits) the boxes that mount the trial's folders; false when one may still be alive. The task's
+   * other services, the relay and the proxy mount nothing and go with scheduleRemoval.
+   */
+  private async removeMountedBoxes(): Promise<boolean> {
+    let ok = true;
+    for (const id of [...this.mountedBoxes]) {
+      try {
+        await this.engine.remove(id);
+        this.boxes.delete(id);
+        this.mountedBoxes.delete(id);
+      } catch (e) {
+        ok = false;
+        this.log(`could not remove box ${id.slice(0, 12)}: ${(e as Error).message}`);
+      }
+    }
+    return ok;
+  }
+
+  /** Every value redaction replaces: attached secrets, the gateway and judge credentials, the provider keys. */
+  private redactionValues(): string[] {
+    return [...this.secretValues, ...(this.lease?.secretValues() ?? [])];
   }
 
   private killBoxes(): void {

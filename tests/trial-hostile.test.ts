@@ -1,0 +1,185 @@
+/**
+ * A hostile agent (and a hostile task author) against real podman trials: the reference solution of each
+ * fixtures/tasks/hostile/ task plays the attacker. A score comes only from the verifier of the attempt that earned
+ * it; nothing the agent started outlives its phase; nothing a box planted makes evolve read or write a host file
+ * outside the trial's folders; the trial tree is inert on the host.
+ */
+import { execFileSync, spawnSync } from "node:child_process";
+import { chmodSync, existsSync, lstatSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { openEngine } from "../engine/driver/select.ts";
+import { LABEL_HOME, LABEL_MANAGED, LABEL_TRIAL, type Engine } from "../engine/driver/types.ts";
+import { newId, openStore, type Store, type TrialRecord } from "../engine/store/index.ts";
+import { taskDigest } from "../engine/task/digest.ts";
+import { killNewProcs, snapshotProcs } from "../engine/trial/procs.ts";
+import { runTrial, settleRemovals } from "../engine/trial/run.ts";
+
+const root = join(__dirname, "..");
+const FIXTURES = join(root, "fixtures", "tasks", "hostile");
+const TOKEN = "hostile-token-5b1e0c";
+const bun = join(root, "node_modules/.bin/bun");
+const hasPodman = spawnSync("podman", ["image", "exists", "debian:bookworm-slim"]).status === 0;
+
+let home: string;
+let engine: Engine;
+let store: Store;
+let target: string;
+const ran = new Map<string, { rec: TrialRecord; dir: string; log: string }>();
+
+async function trial(name: string, opts: { id?: string; secrets?: Record<string, string> } = {}) {
+  const dir = join(FIXTURES, name);
+  const id = opts.id ?? newId();
+  const rec = await runTrial(
+    { trialId: id, jobId: "JOB-HOSTILE", home, task: { dir, digest: await taskDigest(dir), name }, agent: { name: "oracle" }, timeoutMultiplier: 1, secrets: opts.secrets ?? {} },
+    { engine, store },
+  );
+  const tdir = join(home, "trials", id);
+  return { rec, dir: tdir, log: readFileSync(join(tdir, "trial.log"), "utf8") };
+}
+
+describe.skipIf(!hasPodman)("hostile agents and task authors", () => {
+  beforeAll(async () => {
+    home = mkdtempSync(join(tmpdir(), "evolve-hostile-"));
+    engine = await openEngine({ home });
+    store = openStore(home);
+    // a root-owned host file the agent links to: evolve must neither print it nor write into it
+    target = join(home, "host-target.txt");
+    writeFileSync(target, `original host content ${TOKEN}\n`);
+    chmodSync(target, 0o600);
+    const names = ["forge-reward-json", "escape-and-hang", "separate-watch", "plant-links", "verifier-links", "verifier-fifo"];
+    await Promise.all(
+      names.map(async (n) => ran.set(n, await trial(n, { secrets: n === "plant-links" ? { HOSTILE_TOKEN: TOKEN, HOST_TARGET: target } : {} }))),
+    );
+  }, 300_000);
+
+  afterAll(async () => {
+    await settleRemovals();
+    store?.close();
+    await engine?.close();
+    if (home) rmSync(home, { recursive: true, force: true });
+  });
+
+  it("a reward.json the agent wrote into /logs/verifier is not the verdict: the verifier's 0 is", () => {
+    const { rec } = ran.get("forge-reward-json")!;
+    expect(rec.status).toBe("SCORED");
+    expect(rec.rewards).toEqual({ reward: 0 });
+  });
+
+  it("a setsid env -i child of an agent that hangs past its timeout is killed before the verifier; the ENTRYPOINT's service lives", () => {
+    const { rec, log } = ran.get("escape-and-hang")!;
+    expect(rec.exception?.type).toBe("AgentTimeoutError");
+    expect(rec.status).toBe("SCORED");
+    // the forger never overwrote the verifier's reward.json, never wrote /app/forged.txt after the agent phase, and
+    // the service the image's ENTRYPOINT started before the agent was not touched
+    expect(rec.rewards).toEqual({ reward: 0, service_alive: 1, forger_alive: 0 });
+    expect(log).toMatch(/agent phase ended: killed [1-9]\d* process\(es\) the agent left running .*bash/);
+  });
+
+  it("a separate verifier starts after the agent's box is gone, and the agent's box never sees /logs/verifier", () => {
+    const { rec, dir, log } = ran.get("separate-watch")!;
+    expect(rec.status).toBe("SCORED");
+    expect(rec.rewards).toEqual({ reward: 0 });
+    expect(readFileSync(join(dir, "agent", "saw-verifier-dir.txt"), "utf8")).toMatch(/No such file/);
+    expect(log).toMatch(/agent box \w+ removed before the separate verifier starts/);
+    expect(log.indexOf("removed before the separate verifier")).toBeLessThan(log.indexOf("verifier box"));
+  });
+
+  it("links, FIFOs, devices and set-id files the agent planted reach nothing on the host", () => {
+    const { rec, dir } = ran.get("plant-links")!;
+    expect(rec.status).toBe("SCORED");
+    // the host file behind a planted link is neither written nor redacted through the link
+    expect(readFileSync(target, "utf8")).toBe(`original host content ${TOKEN}\n`);
+    // the agent's own file is redacted; the link stays a link (nothing followed it)
+    expect(readFileSync(join(dir, "agent", "said.txt"), "utf8")).toBe("token=[redacted]\n");
+    expect(lstatSync(join(dir, "agent", "target.txt")).isSymbolicLink()).toBe(true);
+    // a setuid-root shell comes out without its set-id bit; a device node and a FIFO are removed
+    expect(statSync(join(dir, "artifacts", "rootsh")).mode & 0o6000).toBe(0);
+    expect(existsSync(join(dir, "artifacts", "null"))).toBe(false);
+    expect(existsSync(join(dir, "agent", "fifo"))).toBe(false);
+    // the trial folder is the owner's alone and no folder in it is world-writable
+    expect(statSync(dir).mode & 0o777).toBe(0o700);
+    for (const d of ["agent", "verifier", "artifacts"]) if (existsSync(join(dir, d))) expect(statSync(join(dir, d)).mode & 0o002).toBe(0);
+  });
+
+  it.skipIf(process.env.EVOLVE_ENGINE === "docker")("boxes mount the trial folders nosuid,nodev and get a pids cap when the task sets none", () => {
+    const { dir } = ran.get("plant-links")!;
+    expect(readFileSync(join(dir, "agent", "mountinfo.txt"), "utf8")).toMatch(/nosuid,nodev/);
+    expect(readFileSync(join(dir, "agent", "pids-max.txt"), "utf8").trim()).toBe("4096");
+  });
+
+  it("`trial logs` refuses an agent stream the box replaced with a link to evolve's own environ, naming the file", () => {
+    const { rec } = ran.get("plant-links")!;
+    const r = spawnSync(bun, [join(root, "main.ts"), "trial", "logs", rec.id, "--stream", "agent"], {
+      encoding: "utf8",
+      env: { ...process.env, EVOLVE_HOME: home, NO_COLOR: "1", EVOLVE_CANARY_KEY: "canary-value-73a9" },
+      timeout: 30_000,
+    });
+    expect(r.status).toBe(1);
+    expect(r.stderr).toMatch(/^error\[stream_refused\]: refusing to read .*oracle\.txt: it is a symbolic link/m);
+    expect(r.stdout + r.stderr).not.toContain("canary-value-73a9");
+  });
+
+  it("a verifier whose reward.json links to /dev/zero, or is a FIFO, is a prompt scoring error, never a hang or an OOM", () => {
+    for (const name of ["verifier-links", "verifier-fifo"]) {
+      const { rec } = ran.get(name)!;
+      expect(rec.status).toBe("SCORING_ERROR");
+      expect(rec.exception?.type).toBe("VerifierOutputParseError");
+      expect(rec.exception?.traceback).toMatch(/reward\.json: a (symbolic link|FIFO), not a regular file; refused/);
+      const verify = rec.phase_timings.verify!;
+      expect(Date.parse(verify.finished_at!) - Date.parse(verify.started_at)).toBeLessThan(20_000);
+    }
+  });
+
+  it("a new attempt starts from empty folders and no box of the killed attempt: a stale reward.txt never scores", async () => {
+    const id = newId();
+    const tdir = join(home, "trials", id);
+    // what a SIGKILLed attempt leaves: the verifier's reward file and a box still running with the trial's labels
+    mkdirSync(join(tdir, "verifier"), { recursive: true });
+    writeFileSync(join(tdir, "verifier", "reward.txt"), "1\n");
+    const left = execFileSync(engine.kind, ["run", "-d", "--label", `${LABEL_MANAGED}=true`, "--label", `${LABEL_TRIAL}=${id}`, "--label", `${LABEL_HOME}=${home}`, "debian:bookworm-slim", "sleep", "600"], { encoding: "utf8" }).trim();
+    const { rec, log } = await trial("no-reward", { id });
+    expect(rec.status).toBe("SCORING_ERROR");
+    expect(rec.exception?.type).toBe("RewardFileNotFoundError");
+    expect(log).toMatch(/attempt 1 starts: first attempt; removed 1 box\(es\) and 0 network\(s\) an earlier attempt left; cleared verifier/);
+    expect(spawnSync(engine.kind, ["container", "exists", left]).status).not.toBe(0);
+  }, 120_000);
+});
+
+describe.skipIf(!hasPodman)("the agent-process sweep", () => {
+  let e: Engine;
+  let h: string;
+  beforeAll(async () => {
+    h = mkdtempSync(join(tmpdir(), "evolve-sweep-"));
+    e = await openEngine({ home: h });
+  });
+  afterAll(async () => {
+    await e?.close();
+    rmSync(h, { recursive: true, force: true });
+  });
+
+  for (const via of ["host", "box"] as const) {
+    it(`kills every process started after the snapshot and nothing from before (${via} sweep)`, async () => {
+      const id = await e.create({ image: "debian:bookworm-slim", cmd: ["sh", "-c", "sleep 1000 & (while :; do sleep 0.05; done) & exec sleep infinity"], labels: { [LABEL_MANAGED]: "true" }, network: "none" });
+      try {
+        await e.start(id);
+        const before = await snapshotProcs(e, id, via === "box" ? { via: "box" } : {});
+        expect(before.via).toBe(via);
+        // a double-forked, session-leading, environment-less child and a fork loop
+        await e.exec(id, ["bash", "-c", "setsid env -i sh -c 'sleep 900' </dev/null >/dev/null 2>&1 & (while :; do sleep 0.01 & sleep 0.05; done) </dev/null >/dev/null 2>&1 & disown -a; exit 0"], { user: "0" });
+        const r = await killNewProcs(e, id, before);
+        expect(r.left).toEqual([]);
+        expect(r.killed.length).toBeGreaterThanOrEqual(2);
+        const ps = await e.exec(id, ["sh", "-c", "for d in /proc/[0-9]*; do read -r l < $d/stat && echo \"$l\"; done"], { user: "0" });
+        const alive = ps.stdout.split("\n").filter((l) => l && !/\) [ZX] /.test(l));
+        // what was there before stays: PID 1, its `sleep 1000` and the service loop that keeps forking new sleeps
+        expect(alive.some((l) => /^1 \(sleep\)/.test(l))).toBe(true);
+        expect(alive.filter((l) => /\(sleep\) S \d+/.test(l) && !/sleep 900/.test(l)).length).toBeGreaterThanOrEqual(2);
+        expect(alive.filter((l) => /^\d+ \(sh\)/.test(l)).length).toBeGreaterThanOrEqual(2);
+      } finally {
+        await e.remove(id);
+      }
+    }, 60_000);
+  }
+});
