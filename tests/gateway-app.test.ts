@@ -82,6 +82,11 @@ const openai = (apiKey = KEY) => new OpenAI({ apiKey, baseURL: `${gw.url}/v1`, m
 const lastCall = () => calls[calls.length - 1]!;
 /** Streams finish metering when the body ends; give the gateway a tick to run its end hook. */
 const settled = () => new Promise((r) => setTimeout(r, 20));
+/** Waits (up to 5 s) until `n` calls are recorded: a client's hang-up reaches the gateway a little later. */
+async function recorded(n: number): Promise<void> {
+  for (let i = 0; i < 250 && calls.length < n; i++) await new Promise((r) => setTimeout(r, 20));
+  expect(calls).toHaveLength(n);
+}
 
 /** Proves that what reached upstream carries the real key and none of the client's credentials. */
 function expectCredentialSwapped(realKey: string) {
@@ -309,6 +314,23 @@ describe("OpenAI Responses", () => {
     await settled();
     expect(lastCall()).toMatchObject({ route: "responses", stream: true, status: 200 });
     expect(lastCall().usage).toMatchObject({ input_tokens: 12, output_tokens: 7 });
+  });
+
+  it("a client that hangs up right after response.completed (as Codex does) leaves a complete call, not an error", async () => {
+    upstream.push({ text: "all here", usage: { input_tokens: 12, output_tokens: 7 }, holdOpenMs: 3000 });
+    const stream = await openai().responses.create({ model: "gpt-fixture", input: "hi", stream: true });
+    for await (const ev of stream) if (ev.type === "response.completed") break;
+    await recorded(1);
+    expect(lastCall()).toMatchObject({ route: "responses", stream: true, status: 200, cost_usd: expect.closeTo(12 * 3e-6 + 7 * 15e-6, 12) });
+    expect(lastCall().error).toBeUndefined();
+    expect(reservations.at(-1)!.settled).toBeCloseTo(12 * 3e-6 + 7 * 15e-6, 12);
+
+    // hanging up before the final usage is still a cut call
+    upstream.push({ text: "a long answer in many words", usage: { input_tokens: 12, output_tokens: 7 }, eventDelayMs: 200 });
+    const cut = await openai().responses.create({ model: "gpt-fixture", input: "hi", stream: true });
+    for await (const ev of cut) if (ev.type === "response.output_text.delta") break;
+    await recorded(2);
+    expect(lastCall().error).toBe("client closed the stream");
   });
 
   it("answers a WebSocket upgrade on /v1/responses with 404", async () => {
