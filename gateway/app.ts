@@ -8,7 +8,7 @@ import { Hono, type Context } from "hono";
 import { randomUUID } from "node:crypto";
 import type { Authenticate, Budget, CallRecord, Credential, GatewayRoute, Meter, Price, Usage } from "./types.ts";
 import { meteredStream } from "./sse.ts";
-import { costOf } from "./prices.ts";
+import { costOf, requestWorstCase } from "./prices.ts";
 import { usageFromJson, type WireApi } from "./usage.ts";
 import { authHeaders, routeModel, upstreamUrl, type RoutedModel, type Upstreams } from "./upstreams.ts";
 
@@ -18,22 +18,16 @@ export interface GatewayDeps {
   authenticate: Authenticate;
   meter: Meter;
   budget: Budget;
-  /** The price of a model by its routed name (`anthropic/claude-…`); undefined when unknown. */
-  prices: (model: string) => Price | undefined;
+  /**
+   * The price of a model by its routed name (`anthropic/claude-…`), else by the name the upstream knows it by;
+   * undefined when unknown. Asked once per call.
+   */
+  prices: (model: string, upstreamModel: string) => Price | undefined;
   /** Wall clock in ms (tests pin it). */
   now?: () => number;
   /** The fetch used upstream (tests and benchmarks may swap it). */
   fetch?: typeof fetch;
 }
-
-/** Output tokens assumed for the worst case when a request sets no limit (OpenAI makes `max_tokens` optional). */
-export const DEFAULT_MAX_OUTPUT_TOKENS = 32_000;
-
-/**
- * Prompt tokens assumed for the worst case: one per 3 bytes of request body. Real tokenisers average ~4 bytes per
- * token on English and the JSON framing only adds bytes, so this over-reserves, which is the safe side of a cap.
- */
-export const BYTES_PER_TOKEN_ESTIMATE = 3;
 
 type ErrorShape = "anthropic" | "openai";
 
@@ -181,22 +175,15 @@ export function createGatewayApp(deps: GatewayDeps): Hono {
     }
     const outBody = changed ? JSON.stringify(body) : raw;
 
-    const price = deps.prices(routed.model) ?? deps.prices(routed.upstreamModel);
+    const price = deps.prices(routed.model, routed.upstreamModel);
     const started_at = new Date(startedMs).toISOString();
     const base = { route, upstream: routed.upstream.name, model: routed.model, stream } as const;
 
     // count_tokens is free upstream, so it reserves nothing.
     let reservationId: string | undefined;
     if (route !== "count_tokens") {
-      let worst: number | null = null;
-      if (price) {
-        const maxOut = Number(body.max_tokens ?? body.max_completion_tokens ?? body.max_output_tokens ?? DEFAULT_MAX_OUTPUT_TOKENS) || DEFAULT_MAX_OUTPUT_TOKENS;
-        const inTokens = Math.ceil(raw.length / BYTES_PER_TOKEN_ESTIMATE);
-        // A prompt may all become a cache write, the dearest input bucket.
-        const inPrice = Math.max(price.input_cost_per_token, price.cache_creation_input_token_cost ?? 0);
-        worst = inTokens * inPrice + maxOut * Math.max(price.output_cost_per_token, price.output_cost_per_reasoning_token ?? 0);
-      }
-      const r = deps.budget.reserve(cred, worst);
+      const worst = requestWorstCase(price ?? null, body, raw, new TextEncoder().encode(raw).byteLength);
+      const r = deps.budget.reserve(cred, worst.usd, worst.why);
       if (!r.ok) {
         const message = /^(user|team|other|trial):/.test(r.message) ? r.message : `${r.scope}: ${r.message}`;
         record(cred, { ...base, status: 429, usage: null, cost_usd: 0, latency_ms: now() - startedMs, started_at, error: message, refused: r.scope });

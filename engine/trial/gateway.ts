@@ -387,7 +387,7 @@ export class ModelGateway {
       authenticate: this.credentials.authenticate,
       meter: this.meter.meter,
       budget: this.budgets,
-      prices: (m: string) => this.prices!.priceOf(m) ?? undefined,
+      prices: (m: string, upstreamModel: string) => this.prices!.priceOf(m, upstreamModel) ?? undefined,
     };
   }
 
