@@ -43,9 +43,11 @@ const budget: Budget = {
 const upstream = new ScriptedUpstream();
 let gw: GatewayListener;
 
+let deps: Parameters<typeof serveGateway>[0];
+
 beforeAll(async () => {
   await upstream.start();
-  gw = await serveGateway({
+  deps = {
     upstreams: buildUpstreams(
       {
         upstreams: {
@@ -60,7 +62,8 @@ beforeAll(async () => {
     meter: (c) => calls.push(c),
     budget,
     prices: (m) => (m === "anthropic/claude-fixture-1" || m === "openai/gpt-fixture" ? PRICE : undefined),
-  }, { port: 0 }, serveFetch);
+  };
+  gw = await serveGateway(deps, { port: 0 }, serveFetch);
 });
 
 afterAll(async () => {
@@ -361,5 +364,58 @@ describe("models", () => {
     const o = [];
     for await (const m of openai(NARROW_KEY).models.list()) o.push(m.id);
     expect(o).toEqual(["openai/gpt-fixture"]);
+  });
+});
+
+describe("request body limit", () => {
+  const LIMIT = 256 * 1024;
+  let small: GatewayListener;
+  beforeAll(async () => {
+    small = await serveGateway({ ...deps, maxBodyBytes: LIMIT }, { port: 0 }, serveFetch);
+  });
+  afterAll(async () => {
+    await small?.close();
+  });
+
+  it("refuses a body over the limit with 413 in each provider's shape, before anything is sent or reserved", async () => {
+    const big = "x".repeat(LIMIT + 1);
+    const a = await new Anthropic({ apiKey: KEY, baseURL: small.url, maxRetries: 2 })
+      .messages.create({ model: "claude-fixture-1", max_tokens: 10, messages: [{ role: "user", content: big }] })
+      .then(() => undefined, (e: any) => e);
+    expect(a?.status).toBe(413);
+    expect(a?.error).toEqual({ type: "error", error: { type: "request_too_large", message: "request body exceeds this gateway's limit of 0.25 MiB (max_request_body_mb in gateway.toml)" } });
+    const o = await new OpenAI({ apiKey: KEY, baseURL: `${small.url}/v1`, maxRetries: 2 })
+      .chat.completions.create({ model: "gpt-fixture", messages: [{ role: "user", content: big }] })
+      .then(() => undefined, (e: any) => e);
+    expect(o?.status).toBe(413);
+    expect(o?.error).toMatchObject({ code: "request_too_large", type: "invalid_request_error", message: expect.stringContaining("0.25 MiB") });
+    // told not to retry, so each SDK asked once; nothing went upstream and nothing was reserved
+    expect(upstream.requests).toHaveLength(0);
+    expect(reservations).toHaveLength(0);
+  });
+
+  it("counts a chunked body (no Content-Length) as it streams, and serves one under the limit", async () => {
+    const chunk = new TextEncoder().encode(" ".repeat(64 * 1024));
+    const body = new ReadableStream<Uint8Array>({
+      start(ctl) {
+        ctl.enqueue(new TextEncoder().encode('{"model":"claude-fixture-1","max_tokens":10,"messages":[{"role":"user","content":"hi"}]'));
+        for (let i = 0; i < 5; i++) ctl.enqueue(chunk);
+        ctl.enqueue(new TextEncoder().encode("}"));
+        ctl.close();
+      },
+    });
+    const r = await fetch(`${small.url}/v1/messages`, { method: "POST", headers: { "x-api-key": KEY, "content-type": "application/json" }, body, duplex: "half" } as RequestInit);
+    expect(r.status).toBe(413);
+    expect((await r.json()).error.type).toBe("request_too_large");
+    const ok = await new Anthropic({ apiKey: KEY, baseURL: small.url, maxRetries: 0 })
+      .messages.create({ model: "claude-fixture-1", max_tokens: 10, messages: [{ role: "user", content: "y".repeat(LIMIT - 1000) }] });
+    expect(ok.type).toBe("message");
+    expect(upstream.requests).toHaveLength(1);
+  });
+
+  it("takes its limit from gateway.toml's max_request_body_mb, and refuses a limit that is not positive", () => {
+    expect(buildUpstreams({ max_request_body_mb: 0.25 }, {}).maxBodyBytes).toBe(LIMIT);
+    expect(buildUpstreams({}, {}).maxBodyBytes).toBeUndefined();
+    expect(() => buildUpstreams({ max_request_body_mb: 0 }, {})).toThrow(/max_request_body_mb/);
   });
 });

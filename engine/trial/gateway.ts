@@ -388,6 +388,7 @@ export class ModelGateway {
       meter: this.meter.meter,
       budget: this.budgets,
       prices: (m: string, upstreamModel: string) => this.prices!.priceOf(m, upstreamModel) ?? undefined,
+      ...(this.upstreams!.maxBodyBytes !== undefined ? { maxBodyBytes: this.upstreams!.maxBodyBytes } : {}),
     };
   }
 
