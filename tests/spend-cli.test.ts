@@ -18,11 +18,11 @@ const TASK = join(root, "fixtures/tasks/valid/minimal");
 const DIGEST = `sha256:${"b".repeat(64)}`;
 let home: string;
 
-function evolve(args: string[]) {
+function evolve(args: string[], env: Record<string, string | undefined> = process.env) {
   const r = spawnSync(bun, [join(root, "main.ts"), ...args], {
     cwd: root,
     encoding: "utf8",
-    env: { ...process.env, EVOLVE_HOME: home, NO_COLOR: "1" },
+    env: { ...env, EVOLVE_HOME: home, NO_COLOR: "1" },
     timeout: 60_000,
   });
   return { code: r.status, stdout: r.stdout, stderr: r.stderr };
@@ -252,5 +252,13 @@ describe("evolve gateway stop|resume|status", () => {
       global_cap_usd: null,
     });
     expect(doc.user.left_usd).toBeCloseTo(48.77, 10);
+  });
+
+  it("bills the OS account when USER is unset (not Bun's \"unknown\"), and USER when it is set", () => {
+    const { USER: _u, LOGNAME: _l, ...bare } = process.env;
+    const account = spawnSync("id", ["-un"], { encoding: "utf8" }).stdout.trim();
+    expect(account).not.toBe("");
+    expect(JSON.parse(evolve(["gateway", "status", "--json"], bare).stdout).user.name).toBe(account);
+    expect(JSON.parse(evolve(["gateway", "status", "--json"], { ...bare, USER: "dana" }).stdout).user.name).toBe("dana");
   });
 });
