@@ -24,7 +24,7 @@ function call(lease: GatewayLease, key: string, stream = false, model = "claude-
   const body = JSON.stringify({ model, max_tokens: 64, stream, messages: [{ role: "user", content: "hi" }] });
   return new Promise((resolve, reject) => {
     const req = request(
-      { socketPath: join(lease.socketDir, "gateway.sock"), path: "/v1/messages", method: "POST", headers: { "x-api-key": key, "content-type": "application/json", "anthropic-version": "2023-06-01" } },
+      { socketPath: join(lease.socketDir, "gateway.sock"), agent: false, path: "/v1/messages", method: "POST", headers: { "x-api-key": key, "content-type": "application/json", "anthropic-version": "2023-06-01" } },
       (res) => {
         let text = "";
         res.setEncoding("utf8");
@@ -187,6 +187,29 @@ describe("the process's gateway", () => {
       expect(r.status).toBe(429);
       expect(lease.capReached()).toMatch(/^trial: trial T\d+ budget of \$0\.0001 would be exceeded/);
       expect(lease.budgetRefusal()).toBeUndefined();
+    } finally {
+      await gw.close();
+    }
+  });
+
+  it("books a job's spend per lane in the ledger over every attempt of a trial, where the trial's totals keep the last", async () => {
+    const gw = gateway({ user: "u-job" });
+    try {
+      let spent = 0;
+      let last = 0;
+      for (let attempt = 1; attempt <= 2; attempt++) {
+        // an infrastructure retry runs the same trial id again under a new lease
+        const lease = await gw.lease({ trialId: "T-retried", jobId: "J-ledger" });
+        const key = lease.agentEnv("http://evolve-gateway:4000", 60_000).ANTHROPIC_API_KEY;
+        expect((await call(lease, key)).status).toBe(200);
+        last = (await lease.end()).agent.spentUsd;
+        lease.forget();
+        spent += last;
+      }
+      expect(last).toBeGreaterThan(0);
+      expect(store.getSpend("job", "J-ledger", "agent")).toBeCloseTo(spent, 12);
+      expect(store.getSpend("job", "J-ledger", "agent")).toBeCloseTo(store.getSpend("user", "u-job", ""), 12);
+      expect(store.getSpend("job", "J-ledger", "judge")).toBe(0);
     } finally {
       await gw.close();
     }

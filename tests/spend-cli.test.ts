@@ -183,6 +183,22 @@ describe("evolve job show: spend summed per lane", () => {
     expect(JSON.parse(evolve(["job", "show", job, "--json"]).stdout).spend).toMatchObject({ agent_lower_bound: true, judge_usd: null });
   });
 
+  it("shows the ledger's figure for the job, which counts the attempts a trial's record no longer keeps, as gateway status does", async () => {
+    // one trial whose record keeps its last attempt ($0.0123); its first attempt's calls cost $0.0077 more, booked in
+    // the ledger against the user and the job alike
+    const { job } = await jobWith([withJudge]);
+    writeFileSync(join(home, "config.toml"), '[budget]\nuser = "erin"\n');
+    await withStore((st) => {
+      st.addSpend("user", "erin", "", 0.0246);
+      st.addSpend("job", job, "agent", 0.02);
+      st.addSpend("job", job, "judge", 0.0046);
+    });
+    expect(spendLine(evolve(["job", "show", job]).stdout)).toBe("spend  $0.0200 (agent)  $0.0046 (judge)");
+    const doc = JSON.parse(evolve(["job", "show", job, "--json"]).stdout);
+    expect(doc.spend).toMatchObject({ agent_usd: 0.02, agent_lower_bound: false, judge_usd: 0.0046 });
+    expect(doc.spend.agent_usd + doc.spend.judge_usd).toBeCloseTo(JSON.parse(evolve(["gateway", "status", "--json"]).stdout).user.spent_usd, 12);
+  });
+
   it("prints `-` when no trial measured any spend", async () => {
     const { job } = await jobWith([{}, {}]);
     expect(spendLine(evolve(["job", "show", job]).stdout)).toBe("spend  -");
