@@ -20,7 +20,7 @@ function duration(t: TrialRecord): string {
 }
 
 /** Prints a job summary and its trials, as `job show` and the end of `run` show them. */
-export function printJobSummary(s: JobSummary, trials: readonly TrialRecord[]): void {
+export function printJobSummary(s: JobSummary, trials: readonly TrialRecord[], spend: JobSpend = jobSpend(trials)): void {
   out(`${style.bold(`job ${s.id}`)}  ${s.status}  ${s.agent}${s.model ? ` (${s.model})` : ""}  on ${s.source}  ${style.dim(when(s.created_at))}`);
   out(`trials ${s.n_trials}: ${Object.entries(s.counts).map(([k, v]) => `${k} ${v}`).join(", ") || "none"}`);
   out(`mean reward ${fmt(s.mean_reward)}${s.counts.SCORED ? style.dim(` over ${s.counts.SCORED} scored`) : ""}`);
@@ -30,7 +30,7 @@ export function printJobSummary(s: JobSummary, trials: readonly TrialRecord[]): 
   }
   if (s.pass_at_k) out(`pass@k: ${Object.entries(s.pass_at_k).map(([k, v]) => `@${k} ${fmt(v)}`).join("  ")}`);
   if (Object.keys(s.exceptions).length) out(`exceptions: ${Object.entries(s.exceptions).map(([k, v]) => `${k} ${v}`).join(", ")}`);
-  out(`spend  ${formatJobSpend(jobSpend(trials))}`);
+  out(`spend  ${formatJobSpend(spend)}`);
   if (trials.length === 0) return;
   out("");
   outTable(
@@ -70,8 +70,9 @@ export async function jobShowCommand(id: string, opts: { json?: boolean }): Prom
     if (!job) throw new EvolveError("job_not_found", `no job ${id}`, "see `evolve job list`");
     const trials = store.listTrials(id);
     const summary = summarizeJob(job, trials);
-    if (opts.json) return outJson({ ...summary, spend: jobSpend(trials), config: jobConfig(job), trials }), 0;
-    printJobSummary(summary, trials);
+    const spend = jobSpend(trials, { agent: store.getSpend("job", id, "agent"), judge: store.getSpend("job", id, "judge") });
+    if (opts.json) return outJson({ ...summary, spend, config: jobConfig(job), trials }), 0;
+    printJobSummary(summary, trials, spend);
     return 0;
   });
 }

@@ -85,11 +85,33 @@ export interface Config {
   box: BoxDefaults;
 }
 
-function loginName(): string {
+/**
+ * Who this home's trials bill to by default: `USER`, else the OS account of this process's uid (its passwd entry),
+ * else `LOGNAME`, else "local". Bun's `os.userInfo()` reads `USER` and says "unknown" without it, so the passwd
+ * entry is read here rather than trusted to the runtime.
+ */
+function loginName(env: Record<string, string | undefined> = process.env): string {
+  if (env.USER) return env.USER;
+  return accountName() ?? (env.LOGNAME || "local");
+}
+
+function accountName(): string | undefined {
+  const uid = process.getuid?.();
+  if (uid !== undefined) {
+    try {
+      for (const line of readFileSync("/etc/passwd", "utf8").split("\n")) {
+        const f = line.split(":");
+        if (f.length > 2 && f[2] === String(uid) && f[0]) return f[0];
+      }
+    } catch {
+      // no passwd file (a minimal container): the runtime may still know
+    }
+  }
   try {
-    return userInfo().username || "local";
+    const name = userInfo().username;
+    return name && name !== "unknown" ? name : undefined;
   } catch {
-    return process.env.USER || "local";
+    return undefined;
   }
 }
 

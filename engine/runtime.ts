@@ -61,6 +61,9 @@ function serveWithBun(handler: FetchHandler, at: ListenAt): HttpListener {
     // a per-request server.timeout(req, 0) does not hold once the body streams (checked on Bun 1.4.5), so it is
     // off. Clients are local agents whose sockets close when they exit, and close() cuts whatever is left.
     idleTimeout: 0,
+    // the gateway refuses an oversized body itself, in the provider's error shape (gateway.toml max_request_body_mb);
+    // Bun's own 128 MB limit would answer first with an empty 413
+    maxRequestBodySize: Number.MAX_SAFE_INTEGER,
     fetch: (req: Request) => handler(req),
   });
   const close = async () => {

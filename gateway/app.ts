@@ -8,7 +8,7 @@ import { Hono, type Context } from "hono";
 import { randomUUID } from "node:crypto";
 import type { Authenticate, Budget, CallRecord, Credential, GatewayRoute, Meter, Price, Usage } from "./types.ts";
 import { meteredStream } from "./sse.ts";
-import { costOf } from "./prices.ts";
+import { costOf, requestWorstCase } from "./prices.ts";
 import { usageFromJson, type WireApi } from "./usage.ts";
 import { authHeaders, routeModel, upstreamUrl, type RoutedModel, type Upstreams } from "./upstreams.ts";
 
@@ -18,22 +18,24 @@ export interface GatewayDeps {
   authenticate: Authenticate;
   meter: Meter;
   budget: Budget;
-  /** The price of a model by its routed name (`anthropic/claude-…`); undefined when unknown. */
-  prices: (model: string) => Price | undefined;
+  /**
+   * The price of a model by its routed name (`anthropic/claude-…`), else by the name the upstream knows it by;
+   * undefined when unknown. Asked once per call.
+   */
+  prices: (model: string, upstreamModel: string) => Price | undefined;
+  /** The largest request body accepted, bytes (`max_request_body_mb` in gateway.toml); `DEFAULT_MAX_BODY_BYTES` when absent. */
+  maxBodyBytes?: number;
   /** Wall clock in ms (tests pin it). */
   now?: () => number;
   /** The fetch used upstream (tests and benchmarks may swap it). */
   fetch?: typeof fetch;
 }
 
-/** Output tokens assumed for the worst case when a request sets no limit (OpenAI makes `max_tokens` optional). */
-export const DEFAULT_MAX_OUTPUT_TOKENS = 32_000;
-
 /**
- * Prompt tokens assumed for the worst case: one per 3 bytes of request body. Real tokenisers average ~4 bytes per
- * token on English and the JSON framing only adds bytes, so this over-reserves, which is the safe side of a cap.
+ * The request body limit when gateway.toml sets none: 64 MiB, above what the providers take themselves (Anthropic
+ * 32 MB, OpenAI 50 MB with images), so the gateway refuses nothing they would serve while holding a bounded body.
  */
-export const BYTES_PER_TOKEN_ESTIMATE = 3;
+export const DEFAULT_MAX_BODY_BYTES = 64 * 1024 * 1024;
 
 type ErrorShape = "anthropic" | "openai";
 
@@ -46,17 +48,50 @@ export function providerError(shape: ErrorShape, status: number, message: string
   if (shape === "anthropic") {
     const type =
       status === 401 ? "authentication_error" : status === 403 ? "permission_error" : status === 404 ? "not_found_error"
-        : status === 429 ? "rate_limit_error" : status >= 500 ? "api_error" : "invalid_request_error";
+        : status === 413 ? "request_too_large" : status === 429 ? "rate_limit_error" : status >= 500 ? "api_error" : "invalid_request_error";
     body = { type: "error", error: { type, message } };
   } else {
     const byStatus =
       status === 401 ? "invalid_api_key" : status === 403 ? "model_not_allowed" : status === 404 ? "model_not_found"
-        : status === 429 ? "insufficient_quota" : status >= 500 ? "upstream_error" : null;
+        : status === 413 ? "request_too_large" : status === 429 ? "insufficient_quota" : status >= 500 ? "upstream_error" : null;
     const type = status === 429 ? "insufficient_quota" : status >= 500 ? "server_error" : "invalid_request_error";
     body = { error: { message, type, param: null, code: code ?? byStatus } };
   }
   return new Response(JSON.stringify(body), { status, headers: { "content-type": "application/json", ...headers } });
 }
+
+/**
+ * The request body, or null once it passes `limit` bytes: refused by its Content-Length before a byte is read, or
+ * counted as it streams (a chunked body has none), so an oversized body is never held whole.
+ */
+async function readBody(req: Request, limit: number): Promise<Uint8Array | null> {
+  const declared = Number(req.headers.get("content-length"));
+  if (Number.isFinite(declared) && declared > limit) return null;
+  if (!req.body) return new Uint8Array(0);
+  const reader = req.body.getReader();
+  const parts: Uint8Array[] = [];
+  let size = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    size += value.byteLength;
+    if (size > limit) {
+      await reader.cancel().catch(() => {});
+      return null;
+    }
+    parts.push(value);
+  }
+  if (parts.length === 1) return parts[0]!;
+  const all = new Uint8Array(size);
+  let at = 0;
+  for (const p of parts) {
+    all.set(p, at);
+    at += p.byteLength;
+  }
+  return all;
+}
+
+const mb = (bytes: number) => `${+(bytes / (1024 * 1024)).toFixed(2)} MiB`;
 
 /** The key a client presented, from `x-api-key` or `Authorization: Bearer`. */
 function presentedKey(c: Context): string | undefined {
@@ -153,7 +188,12 @@ export function createGatewayApp(deps: GatewayDeps): Hono {
     const cred = auth(c, shape, route);
     if (cred instanceof Response) return cred;
 
-    const raw = await c.req.text();
+    const limit = deps.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;
+    const bytes = await readBody(c.req.raw, limit);
+    if (bytes === null) {
+      return providerError(shape, 413, `request body exceeds this gateway's limit of ${mb(limit)} (max_request_body_mb in gateway.toml)`, { "x-should-retry": "false" });
+    }
+    const raw = new TextDecoder().decode(bytes);
     let body: any;
     try {
       body = JSON.parse(raw);
@@ -181,22 +221,15 @@ export function createGatewayApp(deps: GatewayDeps): Hono {
     }
     const outBody = changed ? JSON.stringify(body) : raw;
 
-    const price = deps.prices(routed.model) ?? deps.prices(routed.upstreamModel);
+    const price = deps.prices(routed.model, routed.upstreamModel);
     const started_at = new Date(startedMs).toISOString();
     const base = { route, upstream: routed.upstream.name, model: routed.model, stream } as const;
 
     // count_tokens is free upstream, so it reserves nothing.
     let reservationId: string | undefined;
     if (route !== "count_tokens") {
-      let worst: number | null = null;
-      if (price) {
-        const maxOut = Number(body.max_tokens ?? body.max_completion_tokens ?? body.max_output_tokens ?? DEFAULT_MAX_OUTPUT_TOKENS) || DEFAULT_MAX_OUTPUT_TOKENS;
-        const inTokens = Math.ceil(raw.length / BYTES_PER_TOKEN_ESTIMATE);
-        // A prompt may all become a cache write, the dearest input bucket.
-        const inPrice = Math.max(price.input_cost_per_token, price.cache_creation_input_token_cost ?? 0);
-        worst = inTokens * inPrice + maxOut * Math.max(price.output_cost_per_token, price.output_cost_per_reasoning_token ?? 0);
-      }
-      const r = deps.budget.reserve(cred, worst);
+      const worst = requestWorstCase(price ?? null, body, raw, bytes.byteLength);
+      const r = deps.budget.reserve(cred, worst.usd, worst.why);
       if (!r.ok) {
         const message = /^(user|team|other|trial):/.test(r.message) ? r.message : `${r.scope}: ${r.message}`;
         record(cred, { ...base, status: 429, usage: null, cost_usd: 0, latency_ms: now() - startedMs, started_at, error: message, refused: r.scope });

@@ -172,9 +172,10 @@ export class Budgets implements Budget {
 
   /**
    * Reserves `worstCaseUsd` in every scope the request counts against, or refuses naming the first scope that
-   * cannot hold it. Atomic: nothing awaits between the check and the add.
+   * cannot hold it. Atomic: nothing awaits between the check and the add. `unboundedWhy` says, in a refusal of a
+   * null worst case, why no bound exists.
    */
-  reserve(cred: Credential, worstCaseUsd: number | null): Reservation {
+  reserve(cred: Credential, worstCaseUsd: number | null, unboundedWhy = "model has no price"): Reservation {
     if (this.stopReason !== undefined) return { ok: false, scope: "other", message: `other: ${this.stopReason}` };
     const scopes = this.scopesFor(cred);
     if (worstCaseUsd === null || !Number.isFinite(worstCaseUsd) || worstCaseUsd < 0) {
@@ -183,7 +184,7 @@ export class Budgets implements Budget {
         return {
           ok: false,
           scope: capped.kind,
-          message: `${capped.kind}: ${capped.label} has a spend cap and this request's cost cannot be bounded (model has no price)`,
+          message: `${capped.kind}: ${capped.label} has a spend cap and this request's cost cannot be bounded (${unboundedWhy})`,
         };
       }
       const id = `res_${randomUUID()}`;

@@ -149,11 +149,15 @@ export class Prices {
    * `anthropic/x` apart from `x`), the name without its provider prefix, then each without a date suffix
    * (`claude-sonnet-4-5-20250929` → `claude-sonnet-4-5`), since providers answer with dated names.
    * The overrides are searched first under every form, so overriding `claude-sonnet-4-5` also reprices the
-   * shipped `claude-sonnet-4-5-20250929`.
+   * shipped `claude-sonnet-4-5-20250929`. `alsoTry` are other names of the same model (the upstream's own name
+   * of a routed one), tried after `model`'s forms; an unknown model is warned about once, under `model`.
    */
-  priceOf(model: string): PriceEntry | null {
-    const found = this.lookup(model);
+  priceOf(model: string, ...alsoTry: string[]): PriceEntry | null {
+    let found = this.lookup(model);
+    for (const other of alsoTry) found ??= this.lookup(other);
     if (!found && !this.warned.has(model)) {
+      // names come from clients: past the bound a model may be warned about again, memory stays bounded
+      if (this.warned.size >= MEMO_MAX) this.warned.clear();
       this.warned.add(model);
       this.onUnknown?.(`no price for model "${model}": metered in tokens, cost unknown`);
     }
@@ -245,3 +249,56 @@ export function worstCaseUsd(price: Price | null, inputTokens: number, maxTokens
   return inputTokens * inputSide + out * outputSide;
 }
 
+/**
+ * Prompt tokens a provider adds to a request with `tools` that its body does not spell out: Anthropic's tool-use
+ * system prompt (346 tokens), computer-use tool definitions (~1,500). Chat templates add a few tokens per message,
+ * which the message's own JSON framing already outweighs in bytes.
+ */
+export const PROVIDER_ADDED_TOKENS = 2048;
+
+/**
+ * Content a request points at instead of carrying: Responses' stored state (`previous_response_id`,
+ * `conversation`), uploaded files (`file_id`) and URL sources (images, documents). Its tokens are not in the body.
+ */
+const OUTSIDE_BODY = /"(?:previous_response_id|conversation|file_id)"\s*:\s*["{]|"type"\s*:\s*"url"|"(?:image_)?url"\s*:\s*"https?:/;
+
+/** The output limits a request may set, by wire API: Messages `max_tokens`, chat `max_completion_tokens`/`max_tokens`, Responses `max_output_tokens`. */
+const OUTPUT_LIMITS = ["max_tokens", "max_completion_tokens", "max_output_tokens"] as const;
+
+/** A request's worst-case cost, or null with the reason no bound exists. */
+export type RequestBound = { usd: number; why?: undefined } | { usd: null; why: string };
+
+/**
+ * The most one request can cost, as its reservation (a true upper bound; README "Budgets"):
+ * - output: the largest limit the request sets (times `n` choices on chat), else the model's `max_output_tokens`;
+ * - input: one token per byte of the body (a token always covers at least one byte of the text it encodes; JSON
+ *   framing only adds bytes), plus `PROVIDER_ADDED_TOKENS` when it has `tools`; a request that points at content outside its body
+ *   (`OUTSIDE_BODY`) is bounded by the model's `max_input_tokens` instead;
+ * - both at the dearest price of their side (`worstCaseUsd`).
+ * No price, no output bound (no limit in the request, no `max_output_tokens` for the model) or outside content with
+ * no `max_input_tokens`: null, which a capped budget refuses. Server-side tools (web search, code execution) that
+ * sample several times on the provider's side can exceed the bound; it covers what one sampling can cost.
+ */
+export function requestWorstCase(price: Price | null, body: Record<string, unknown>, raw: string, bodyBytes: number): RequestBound {
+  if (!price) return { usd: null, why: "model has no price" };
+  const e = price as PriceEntry;
+  let asked: number | undefined;
+  for (const k of OUTPUT_LIMITS) {
+    const v = body[k];
+    if (typeof v === "number" && Number.isInteger(v) && v > 0) asked = Math.max(asked ?? 0, v);
+  }
+  const out = asked ?? e.max_output_tokens;
+  if (out === undefined) {
+    return { usd: null, why: "the request sets no output limit (max_tokens) and the price table has no max_output_tokens for the model" };
+  }
+  const n = body.n;
+  const choices = typeof n === "number" && Number.isInteger(n) && n > 1 ? n : 1;
+  let input = bodyBytes + (raw.includes('"tools"') ? PROVIDER_ADDED_TOKENS : 0);
+  if (OUTSIDE_BODY.test(raw)) {
+    if (e.max_input_tokens === undefined) {
+      return { usd: null, why: "the request refers to content outside its body and the price table has no max_input_tokens for the model" };
+    }
+    input = Math.max(input, e.max_input_tokens);
+  }
+  return { usd: worstCaseUsd(price, input, out * choices)! };
+}

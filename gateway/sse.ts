@@ -78,7 +78,8 @@ export interface StreamEnd {
  * Wraps an upstream SSE body: bytes go to the client as they come (no buffering beyond the current event), and each
  * event that may carry usage is parsed on the side. With `dropUsageChunk` (OpenAI chat when the client did not ask
  * for `include_usage`) the extra usage-only chunk is withheld, so the stream is re-emitted event by event.
- * `onEnd` runs exactly once: at the end, on an upstream error, or when the client cancels.
+ * `onEnd` runs exactly once: at the end, on an upstream error, or when the client cancels; a stream whose final
+ * usage had arrived ends without an error whichever way it closes, since the call was whole and is billed so.
  */
 export function meteredStream(
   upstream: ReadableStream<Uint8Array>,
@@ -139,12 +140,13 @@ export function meteredStream(
           parser.push(decoder.decode(value, { stream: true }));
         }
       } catch (err) {
-        finish(`upstream stream failed: ${(err as Error)?.message ?? err}`);
+        finish(usage.final ? undefined : `upstream stream failed: ${(err as Error)?.message ?? err}`);
         ctl.error(err);
       }
     },
     cancel(reason) {
-      finish("client closed the stream");
+      // Codex hangs up as soon as response.completed is in: the call is whole once its final usage arrived
+      finish(usage.final ? undefined : "client closed the stream");
       return reader.cancel(reason);
     },
   });

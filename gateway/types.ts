@@ -96,6 +96,7 @@ export type BudgetScope = "user" | "team" | "other" | "trial";
 
 /** Budgets: reserve the worst-case cost before a request goes upstream, settle to the measured cost after. */
 export interface Budget {
-  reserve(cred: Credential, worstCaseUsd: number | null): Reservation;
+  /** `unboundedWhy`: why `worstCaseUsd` is null (said in the refusal where a cap applies). */
+  reserve(cred: Credential, worstCaseUsd: number | null, unboundedWhy?: string): Reservation;
   settle(reservationId: string, actualUsd: number | null): void;
 }

@@ -15,6 +15,8 @@
  *
  * [aliases]
  * sonnet = "anthropic/claude-sonnet-4-5"
+ *
+ * max_request_body_mb = 64           # top level, before any table: larger bodies are refused with 413
  * ```
  *
  * Routing by name: an alias is replaced first; `<upstream>/<model>` goes to that upstream with `<model>` sent
@@ -47,6 +49,8 @@ export interface Upstreams {
   byName: Map<string, Upstream>;
   /** alias → `<upstream>/<model>` */
   aliases: Map<string, string>;
+  /** `max_request_body_mb` in bytes, when the file sets it (the gateway's default applies otherwise). */
+  maxBodyBytes?: number;
 }
 
 /** The outcome of routing a requested model name. */
@@ -68,6 +72,7 @@ const UpstreamToml = z.object({
 const GatewayToml = z.object({
   upstreams: z.record(z.string(), UpstreamToml).optional(),
   aliases: z.record(z.string(), z.string()).optional(),
+  max_request_body_mb: z.number().positive().optional(),
 });
 
 const DEFAULT_BASE: Record<UpstreamKind, string | undefined> = {
@@ -100,7 +105,8 @@ export function buildUpstreams(config: unknown, env: Record<string, string | und
     byName.set(name, { name, kind: name, baseUrl: trimSlash(base ?? DEFAULT_BASE[name]!), apiKey, models: [] });
   }
   const aliases = new Map(Object.entries(parsed.aliases ?? {}));
-  return { byName, aliases };
+  const mb = parsed.max_request_body_mb;
+  return { byName, aliases, ...(mb !== undefined ? { maxBodyBytes: Math.floor(mb * 1024 * 1024) } : {}) };
 }
 
 function envKey(name: string, env: Record<string, string | undefined>): string | undefined {

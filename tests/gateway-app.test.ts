@@ -43,9 +43,11 @@ const budget: Budget = {
 const upstream = new ScriptedUpstream();
 let gw: GatewayListener;
 
+let deps: Parameters<typeof serveGateway>[0];
+
 beforeAll(async () => {
   await upstream.start();
-  gw = await serveGateway({
+  deps = {
     upstreams: buildUpstreams(
       {
         upstreams: {
@@ -60,7 +62,8 @@ beforeAll(async () => {
     meter: (c) => calls.push(c),
     budget,
     prices: (m) => (m === "anthropic/claude-fixture-1" || m === "openai/gpt-fixture" ? PRICE : undefined),
-  }, { port: 0 }, serveFetch);
+  };
+  gw = await serveGateway(deps, { port: 0 }, serveFetch);
 });
 
 afterAll(async () => {
@@ -82,6 +85,11 @@ const openai = (apiKey = KEY) => new OpenAI({ apiKey, baseURL: `${gw.url}/v1`, m
 const lastCall = () => calls[calls.length - 1]!;
 /** Streams finish metering when the body ends; give the gateway a tick to run its end hook. */
 const settled = () => new Promise((r) => setTimeout(r, 20));
+/** Waits (up to 5 s) until `n` calls are recorded: a client's hang-up reaches the gateway a little later. */
+async function recorded(n: number): Promise<void> {
+  for (let i = 0; i < 250 && calls.length < n; i++) await new Promise((r) => setTimeout(r, 20));
+  expect(calls).toHaveLength(n);
+}
 
 /** Proves that what reached upstream carries the real key and none of the client's credentials. */
 function expectCredentialSwapped(realKey: string) {
@@ -311,6 +319,23 @@ describe("OpenAI Responses", () => {
     expect(lastCall().usage).toMatchObject({ input_tokens: 12, output_tokens: 7 });
   });
 
+  it("a client that hangs up right after response.completed (as Codex does) leaves a complete call, not an error", async () => {
+    upstream.push({ text: "all here", usage: { input_tokens: 12, output_tokens: 7 }, holdOpenMs: 3000 });
+    const stream = await openai().responses.create({ model: "gpt-fixture", input: "hi", stream: true });
+    for await (const ev of stream) if (ev.type === "response.completed") break;
+    await recorded(1);
+    expect(lastCall()).toMatchObject({ route: "responses", stream: true, status: 200, cost_usd: expect.closeTo(12 * 3e-6 + 7 * 15e-6, 12) });
+    expect(lastCall().error).toBeUndefined();
+    expect(reservations.at(-1)!.settled).toBeCloseTo(12 * 3e-6 + 7 * 15e-6, 12);
+
+    // hanging up before the final usage is still a cut call
+    upstream.push({ text: "a long answer in many words", usage: { input_tokens: 12, output_tokens: 7 }, eventDelayMs: 200 });
+    const cut = await openai().responses.create({ model: "gpt-fixture", input: "hi", stream: true });
+    for await (const ev of cut) if (ev.type === "response.output_text.delta") break;
+    await recorded(2);
+    expect(lastCall().error).toBe("client closed the stream");
+  });
+
   it("answers a WebSocket upgrade on /v1/responses with 404", async () => {
     const u = new URL(gw.url);
     const status = await new Promise<number>((resolve, reject) => {
@@ -339,5 +364,58 @@ describe("models", () => {
     const o = [];
     for await (const m of openai(NARROW_KEY).models.list()) o.push(m.id);
     expect(o).toEqual(["openai/gpt-fixture"]);
+  });
+});
+
+describe("request body limit", () => {
+  const LIMIT = 256 * 1024;
+  let small: GatewayListener;
+  beforeAll(async () => {
+    small = await serveGateway({ ...deps, maxBodyBytes: LIMIT }, { port: 0 }, serveFetch);
+  });
+  afterAll(async () => {
+    await small?.close();
+  });
+
+  it("refuses a body over the limit with 413 in each provider's shape, before anything is sent or reserved", async () => {
+    const big = "x".repeat(LIMIT + 1);
+    const a = await new Anthropic({ apiKey: KEY, baseURL: small.url, maxRetries: 2 })
+      .messages.create({ model: "claude-fixture-1", max_tokens: 10, messages: [{ role: "user", content: big }] })
+      .then(() => undefined, (e: any) => e);
+    expect(a?.status).toBe(413);
+    expect(a?.error).toEqual({ type: "error", error: { type: "request_too_large", message: "request body exceeds this gateway's limit of 0.25 MiB (max_request_body_mb in gateway.toml)" } });
+    const o = await new OpenAI({ apiKey: KEY, baseURL: `${small.url}/v1`, maxRetries: 2 })
+      .chat.completions.create({ model: "gpt-fixture", messages: [{ role: "user", content: big }] })
+      .then(() => undefined, (e: any) => e);
+    expect(o?.status).toBe(413);
+    expect(o?.error).toMatchObject({ code: "request_too_large", type: "invalid_request_error", message: expect.stringContaining("0.25 MiB") });
+    // told not to retry, so each SDK asked once; nothing went upstream and nothing was reserved
+    expect(upstream.requests).toHaveLength(0);
+    expect(reservations).toHaveLength(0);
+  });
+
+  it("counts a chunked body (no Content-Length) as it streams, and serves one under the limit", async () => {
+    const chunk = new TextEncoder().encode(" ".repeat(64 * 1024));
+    const body = new ReadableStream<Uint8Array>({
+      start(ctl) {
+        ctl.enqueue(new TextEncoder().encode('{"model":"claude-fixture-1","max_tokens":10,"messages":[{"role":"user","content":"hi"}]'));
+        for (let i = 0; i < 5; i++) ctl.enqueue(chunk);
+        ctl.enqueue(new TextEncoder().encode("}"));
+        ctl.close();
+      },
+    });
+    const r = await fetch(`${small.url}/v1/messages`, { method: "POST", headers: { "x-api-key": KEY, "content-type": "application/json" }, body, duplex: "half" } as RequestInit);
+    expect(r.status).toBe(413);
+    expect((await r.json()).error.type).toBe("request_too_large");
+    const ok = await new Anthropic({ apiKey: KEY, baseURL: small.url, maxRetries: 0 })
+      .messages.create({ model: "claude-fixture-1", max_tokens: 10, messages: [{ role: "user", content: "y".repeat(LIMIT - 1000) }] });
+    expect(ok.type).toBe("message");
+    expect(upstream.requests).toHaveLength(1);
+  });
+
+  it("takes its limit from gateway.toml's max_request_body_mb, and refuses a limit that is not positive", () => {
+    expect(buildUpstreams({ max_request_body_mb: 0.25 }, {}).maxBodyBytes).toBe(LIMIT);
+    expect(buildUpstreams({}, {}).maxBodyBytes).toBeUndefined();
+    expect(() => buildUpstreams({ max_request_body_mb: 0 }, {})).toThrow(/max_request_body_mb/);
   });
 });

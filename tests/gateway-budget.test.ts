@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { Budgets, worstCaseUsd } from "../gateway/budget.ts";
-import { Prices } from "../gateway/prices.ts";
+import { Prices, requestWorstCase } from "../gateway/prices.ts";
 import type { Credential } from "../gateway/types.ts";
 
 const cred = (trialId: string, lane: "agent" | "judge" = "agent"): Credential => ({ id: `c-${trialId}-${lane}`, trialId, lane, models: [] });
@@ -182,7 +182,7 @@ describe("budget over the wire", () => {
     // each answer costs nearly its worst case (1000 output tokens of 1000 allowed), so ~10 fit whatever the timing
     for (let i = 0; i < 100; i++) upstream.push({ text: "ok", usage: { input_tokens: 25, output_tokens: 1000 } });
     const body = { model: "claude-sonnet-4-5", max_tokens: 1000, messages: [{ role: "user" as const, content: "hi" }] };
-    const worst = Math.ceil(JSON.stringify(body).length / 3) * 3.75e-6 + 1000 * 15e-6;
+    const worst = requestWorstCase(prices.priceOf("claude-sonnet-4-5"), body, JSON.stringify(body), JSON.stringify(body).length).usd!;
     const cap = 10.5 * worst;
     budgets.setTrial("wire", { capUsd: cap });
     const gw = await serveGateway(
@@ -220,5 +220,115 @@ describe("budget over the wire", () => {
       await gw.close();
       await upstream.close();
     }
+  });
+
+  it("a $0.02 credit refuses a call that can cost $0.024 (1h cache writes of a 12 KB prompt), and admits one whose worst case fits", async () => {
+    const { default: Anthropic } = await import("@anthropic-ai/sdk");
+    const { ScriptedUpstream } = await import("../fixtures/upstream/server.ts");
+    const { serveGateway } = await import("../gateway/serve.ts");
+    const { serveFetch } = await import("../engine/runtime.ts");
+    const { CallMeter } = await import("../gateway/meter.ts");
+    const { Credentials } = await import("../gateway/credentials.ts");
+    const { buildUpstreams } = await import("../gateway/upstreams.ts");
+    const upstream = new ScriptedUpstream();
+    await upstream.start();
+    const prices = new Prices();
+    const credentials = new Credentials();
+    const budgets = new Budgets();
+    const meter = new CallMeter();
+    const { key } = credentials.issueAgent({ trialId: "credit" });
+    budgets.setUserCredits("u-credit", 0.02);
+    budgets.setTrial("credit", { user: "u-credit" });
+    const gw = await serveGateway(
+      {
+        upstreams: buildUpstreams({ upstreams: { anthropic: { base_url: upstream.url, api_key: "sk-ant-real" } } }, {}),
+        authenticate: credentials.authenticate,
+        meter: meter.meter,
+        budget: budgets,
+        prices: (m, u) => prices.priceOf(m, u) ?? undefined,
+      },
+      { port: 0 },
+      serveFetch,
+    );
+    // what the provider bills for this prompt written to the 1-hour cache: 11,000 tokens (fewer than its bytes) at
+    // $2e-6 and 512 output tokens at $5e-6 = $0.02456, over the credit
+    const billed = {
+      id: "msg_1", type: "message", role: "assistant", model: "claude-haiku-4-5", content: [{ type: "text", text: "ok" }],
+      stop_reason: "end_turn", stop_sequence: null,
+      usage: { input_tokens: 0, cache_read_input_tokens: 0, cache_creation_input_tokens: 11_000, cache_creation: { ephemeral_1h_input_tokens: 11_000, ephemeral_5m_input_tokens: 0 }, output_tokens: 512 },
+    };
+    const prompt = "lorem ipsum dolor sit amet ".repeat(450);
+    const big = {
+      model: "claude-haiku-4-5",
+      max_tokens: 512,
+      system: [{ type: "text" as const, text: prompt, cache_control: { type: "ephemeral" as const, ttl: "1h" as const } }],
+      messages: [{ role: "user" as const, content: "hi" }],
+    };
+    try {
+      const client = new Anthropic({ apiKey: key, baseURL: gw.url, maxRetries: 0 });
+      const refused = await client.messages.create(big).then(() => undefined, (e: { status?: number; message?: string }) => e);
+      expect(refused?.status).toBe(429);
+      expect(refused?.message).toMatch(/user: user u-credit budget of \$0\.02 would be exceeded \(spent \$0\.00, in flight \$0\.00, this request up to \$0\.02[4-9]/);
+      expect(upstream.requests).toHaveLength(0);
+
+      // half the prompt: its worst case fits, so it is admitted, and what it is billed stays under what it reserved
+      const half = { ...big, system: [{ ...big.system[0]!, text: prompt.slice(0, prompt.length / 2) }] };
+      const halfBilled = { ...billed, usage: { ...billed.usage, cache_creation_input_tokens: 5_500, cache_creation: { ephemeral_1h_input_tokens: 5_500, ephemeral_5m_input_tokens: 0 } } };
+      upstream.push({ body: halfBilled });
+      const ok = await client.messages.create(half);
+      expect(ok.usage.cache_creation_input_tokens).toBe(5_500);
+      const [call] = meter.records("credit").filter((c) => c.status === 200);
+      expect(call!.cost_usd).toBeCloseTo(5_500 * 2e-6 + 512 * 5e-6, 12);
+      expect(budgets.userSpend("u-credit").spentUsd).toBeLessThanOrEqual(0.02);
+      const bound = requestWorstCase(prices.priceOf("claude-haiku-4-5"), half, JSON.stringify(half), Buffer.byteLength(JSON.stringify(half))).usd!;
+      expect(call!.cost_usd!).toBeLessThanOrEqual(bound);
+    } finally {
+      await gw.close();
+      await upstream.close();
+    }
+  });
+});
+
+describe("a request's worst case", () => {
+  const prices = new Prices();
+  const bound = (model: string, body: Record<string, unknown>) => {
+    const raw = JSON.stringify(body);
+    return requestWorstCase(prices.priceOf(model), body, raw, Buffer.byteLength(raw));
+  };
+
+  it("counts a token per byte of the body (UTF-8), so a prompt of rare characters is bounded too", () => {
+    const body = { model: "claude-haiku-4-5", max_tokens: 10, messages: [{ role: "user", content: "語".repeat(1000) }] };
+    const bytes = Buffer.byteLength(JSON.stringify(body));
+    expect(bytes).toBeGreaterThan(3000);
+    expect(bound("claude-haiku-4-5", body).usd).toBeCloseTo(bytes * 2e-6 + 10 * 5e-6, 12);
+  });
+
+  it("without a limit in the request, assumes the model's max_output_tokens (Codex sends none)", () => {
+    const body = { model: "gpt-5-codex", input: [{ role: "user", content: "hi" }], stream: true };
+    const bytes = Buffer.byteLength(JSON.stringify(body));
+    expect(bound("gpt-5-codex", body).usd).toBeCloseTo(bytes * 1.25e-6 + 128_000 * 1e-5, 12);
+  });
+
+  it("multiplies the output by n choices, adds the provider's tool prompt, and bounds stored state by the context window", () => {
+    const one = bound("gpt-4o", { model: "gpt-4o", max_completion_tokens: 100, messages: [] }).usd!;
+    const four = bound("gpt-4o", { model: "gpt-4o", max_completion_tokens: 100, n: 4, messages: [] }).usd!;
+    // 300 more output tokens, and the 6 bytes of `"n":4,` as input
+    expect(four - one).toBeCloseTo(300 * 1e-5 + 6 * 2.5e-6, 12);
+    const tools = { model: "gpt-4o", max_completion_tokens: 100, messages: [], tools: [{ type: "function", function: { name: "a" } }] };
+    expect(bound("gpt-4o", tools).usd).toBeCloseTo((Buffer.byteLength(JSON.stringify(tools)) + 2048) * 2.5e-6 + 100 * 1e-5, 12);
+    const stored = { model: "gpt-5-codex", max_output_tokens: 10, previous_response_id: "resp_1", input: "go on" };
+    expect(bound("gpt-5-codex", stored).usd).toBeCloseTo(272_000 * 1.25e-6 + 10 * 1e-5, 12);
+  });
+
+  it("no limit in the request and none in the price table: no bound, refused under a cap saying how to give one", () => {
+    const local = new Prices({ "local/qwen": { input_cost_per_token: 1e-7, output_cost_per_token: 2e-7 } });
+    const body = { model: "local/qwen", messages: [] };
+    const b = requestWorstCase(local.priceOf("local/qwen"), body, JSON.stringify(body), 30);
+    expect(b).toEqual({ usd: null, why: expect.stringMatching(/sets no output limit \(max_tokens\).*no max_output_tokens/) });
+    const budgets = new Budgets();
+    budgets.setTrial("capped", { capUsd: 1 });
+    expect(budgets.reserve(cred("capped"), b.usd, b.why)).toMatchObject({ ok: false, message: expect.stringMatching(/cannot be bounded \(the request sets no output limit/) });
+    // with a limit in the request it is bounded
+    expect(requestWorstCase(local.priceOf("local/qwen"), { ...body, max_tokens: 100 }, "{}", 30).usd).toBeCloseTo(30 * 1e-7 + 100 * 2e-7, 15);
   });
 });

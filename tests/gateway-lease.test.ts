@@ -20,11 +20,11 @@ let store: Store;
 let n = 0;
 
 /** One Messages call over the lease's socket, as the relay would forward it (streamed: the SSE text as `body`). */
-function call(lease: GatewayLease, key: string, stream = false): Promise<{ status: number; body: any }> {
-  const body = JSON.stringify({ model: "claude-sonnet-4-5", max_tokens: 64, stream, messages: [{ role: "user", content: "hi" }] });
+function call(lease: GatewayLease, key: string, stream = false, model = "claude-sonnet-4-5"): Promise<{ status: number; body: any }> {
+  const body = JSON.stringify({ model, max_tokens: 64, stream, messages: [{ role: "user", content: "hi" }] });
   return new Promise((resolve, reject) => {
     const req = request(
-      { socketPath: join(lease.socketDir, "gateway.sock"), path: "/v1/messages", method: "POST", headers: { "x-api-key": key, "content-type": "application/json", "anthropic-version": "2023-06-01" } },
+      { socketPath: join(lease.socketDir, "gateway.sock"), agent: false, path: "/v1/messages", method: "POST", headers: { "x-api-key": key, "content-type": "application/json", "anthropic-version": "2023-06-01" } },
       (res) => {
         let text = "";
         res.setEncoding("utf8");
@@ -129,9 +129,10 @@ describe("the process's gateway", () => {
   });
 
   it("two processes billing one user see each other's settled spend within a poll, and stop at the credits together", async () => {
-    // each call here settles at $0.000255 and reserves about $0.0011 first: $0.0015 of credits admits two calls'
-    // spend plus nothing more, counted across both gateways (two processes: they share only the store)
-    const { a, b, la, lb } = await twoProcesses("u-two", 0.0015);
+    // each call here settles at $0.000255 and reserves about $0.0016 first (its ~100-byte body as 1h cache writes
+    // and 64 output tokens): $0.0019 of credits admits two calls' spend plus nothing more, counted across both
+    // gateways (two processes: they share only the store)
+    const { a, b, la, lb } = await twoProcesses("u-two", 0.0019);
     try {
       expect((await call(la.lease, la.key)).status).toBe(200);
       expect((await call(la.lease, la.key)).status).toBe(200);
@@ -140,7 +141,7 @@ describe("the process's gateway", () => {
       const before = upstream.requests.length;
       const r = await call(lb.lease, lb.key);
       expect(r.status).toBe(429);
-      expect(r.body.error.message).toMatch(/^user: user u-two budget of \$0\.0015 would be exceeded \(spent \$0\.00051,/);
+      expect(r.body.error.message).toMatch(/^user: user u-two budget of \$0\.0019 would be exceeded \(spent \$0\.00051,/);
       expect(lb.lease.budgetRefusal()?.scope).toBe("user");
       expect(upstream.requests.length).toBe(before);
     } finally {
@@ -150,8 +151,8 @@ describe("the process's gateway", () => {
   });
 
   it("two processes billing one user count each other's calls in flight, and the space comes back when they settle", async () => {
-    // a call reserves about $0.0011 and settles at $0.000255: $0.0015 of credits holds one call in flight, not two
-    const { a, b, la, lb } = await twoProcesses("u-flight", 0.0015);
+    // a call reserves about $0.0016 and settles at $0.000255: $0.0019 of credits holds one call in flight, not two
+    const { a, b, la, lb } = await twoProcesses("u-flight", 0.0019);
     try {
       // a's call streams for about 3 s: published at a's next poll, read at b's (2 s at most)
       upstream.push({ text: "slow answer", eventDelayMs: 400 });
@@ -160,7 +161,7 @@ describe("the process's gateway", () => {
       const before = upstream.requests.length;
       const r = await call(lb.lease, lb.key);
       expect(r.status).toBe(429);
-      expect(r.body.error.message).toMatch(/^user: user u-flight budget of \$0\.0015 would be exceeded \(spent \$0\.00, in flight \$0\.001\d+,/);
+      expect(r.body.error.message).toMatch(/^user: user u-flight budget of \$0\.0019 would be exceeded \(spent \$0\.00, in flight \$0\.001\d+,/);
       expect(upstream.requests.length).toBe(before);
       expect((await slow).status).toBe(200);
       // settled: a's $0.000255 is spent (the ledger), nothing is in flight, and one more call fits again
@@ -186,6 +187,43 @@ describe("the process's gateway", () => {
       expect(r.status).toBe(429);
       expect(lease.capReached()).toMatch(/^trial: trial T\d+ budget of \$0\.0001 would be exceeded/);
       expect(lease.budgetRefusal()).toBeUndefined();
+    } finally {
+      await gw.close();
+    }
+  });
+
+  it("books a job's spend per lane in the ledger over every attempt of a trial, where the trial's totals keep the last", async () => {
+    const gw = gateway({ user: "u-job" });
+    try {
+      let spent = 0;
+      let last = 0;
+      for (let attempt = 1; attempt <= 2; attempt++) {
+        // an infrastructure retry runs the same trial id again under a new lease
+        const lease = await gw.lease({ trialId: "T-retried", jobId: "J-ledger" });
+        const key = lease.agentEnv("http://evolve-gateway:4000", 60_000).ANTHROPIC_API_KEY;
+        expect((await call(lease, key)).status).toBe(200);
+        last = (await lease.end()).agent.spentUsd;
+        lease.forget();
+        spent += last;
+      }
+      expect(last).toBeGreaterThan(0);
+      expect(store.getSpend("job", "J-ledger", "agent")).toBeCloseTo(spent, 12);
+      expect(store.getSpend("job", "J-ledger", "agent")).toBeCloseTo(store.getSpend("user", "u-job", ""), 12);
+      expect(store.getSpend("job", "J-ledger", "judge")).toBe(0);
+    } finally {
+      await gw.close();
+    }
+  });
+
+  it("warns once per unpriced model for the life of the process, however many calls and names it has", async () => {
+    const warnings: string[] = [];
+    const upstreams = buildUpstreams({ upstreams: { anthropic: { base_url: upstream.url, api_key: "sk-ant-real" } } }, {});
+    const gw = new ModelGateway({ home, store, upstreams, budget: { user: "u-warn" }, warn: (m) => warnings.push(m) });
+    const a = await leased(gw);
+    const b = await leased(gw);
+    try {
+      for (const l of [a, a, b]) expect((await call(l.lease, l.key, false, "claude-unpriced-9")).status).toBe(200);
+      expect(warnings).toEqual(['no price for model "anthropic/claude-unpriced-9": metered in tokens, cost unknown']);
     } finally {
       await gw.close();
     }

@@ -130,3 +130,28 @@ it("a gateway.toml it cannot read is a one-line error with a stable code, exit 2
   expect(r.stderr.split("\n")[0]).toMatch(/^error\[gateway_config_invalid\]: cannot read the gateway's upstreams \(.*gateway\.toml\): /);
   expect(r.stdout).toBe("");
 });
+
+it("refuses a body over its limit in the provider's shape, under Bun too: gateway.toml's limit, and the default past Bun's own 128 MB", async () => {
+  const h = mkdtempSync(join(tmpdir(), "evolve-gw-serve-body-"));
+  writeFileSync(join(h, "gateway.toml"), "max_request_body_mb = 1\n");
+  const { env } = await serve(h);
+  const client = new Anthropic({ apiKey: env.ANTHROPIC_API_KEY, baseURL: env.ANTHROPIC_BASE_URL, maxRetries: 0 });
+  const before = upstream.requests.length;
+  const refused = await client.messages
+    .create({ model: "claude-sonnet-4-5", max_tokens: 64, messages: [{ role: "user", content: "x".repeat(2 * 1024 * 1024) }] })
+    .then(() => undefined, (e) => e);
+  expect(refused).toMatchObject({ status: 413 });
+  expect(refused.error).toEqual({ type: "error", error: { type: "request_too_large", message: "request body exceeds this gateway's limit of 1 MiB (max_request_body_mb in gateway.toml)" } });
+  expect(upstream.requests.length).toBe(before);
+
+  // no gateway.toml: the default limit (64 MiB) answers a 200 MB body, where Bun alone answered an empty 413
+  const d = await serve(mkdtempSync(join(tmpdir(), "evolve-gw-serve-body-default-")));
+  const r = await fetch(`${d.env.ANTHROPIC_BASE_URL}/v1/messages`, {
+    method: "POST",
+    headers: { "x-api-key": d.env.ANTHROPIC_API_KEY!, "content-type": "application/json" },
+    body: new Uint8Array(200 * 1024 * 1024).fill(32),
+  });
+  expect(r.status).toBe(413);
+  expect((await r.json()).error.message).toBe("request body exceeds this gateway's limit of 64 MiB (max_request_body_mb in gateway.toml)");
+  expect(upstream.requests.length).toBe(before);
+}, 60_000);

@@ -18,11 +18,11 @@ const TASK = join(root, "fixtures/tasks/valid/minimal");
 const DIGEST = `sha256:${"b".repeat(64)}`;
 let home: string;
 
-function evolve(args: string[]) {
+function evolve(args: string[], env: Record<string, string | undefined> = process.env) {
   const r = spawnSync(bun, [join(root, "main.ts"), ...args], {
     cwd: root,
     encoding: "utf8",
-    env: { ...process.env, EVOLVE_HOME: home, NO_COLOR: "1" },
+    env: { ...env, EVOLVE_HOME: home, NO_COLOR: "1" },
     timeout: 60_000,
   });
   return { code: r.status, stdout: r.stdout, stderr: r.stderr };
@@ -183,6 +183,22 @@ describe("evolve job show: spend summed per lane", () => {
     expect(JSON.parse(evolve(["job", "show", job, "--json"]).stdout).spend).toMatchObject({ agent_lower_bound: true, judge_usd: null });
   });
 
+  it("shows the ledger's figure for the job, which counts the attempts a trial's record no longer keeps, as gateway status does", async () => {
+    // one trial whose record keeps its last attempt ($0.0123); its first attempt's calls cost $0.0077 more, booked in
+    // the ledger against the user and the job alike
+    const { job } = await jobWith([withJudge]);
+    writeFileSync(join(home, "config.toml"), '[budget]\nuser = "erin"\n');
+    await withStore((st) => {
+      st.addSpend("user", "erin", "", 0.0246);
+      st.addSpend("job", job, "agent", 0.02);
+      st.addSpend("job", job, "judge", 0.0046);
+    });
+    expect(spendLine(evolve(["job", "show", job]).stdout)).toBe("spend  $0.0200 (agent)  $0.0046 (judge)");
+    const doc = JSON.parse(evolve(["job", "show", job, "--json"]).stdout);
+    expect(doc.spend).toMatchObject({ agent_usd: 0.02, agent_lower_bound: false, judge_usd: 0.0046 });
+    expect(doc.spend.agent_usd + doc.spend.judge_usd).toBeCloseTo(JSON.parse(evolve(["gateway", "status", "--json"]).stdout).user.spent_usd, 12);
+  });
+
   it("prints `-` when no trial measured any spend", async () => {
     const { job } = await jobWith([{}, {}]);
     expect(spendLine(evolve(["job", "show", job]).stdout)).toBe("spend  -");
@@ -252,5 +268,13 @@ describe("evolve gateway stop|resume|status", () => {
       global_cap_usd: null,
     });
     expect(doc.user.left_usd).toBeCloseTo(48.77, 10);
+  });
+
+  it("bills the OS account when USER is unset (not Bun's \"unknown\"), and USER when it is set", () => {
+    const { USER: _u, LOGNAME: _l, ...bare } = process.env;
+    const account = spawnSync("id", ["-un"], { encoding: "utf8" }).stdout.trim();
+    expect(account).not.toBe("");
+    expect(JSON.parse(evolve(["gateway", "status", "--json"], bare).stdout).user.name).toBe(account);
+    expect(JSON.parse(evolve(["gateway", "status", "--json"], { ...bare, USER: "dana" }).stdout).user.name).toBe("dana");
   });
 });

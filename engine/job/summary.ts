@@ -132,15 +132,27 @@ export interface JobSpend {
   judge_lower_bound: boolean;
 }
 
-/** Sums the agent and the judge spend of a job's trials, each lane apart (a trial's settled figure, else its lower bound). */
-export function jobSpend(trials: readonly TrialRecord[]): JobSpend {
+/** What the store's ledger booked for a job's calls, per lane (USD; 0 for a job from before the ledger kept jobs). */
+export interface JobLedger {
+  agent: number;
+  judge: number;
+}
+
+/**
+ * A job's spend per lane. The ledger's figure wins where it has one: it is what `gateway status` counts against the
+ * user, every call the job made (an attempt retried after an infrastructure error, a call that settled after its
+ * trial was stopped), where a trial's record keeps only its last attempt. Without one (an older job) the trials'
+ * figures are summed (a trial's settled figure, else its lower bound).
+ */
+export function jobSpend(trials: readonly TrialRecord[], ledger?: JobLedger): JobSpend {
   const sum = (lanes: (SpendLane | undefined)[]) => {
     const got = lanes.filter((l): l is SpendLane => l !== undefined);
     if (got.length === 0) return { usd: null, lower: false };
     return { usd: got.reduce((a, l) => a + (l.final_usd ?? l.live_usd), 0), lower: got.some((l) => l.final_usd === null) };
   };
-  const agent = sum(trials.map((t) => t.spend));
-  const judge = sum(trials.map((t) => t.spend?.judge));
+  const booked = (s: { usd: number | null; lower: boolean }, usd: number | undefined) => (usd !== undefined && usd > 0 ? { usd, lower: s.lower } : s);
+  const agent = booked(sum(trials.map((t) => t.spend)), ledger?.agent);
+  const judge = booked(sum(trials.map((t) => t.spend?.judge)), ledger?.judge);
   return { agent_usd: agent.usd, agent_lower_bound: agent.lower, judge_usd: judge.usd, judge_lower_bound: judge.lower };
 }
 

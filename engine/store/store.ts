@@ -223,7 +223,7 @@ export class Store {
    * Adds settled spend to a ledger entry and returns the new total, in one write transaction, so processes billing
    * the same user or team add up instead of overwriting each other.
    */
-  addSpend(scope: "user" | "team", name: string, period: string, usd: number): number {
+  addSpend(scope: "user" | "team" | "job", name: string, period: string, usd: number): number {
     if (!Number.isFinite(usd) || usd < 0) throw new EvolveError("store_record_invalid", `spend must be a non-negative number, got ${usd}`);
     return this.transaction(() => {
       const total = this.getSpend(scope, name, period) + usd;
@@ -233,7 +233,7 @@ export class Store {
   }
 
   /** Settled spend of a ledger entry, USD (0 when nothing was recorded). */
-  getSpend(scope: "user" | "team", name: string, period: string): number {
+  getSpend(scope: "user" | "team" | "job", name: string, period: string): number {
     const v = this.dbs.ledger.get([scope, name, period]);
     if (v === undefined) return 0;
     if (typeof v !== "number" || !Number.isFinite(v)) throw this.corrupt("ledger", [scope, name, period], new Error(`not a number: ${JSON.stringify(v)}`));

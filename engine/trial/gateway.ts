@@ -401,7 +401,8 @@ export class ModelGateway {
       authenticate: this.credentials.authenticate,
       meter: this.meter.meter,
       budget: this.budgets,
-      prices: (m: string) => this.prices!.priceOf(m) ?? undefined,
+      prices: (m: string, upstreamModel: string) => this.prices!.priceOf(m, upstreamModel) ?? undefined,
+      ...(this.upstreams!.maxBodyBytes !== undefined ? { maxBodyBytes: this.upstreams!.maxBodyBytes } : {}),
     };
   }
 
@@ -457,6 +458,7 @@ export class ModelGateway {
       const b = this.budgetCfg;
       this.owe(ledgerKey("user", b.user, ""), call.cost_usd);
       if (b.team !== undefined) this.owe(ledgerKey("team", b.team, monthOf(Date.parse(call.started_at) || Date.now())), call.cost_usd);
+      if (call.jobId !== undefined) this.owe(ledgerKey("job", call.jobId, call.lane), call.cost_usd);
     }
     if (call.trialId === LOCAL_TRIAL && this.local) {
       this.meter.forget(LOCAL_TRIAL);
@@ -483,7 +485,7 @@ export class ModelGateway {
     try {
       this.opts.store.transaction(() => {
         for (const [key, usd] of owed) {
-          const [scope, name, period] = key.split("\0") as ["user" | "team", string, string];
+          const [scope, name, period] = key.split("\0") as [LedgerScope, string, string];
           this.opts.store.addSpend(scope, name, period, usd);
         }
       });
@@ -543,8 +545,14 @@ function readInFlight(v: unknown): Record<string, InFlightEntry> {
   return out;
 }
 
-/** A ledger entry's key in `owed` and `booked`: scope, name and period (the UTC month of a team; "" for a user). */
-function ledgerKey(scope: "user" | "team", name: string, period: string): string {
+/**
+ * The ledger's scopes: a user's credits, a team's month, and a job's spend per lane, which every call of the job
+ * books as it settles, whichever attempt of a trial made it and whether or not the trial's record kept it.
+ */
+type LedgerScope = "user" | "team" | "job";
+
+/** A ledger entry's key in `owed` and `booked`: scope, name and period (a team's UTC month, a job's lane; "" for a user). */
+function ledgerKey(scope: LedgerScope, name: string, period: string): string {
   return `${scope}\0${name}\0${period}`;
 }
 
