@@ -1,4 +1,5 @@
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { execFileSync } from "node:child_process";
+import { closeSync, constants, mkdirSync, mkdtempSync, openSync, rmSync, symlinkSync, truncateSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -127,6 +128,55 @@ describe("never throws", () => {
   });
 });
 
+describe("bad input costs bounded time and memory", () => {
+  /** Validates `dir`, or gives "hung" when it takes longer than `ms`. */
+  async function within(dir: string, ms: number) {
+    let timer: NodeJS.Timeout | undefined;
+    const t0 = performance.now();
+    const r = await Promise.race([validateTask(dir, OPTS), new Promise<"hung">((res) => (timer = setTimeout(() => res("hung"), ms)))]);
+    clearTimeout(timer);
+    return { r, ms: performance.now() - t0 };
+  }
+
+  it("refuses a FIFO instruction.md at once instead of waiting for a writer", async () => {
+    const dir = mkTask("");
+    const fifo = join(dir, "instruction.md");
+    rmSync(fifo);
+    execFileSync("mkfifo", [fifo]);
+    try {
+      const { r } = await within(dir, 5000);
+      expect(r).not.toBe("hung");
+      if (r === "hung") return;
+      expect(r.ok).toBe(false);
+      expect(codes(r.findings)).toContain("instruction_missing");
+    } finally {
+      // a reader still blocked on the FIFO (the bug) gets EOF, so the test run can end
+      try {
+        closeSync(openSync(fifo, constants.O_WRONLY | constants.O_NONBLOCK));
+      } catch {
+        // no reader: nothing to release
+      }
+    }
+  });
+
+  it("reads no more than it needs of an instruction.md linked to /dev/zero or of a 1 GiB file", async () => {
+    const zero = mkTask("", { "instruction.md": null });
+    symlinkSync("/dev/zero", join(zero, "instruction.md"));
+    const a = await within(zero, 5000);
+    expect(a.r).not.toBe("hung");
+    expect(a.ms).toBeLessThan(1000);
+    if (a.r !== "hung") expect(a.r.ok).toBe(false);
+
+    const huge = mkTask("");
+    truncateSync(join(huge, "instruction.md"), 1 << 30); // sparse: costs no disk
+    const rss = process.memoryUsage().rss;
+    const b = await within(huge, 5000);
+    expect(b.ms).toBeLessThan(1000);
+    expect((process.memoryUsage().rss - rss) / 2 ** 20, "MB of RSS the validator added").toBeLessThan(100);
+    expect(b.r !== "hung" && b.r.ok).toBe(true);
+  });
+});
+
 describe("line numbers", () => {
   it("locates keys under headers, arrays of tables, dotted keys and inline tables", () => {
     const text = [
@@ -164,6 +214,20 @@ describe("line numbers", () => {
     expect(ix.lineOf(["environment", "mcp_servers", 1, "url"])).toBe(22);
     // an unlocated key falls back to its table
     expect(ix.lineOf(["environment", "mcp_servers", 0, "transport"])).toBe(19);
+  });
+
+  it("stay linear on hostile nesting, and deep keys fall back to their nearest indexed prefix", () => {
+    const n = 200_000;
+    const t0 = performance.now();
+    const deep = indexTomlLines(`[a]\n${"x.".repeat(n)}y = 1\nz = ${"[".repeat(n)}${"]".repeat(n)}\nw = ${"{a=".repeat(n)}1${"}".repeat(n)}\nlast = 1\n`);
+    const heads = indexTomlLines(Array.from({ length: n / 4 }, (_, i) => `[[t${i}]]\n[t${i}.sub]\nk = 1\n`).join(""));
+    expect(performance.now() - t0).toBeLessThan(2000);
+    expect(deep.lineOf(["a", "x", "x", "x"])).toBe(2);
+    expect(deep.lineOf(["a", ...Array(100).fill("x")])).toBe(2);
+    expect(deep.lineOf(["a", "w"])).toBe(4);
+    expect(deep.lineOf(["a", "last"])).toBe(5);
+    expect(heads.lineOf(["t7", 0, "sub", "k"])).toBe(7 * 3 + 3);
+    expect(heads.lineOf([`t${n / 4 - 1}`, 0])).toBe((n / 4 - 1) * 3 + 1);
   });
 
   it("are attached to findings", async () => {
