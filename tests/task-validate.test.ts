@@ -9,6 +9,7 @@ import { didYouMean } from "../engine/task/findings.ts";
 import { parseSizeMb, summarizeTask } from "../engine/task/model.ts";
 import { pep723Dependencies, uvxCalls } from "../engine/task/rules-index.ts";
 import { indexTomlLines } from "../engine/task/toml-lines.ts";
+import { taskDigest } from "../engine/task/digest.ts";
 import { validateTask, validateTasks } from "../engine/task/validate.ts";
 
 let root: string;
@@ -148,7 +149,7 @@ describe("bad input costs bounded time and memory", () => {
       expect(r).not.toBe("hung");
       if (r === "hung") return;
       expect(r.ok).toBe(false);
-      expect(codes(r.findings)).toContain("instruction_missing");
+      expect(r.findings.find((f) => f.code === "task_special_file")).toMatchObject({ file: "instruction.md", severity: "error" });
     } finally {
       // a reader still blocked on the FIFO (the bug) gets EOF, so the test run can end
       try {
@@ -165,7 +166,7 @@ describe("bad input costs bounded time and memory", () => {
     const a = await within(zero, 5000);
     expect(a.r).not.toBe("hung");
     expect(a.ms).toBeLessThan(1000);
-    if (a.r !== "hung") expect(a.r.ok).toBe(false);
+    if (a.r !== "hung") expect(codes(a.r.findings)).toContain("task_symlink");
 
     const huge = mkTask("");
     truncateSync(join(huge, "instruction.md"), 1 << 30); // sparse: costs no disk
@@ -174,6 +175,44 @@ describe("bad input costs bounded time and memory", () => {
     expect(b.ms).toBeLessThan(1000);
     expect((process.memoryUsage().rss - rss) / 2 ** 20, "MB of RSS the validator added").toBeLessThan(100);
     expect(b.r !== "hung" && b.r.ok).toBe(true);
+  });
+});
+
+describe("links and special files: one rule for validate, publish and run", () => {
+  it("refuses instruction.md, tests/test.sh or the Dockerfile linked outside the task, as publish does", async () => {
+    for (const rel of ["instruction.md", "tests/test.sh", "environment/Dockerfile"]) {
+      const dir = mkTask("", { [rel]: null });
+      mkdirSync(dirname(join(dir, rel)), { recursive: true });
+      symlinkSync("/etc/passwd", join(dir, rel));
+      const r = await validateTask(dir, OPTS);
+      expect(r.ok, rel).toBe(false);
+      expect(r.findings.filter((f) => f.code === "task_symlink"), rel).toEqual([
+        expect.objectContaining({ file: rel, severity: "error", message: expect.stringContaining("symbolic link") }),
+      ]);
+      await expect(taskDigest(dir)).rejects.toMatchObject({ code: "task_symlink" });
+    }
+  });
+
+  it("refuses a linked folder and a link inside the task too, and ignores .git as the digest does", async () => {
+    const dir = mkTask("", { "tests/data/keep.txt": "x", ".git/HEAD": "ref: x\n" });
+    symlinkSync("/etc", join(dir, "tests", "etc"));
+    symlinkSync("keep.txt", join(dir, "tests", "data", "again.txt"));
+    symlinkSync("/etc/passwd", join(dir, ".git", "passwd"));
+    const r = await validateTask(dir, OPTS);
+    expect(r.findings.filter((f) => f.code === "task_symlink").map((f) => f.file).sort()).toEqual(["tests/data/again.txt", "tests/etc"]);
+    rmSync(join(dir, "tests", "etc"));
+    rmSync(join(dir, "tests", "data", "again.txt"));
+    const clean = await validateTask(dir, OPTS);
+    expect(clean.ok, JSON.stringify(clean.findings)).toBe(true);
+    await expect(taskDigest(dir)).resolves.toMatch(/^sha256:/);
+  });
+
+  it("names a FIFO task.toml as a special file, not as missing", async () => {
+    const dir = mkTask("");
+    rmSync(join(dir, "task.toml"));
+    execFileSync("mkfifo", [join(dir, "task.toml")]);
+    const r = await validateTask(dir, OPTS);
+    expect(codes(r.findings)).toEqual(["task_special_file"]);
   });
 });
 

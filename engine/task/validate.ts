@@ -7,6 +7,7 @@ import { parse, TomlError } from "smol-toml";
 import { firstLine } from "../errors.ts";
 import type { Finding, TaskReport, ValidateOptions } from "./codes.ts";
 import { classifyImageRef, composeServices, commandWords, effectiveEntrypoint, isKeepAlive, parseDockerfile, userGroupLines } from "./dockerfile.ts";
+import { taskTreeProblems } from "./digest.ts";
 import { isDir, isFile, readText, subdirs } from "./files.ts";
 import { arr, didYouMean, Findings, num, showPath, showValue, str, tbl } from "./findings.ts";
 import { parseSizeMb, verifierMode } from "./model.ts";
@@ -63,13 +64,22 @@ async function run(dir: string, opts: ValidateOptions, early: Findings): Promise
     early.add("not_a_directory", ".", `${dir} is not a directory`, "pass the path of a task directory (the folder holding task.toml)");
     return { findings: early };
   }
+  // the same rule publish and run apply (digest.ts): a link may point outside the task, a FIFO or device is no file
+  const tree = await taskTreeProblems(dir);
+  const addTree = (to: Findings) => {
+    for (const p of tree) to.add(p.code, p.path, `${p.path} ${p.what}`, p.hint);
+  };
   const tomlPath = join(dir, "task.toml");
   if (!(await isFile(tomlPath))) {
-    early.add("task_toml_missing", "task.toml", `${dir} has no task.toml`, "add a task.toml (see platform-tasks.md) or pass the task's own folder");
+    if (!tree.some((p) => p.path === "task.toml")) {
+      early.add("task_toml_missing", "task.toml", `${dir} has no task.toml`, "add a task.toml (see platform-tasks.md) or pass the task's own folder");
+    }
+    addTree(early);
     return { findings: early };
   }
   const text = (await readText(tomlPath, 4 << 20)) ?? "\u0000";
   const out = new Findings(indexTomlLines(text));
+  addTree(out);
   let raw: Raw = {};
   let parsed = false;
   try {
