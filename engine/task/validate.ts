@@ -7,6 +7,7 @@ import { parse, TomlError } from "smol-toml";
 import { firstLine } from "../errors.ts";
 import type { Finding, TaskReport, ValidateOptions } from "./codes.ts";
 import { classifyImageRef, composeServices, commandWords, effectiveEntrypoint, isKeepAlive, parseDockerfile, userGroupLines } from "./dockerfile.ts";
+import { composeBuildEscapes } from "./compose-build.ts";
 import { taskTreeProblems } from "./digest.ts";
 import { isDir, isFile, readText, subdirs } from "./files.ts";
 import { arr, didYouMean, Findings, num, showPath, showValue, str, tbl } from "./findings.ts";
@@ -335,6 +336,15 @@ async function checkLayout(dir: string, raw: Raw, out: Findings): Promise<string
     if (!services.includes("main")) {
       out.add("compose_main_missing", "environment/docker-compose.yaml", `docker-compose.yaml has no \`main\` service (services: ${services.join(", ") || "none"})`, "name the agent's service `main`");
     }
+    for (const e of composeBuildEscapes(text, literalEnv(env))) {
+      out.add(
+        "build_context_outside_task",
+        "environment/docker-compose.yaml",
+        `service ${e.service}: ${e.reason}; a build may read only the task's own files`,
+        "keep build.context and build.dockerfile relative paths inside the task (e.g. context: . or ../tests)",
+        e.line,
+      );
+    }
   }
   const separate = verifierMode(ver) === "separate";
   const venv = tbl(ver.environment);
@@ -370,6 +380,20 @@ async function checkLayout(dir: string, raw: Raw, out: Findings): Promise<string
     await checkVerifierIndex(dir, names, isJudgeTask(raw), out);
   }
   return services;
+}
+
+/**
+ * `[environment.env]` as compose interpolation will see it, as far as validation can know: literal values, and a
+ * template's default (the driver checks the build again with the resolved values).
+ */
+function literalEnv(env: Raw | undefined): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const [k, v] of Object.entries(tbl(env?.env) ?? {})) {
+    if (typeof v !== "string") continue;
+    const t = /^\$\{[A-Za-z_][A-Za-z0-9_]*(?::?-([^}]*))?\}$/.exec(v);
+    out[k] = t ? (t[1] ?? "") : v;
+  }
+  return out;
 }
 
 async function checkStepDirs(dir: string, declared: (string | undefined)[], stepDirs: string[], out: Findings): Promise<void> {

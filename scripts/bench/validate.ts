@@ -53,7 +53,7 @@ export const SHAPES: Shape[] = [
   { name: "dockerfile-continuations", file: "environment/Dockerfile", make: (p, n) => text(`FROM debian:bookworm-slim\nRUN true \\\n${repeat("  && x \\\n", n)}  && true\n`)(p) },
   { name: "dockerfile-long-line", file: "environment/Dockerfile", make: (p, n) => text(`FROM debian:bookworm-slim\nRUN ${repeat(" ", n)}x\n`)(p) },
   { name: "compose-whitespace-line", file: "environment/docker-compose.yaml", make: (p, n) => text(`services:\n  main:\n    build: .\n${repeat(" ", n)}x\n`)(p) },
-  { name: "compose-many-services", file: "environment/docker-compose.yaml", make: (p, n) => text(`services:\n${Array.from({ length: Math.floor(n / 24) }, (_, i) => `  s${i}:\n    image: a:1\n`).join("")}  main:\n    build: .\n`)(p) },
+  { name: "compose-many-services", file: "environment/docker-compose.yaml", make: (p, n) => text(`services:\n${Array.from({ length: Math.floor((n - 64) / 24) }, (_, i) => `  s${i}:\n    image: a:1\n`).join("")}  main:\n    build: .\n`)(p) },
   { name: "test-sh-pep723", file: "tests/test.sh", make: (p, n) => text(`#!/bin/bash\nuv run x.py\n# /// script\n${repeat("# dependencies = [\n", n)}`)(p) },
   { name: "instruction-huge-sparse", file: "instruction.md", make: (p) => (writeFileSync(p, "hi\n"), truncateSync(p, 1 << 30), 1 << 30) },
   { name: "instruction-dev-zero", file: "instruction.md", make: (p) => (symlinkSync("/dev/zero", p), 0) },
