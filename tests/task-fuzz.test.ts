@@ -358,6 +358,7 @@ describe(`validateTask on hostile 1 MB shapes (seed ${SEED})`, () => {
     const t = pick(r, tasks);
     const dir = mkdtempSync(join(root, `shape-${shape.name}-`));
     cpSync(t.dir, dir, { recursive: true });
+    for (const [rel, body] of Object.entries(shape.extra ?? {})) writeFileSync(join(dir, rel), body);
     const target = join(dir, shape.file);
     rmSync(target, { recursive: true, force: true });
     mkdirSync(dirname(target), { recursive: true });

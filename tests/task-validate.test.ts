@@ -503,6 +503,11 @@ describe("verifier rules", () => {
       { line: 3, packages: ["numpy", "scipy", "pytest"], offline: false },
       { line: 6, packages: ["black"], offline: true },
     ]);
+    // a call's own arguments never start a second call: `--with uvx` names a package (and rescanning was quadratic)
+    expect(uvxCalls(`${"uvx --with ".repeat(5000)}pytest ruff\nuvx black`).map((c) => [c.line, c.packages.length, c.packages.at(-1)])).toEqual([
+      [1, 5001, "ruff"],
+      [2, 1, "black"],
+    ]);
     expect(pep723Dependencies(`# /// script\n# requires-python = ">=3.11"\n# ///\n`)).toEqual([]);
     expect(pep723Dependencies("import os\n")).toBeUndefined();
   });

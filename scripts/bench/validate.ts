@@ -28,6 +28,8 @@ export interface Shape {
   file: string;
   /** Writes the file at `path`; returns its apparent size in bytes. */
   make: (path: string, size: number) => number;
+  /** Other task files the shape needs to reach its rule (relative path → content). */
+  extra?: Record<string, string>;
 }
 
 const text = (s: string) => (path: string) => {
@@ -54,7 +56,18 @@ export const SHAPES: Shape[] = [
   { name: "dockerfile-long-line", file: "environment/Dockerfile", make: (p, n) => text(`FROM debian:bookworm-slim\nRUN ${repeat(" ", n)}x\n`)(p) },
   { name: "compose-whitespace-line", file: "environment/docker-compose.yaml", make: (p, n) => text(`services:\n  main:\n    build: .\n${repeat(" ", n)}x\n`)(p) },
   { name: "compose-many-services", file: "environment/docker-compose.yaml", make: (p, n) => text(`services:\n${Array.from({ length: Math.floor((n - 64) / 24) }, (_, i) => `  s${i}:\n    image: a:1\n`).join("")}  main:\n    build: .\n`)(p) },
-  { name: "test-sh-pep723", file: "tests/test.sh", make: (p, n) => text(`#!/bin/bash\nuv run x.py\n# /// script\n${repeat("# dependencies = [\n", n)}`)(p) },
+  {
+    name: "test-sh-pep723",
+    file: "tests/test.sh",
+    make: (p, n) => text(`#!/bin/bash\nuv run x.py\n# /// script\n${repeat("# dependencies = [\n", n)}`)(p),
+    extra: { "task.toml": `${MINIMAL_TOML}[environment]\nnetwork_mode = "no-network"\n` },
+  },
+  {
+    name: "test-sh-uvx",
+    file: "tests/test.sh",
+    make: (p, n) => text(`#!/bin/bash\n${repeat("uvx --with ", n)}pytest\n`)(p),
+    extra: { "task.toml": `${MINIMAL_TOML}[environment]\nnetwork_mode = "no-network"\n` },
+  },
   { name: "instruction-huge-sparse", file: "instruction.md", make: (p) => (writeFileSync(p, "hi\n"), truncateSync(p, 1 << 30), 1 << 30) },
   { name: "instruction-dev-zero", file: "instruction.md", make: (p) => (symlinkSync("/dev/zero", p), 0) },
   { name: "instruction-fifo", file: "instruction.md", make: (p) => (execFileSync("mkfifo", [p]), 0) },
@@ -97,6 +110,7 @@ async function runShape(shape: Shape, size: number, capMb: number, timeoutS: num
   const tmp = mkdtempSync(join(tmpdir(), "evolve-bench-validate-"));
   const dir = join(tmp, "task");
   cpSync(join(ROOT, "fixtures/tasks/valid/minimal"), dir, { recursive: true });
+  for (const [rel, body] of Object.entries(shape.extra ?? {})) writeFileSync(join(dir, rel), body);
   const target = join(dir, shape.file);
   rmSync(target, { force: true });
   const bytes = shape.make(target, size);
