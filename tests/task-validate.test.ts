@@ -530,6 +530,11 @@ describe("verifier rules", () => {
     for (const svc of [["nginx", "-g", "daemon off;"], ["python", "-m", "http.server"], ["/docker-entrypoint.sh"], ["bash", "/start.sh"], ["tini", "--", "postgres"]]) {
       expect(isKeepAlive(svc), svc.join(" ")).toBe(false);
     }
+    expect(isKeepAlive(["sh", "-c", "bash -c sleep infinity"])).toBe(true);
+    // hostile nesting is answered at once (unbounded, each level re-joined the rest: quadratic, then a stack overflow)
+    const t0 = performance.now();
+    expect(isKeepAlive(`${"sh -c ".repeat(20000)}sleep infinity`.split(" "))).toBe(false);
+    expect(performance.now() - t0).toBeLessThan(500);
   });
 
   it("notes a tests/Dockerfile that is never built", async () => {

@@ -17,8 +17,7 @@
  * The size delimits the bytes and paths cannot contain NUL, so the encoding is unambiguous.
  */
 import { createHash, type Hash } from "node:crypto";
-import { createReadStream } from "node:fs";
-import type { Dirent } from "node:fs";
+import { createReadStream, type Dirent } from "node:fs";
 import { lstat, readdir, stat } from "node:fs/promises";
 import { join } from "node:path";
 import { EvolveError, firstLine } from "../errors.ts";

@@ -55,7 +55,7 @@ export const SHAPES: Shape[] = [
   { name: "dockerfile-continuations", file: "environment/Dockerfile", make: (p, n) => text(`FROM debian:bookworm-slim\nRUN true \\\n${repeat("  && x \\\n", n)}  && true\n`)(p) },
   { name: "dockerfile-long-line", file: "environment/Dockerfile", make: (p, n) => text(`FROM debian:bookworm-slim\nRUN ${repeat(" ", n)}x\n`)(p) },
   { name: "compose-whitespace-line", file: "environment/docker-compose.yaml", make: (p, n) => text(`services:\n  main:\n    build: .\n${repeat(" ", n)}x\n`)(p) },
-  { name: "compose-many-services", file: "environment/docker-compose.yaml", make: (p, n) => text(`services:\n${Array.from({ length: Math.floor((n - 64) / 24) }, (_, i) => `  s${i}:\n    image: a:1\n`).join("")}  main:\n    build: .\n`)(p) },
+  { name: "compose-many-services", file: "environment/docker-compose.yaml", make: (p, n) => text(`services:\n${Array.from({ length: Math.floor((n - 64) / 28) }, (_, i) => `  s${i}:\n    image: a:1\n`).join("")}  main:\n    build: .\n`)(p) },
   {
     name: "test-sh-pep723",
     file: "tests/test.sh",
