@@ -104,10 +104,21 @@ async function findTaskDirs(dir: string): Promise<string[]> {
   if (!st.isDirectory()) throw new EvolveError("dataset_dir_invalid", `${dir} is not a directory`, "give a folder of task directories");
   if (existsSync(join(dir, "task.toml"))) return [dir];
   const entries = await readdir(dir, { withFileTypes: true });
+  // An entry that links to a folder is refused, not followed: the link can lead anywhere on the machine, and what
+  // it leads to would be published as if it were part of the dataset (the same rule as links inside a task).
+  const link = entries.find((e) => !e.name.startsWith(".") && e.isSymbolicLink() && existsSync(join(dir, e.name, ".")));
+  if (link) {
+    throw new EvolveError(
+      "task_symlink",
+      `${link.name} in ${dir} is a symbolic link to a folder; a dataset holds its task folders themselves`,
+      "replace the link with a copy of the task folder",
+      1,
+    );
+  }
   // Every visible subfolder counts, task.toml or not: a task with a misspelt task.toml must be refused, not
   // silently left out of the dataset.
   const dirs = entries
-    .filter((e) => !e.name.startsWith(".") && (e.isDirectory() || (e.isSymbolicLink() && existsSync(join(dir, e.name, ".")))))
+    .filter((e) => !e.name.startsWith(".") && e.isDirectory())
     .map((e) => e.name)
     .sort((a, b) => Buffer.compare(Buffer.from(a), Buffer.from(b)))
     .map((n) => join(dir, n));

@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
   DatasetInvalidError,
   deleteDataset,
+  importTasks,
   listDatasets,
   parseDatasetRef,
   publishDataset,
@@ -135,6 +136,24 @@ describe("taskDigest", () => {
     const e = await expectCode(() => taskDigest(a), "task_symlink");
     expect(e.message).toContain("link.txt");
     await expectCode(() => taskDigest(join(a, "nope")), "task_unreadable");
+  });
+});
+
+describe("a dataset entry that is a link", () => {
+  it("is refused, not followed: nothing from outside is published or imported for a run", async () => {
+    const home = fresh("home");
+    const dir = makeDatasetDir();
+    const outside = fresh("outside");
+    makeTask(outside, "demo/planted");
+    writeFileSync(join(outside, "planted.txt"), "a host file that must not reach the store\n");
+    symlinkSync(outside, join(dir, "planted"));
+    await withStore(home, async (store) => {
+      const e = await expectCode(() => publishDataset(store, home, dir, { name: "demo", version: "1" }), "task_symlink");
+      expect(e.message).toContain("planted");
+      await expectCode(() => importTasks(store, home, dir, { secrets: new Set() }), "task_symlink");
+      expect(listDatasets(store)).toEqual([]);
+    });
+    expect(blobs(home)).toEqual([]);
   });
 });
 

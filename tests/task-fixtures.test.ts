@@ -15,7 +15,10 @@ const ROOT = join(dirname(fileURLToPath(import.meta.url)), "..", "fixtures", "ta
 const OPTS: ValidateOptions = { ceilings: DEFAULT_CEILINGS, secrets: new Set() };
 
 /** Error codes that deliberately have no invalid/ fixture. Keep this list short and say why. */
-const UNCOVERED_ERROR_CODES: ReadonlyArray<FindingCode> = [];
+const UNCOVERED_ERROR_CODES: ReadonlyArray<FindingCode> = [
+  // a FIFO or device node cannot be committed; tests/task-validate.test.ts makes one at run time
+  "task_special_file",
+];
 
 /**
  * For a sample of fixtures: the code, and a pattern the `task.toml` line the finding points at must match.

@@ -1,4 +1,5 @@
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { execFileSync } from "node:child_process";
+import { closeSync, constants, mkdirSync, mkdtempSync, openSync, rmSync, symlinkSync, truncateSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -8,6 +9,7 @@ import { didYouMean } from "../engine/task/findings.ts";
 import { parseSizeMb, summarizeTask } from "../engine/task/model.ts";
 import { pep723Dependencies, uvxCalls } from "../engine/task/rules-index.ts";
 import { indexTomlLines } from "../engine/task/toml-lines.ts";
+import { taskDigest } from "../engine/task/digest.ts";
 import { validateTask, validateTasks } from "../engine/task/validate.ts";
 
 let root: string;
@@ -127,6 +129,93 @@ describe("never throws", () => {
   });
 });
 
+describe("bad input costs bounded time and memory", () => {
+  /** Validates `dir`, or gives "hung" when it takes longer than `ms`. */
+  async function within(dir: string, ms: number) {
+    let timer: NodeJS.Timeout | undefined;
+    const t0 = performance.now();
+    const r = await Promise.race([validateTask(dir, OPTS), new Promise<"hung">((res) => (timer = setTimeout(() => res("hung"), ms)))]);
+    clearTimeout(timer);
+    return { r, ms: performance.now() - t0 };
+  }
+
+  it("refuses a FIFO instruction.md at once instead of waiting for a writer", async () => {
+    const dir = mkTask("");
+    const fifo = join(dir, "instruction.md");
+    rmSync(fifo);
+    execFileSync("mkfifo", [fifo]);
+    try {
+      const { r } = await within(dir, 5000);
+      expect(r).not.toBe("hung");
+      if (r === "hung") return;
+      expect(r.ok).toBe(false);
+      expect(r.findings.find((f) => f.code === "task_special_file")).toMatchObject({ file: "instruction.md", severity: "error" });
+    } finally {
+      // a reader still blocked on the FIFO (the bug) gets EOF, so the test run can end
+      try {
+        closeSync(openSync(fifo, constants.O_WRONLY | constants.O_NONBLOCK));
+      } catch {
+        // no reader: nothing to release
+      }
+    }
+  });
+
+  it("reads no more than it needs of an instruction.md linked to /dev/zero or of a 1 GiB file", async () => {
+    const zero = mkTask("", { "instruction.md": null });
+    symlinkSync("/dev/zero", join(zero, "instruction.md"));
+    const a = await within(zero, 5000);
+    expect(a.r).not.toBe("hung");
+    expect(a.ms).toBeLessThan(1000);
+    if (a.r !== "hung") expect(codes(a.r.findings)).toContain("task_symlink");
+
+    const huge = mkTask("");
+    truncateSync(join(huge, "instruction.md"), 1 << 30); // sparse: costs no disk
+    const rss = process.memoryUsage().rss;
+    const b = await within(huge, 5000);
+    expect(b.ms).toBeLessThan(1000);
+    expect((process.memoryUsage().rss - rss) / 2 ** 20, "MB of RSS the validator added").toBeLessThan(100);
+    expect(b.r !== "hung" && b.r.ok).toBe(true);
+  });
+});
+
+describe("links and special files: one rule for validate, publish and run", () => {
+  it("refuses instruction.md, tests/test.sh or the Dockerfile linked outside the task, as publish does", async () => {
+    for (const rel of ["instruction.md", "tests/test.sh", "environment/Dockerfile"]) {
+      const dir = mkTask("", { [rel]: null });
+      mkdirSync(dirname(join(dir, rel)), { recursive: true });
+      symlinkSync("/etc/passwd", join(dir, rel));
+      const r = await validateTask(dir, OPTS);
+      expect(r.ok, rel).toBe(false);
+      expect(r.findings.filter((f) => f.code === "task_symlink"), rel).toEqual([
+        expect.objectContaining({ file: rel, severity: "error", message: expect.stringContaining("symbolic link") }),
+      ]);
+      await expect(taskDigest(dir)).rejects.toMatchObject({ code: "task_symlink" });
+    }
+  });
+
+  it("refuses a linked folder and a link inside the task too, and ignores .git as the digest does", async () => {
+    const dir = mkTask("", { "tests/data/keep.txt": "x", ".git/HEAD": "ref: x\n" });
+    symlinkSync("/etc", join(dir, "tests", "etc"));
+    symlinkSync("keep.txt", join(dir, "tests", "data", "again.txt"));
+    symlinkSync("/etc/passwd", join(dir, ".git", "passwd"));
+    const r = await validateTask(dir, OPTS);
+    expect(r.findings.filter((f) => f.code === "task_symlink").map((f) => f.file).sort()).toEqual(["tests/data/again.txt", "tests/etc"]);
+    rmSync(join(dir, "tests", "etc"));
+    rmSync(join(dir, "tests", "data", "again.txt"));
+    const clean = await validateTask(dir, OPTS);
+    expect(clean.ok, JSON.stringify(clean.findings)).toBe(true);
+    await expect(taskDigest(dir)).resolves.toMatch(/^sha256:/);
+  });
+
+  it("names a FIFO task.toml as a special file, not as missing", async () => {
+    const dir = mkTask("");
+    rmSync(join(dir, "task.toml"));
+    execFileSync("mkfifo", [join(dir, "task.toml")]);
+    const r = await validateTask(dir, OPTS);
+    expect(codes(r.findings)).toEqual(["task_special_file"]);
+  });
+});
+
 describe("line numbers", () => {
   it("locates keys under headers, arrays of tables, dotted keys and inline tables", () => {
     const text = [
@@ -164,6 +253,20 @@ describe("line numbers", () => {
     expect(ix.lineOf(["environment", "mcp_servers", 1, "url"])).toBe(22);
     // an unlocated key falls back to its table
     expect(ix.lineOf(["environment", "mcp_servers", 0, "transport"])).toBe(19);
+  });
+
+  it("stay linear on hostile nesting, and deep keys fall back to their nearest indexed prefix", () => {
+    const n = 200_000;
+    const t0 = performance.now();
+    const deep = indexTomlLines(`[a]\n${"x.".repeat(n)}y = 1\nz = ${"[".repeat(n)}${"]".repeat(n)}\nw = ${"{a=".repeat(n)}1${"}".repeat(n)}\nlast = 1\n`);
+    const heads = indexTomlLines(Array.from({ length: n / 4 }, (_, i) => `[[t${i}]]\n[t${i}.sub]\nk = 1\n`).join(""));
+    expect(performance.now() - t0).toBeLessThan(2000);
+    expect(deep.lineOf(["a", "x", "x", "x"])).toBe(2);
+    expect(deep.lineOf(["a", ...Array(100).fill("x")])).toBe(2);
+    expect(deep.lineOf(["a", "w"])).toBe(4);
+    expect(deep.lineOf(["a", "last"])).toBe(5);
+    expect(heads.lineOf(["t7", 0, "sub", "k"])).toBe(7 * 3 + 3);
+    expect(heads.lineOf([`t${n / 4 - 1}`, 0])).toBe((n / 4 - 1) * 3 + 1);
   });
 
   it("are attached to findings", async () => {
@@ -400,6 +503,11 @@ describe("verifier rules", () => {
       { line: 3, packages: ["numpy", "scipy", "pytest"], offline: false },
       { line: 6, packages: ["black"], offline: true },
     ]);
+    // a call's own arguments never start a second call: `--with uvx` names a package (and rescanning was quadratic)
+    expect(uvxCalls(`${"uvx --with ".repeat(5000)}pytest ruff\nuvx black`).map((c) => [c.line, c.packages.length, c.packages.at(-1)])).toEqual([
+      [1, 5001, "ruff"],
+      [2, 1, "black"],
+    ]);
     expect(pep723Dependencies(`# /// script\n# requires-python = ">=3.11"\n# ///\n`)).toEqual([]);
     expect(pep723Dependencies("import os\n")).toBeUndefined();
   });
@@ -422,6 +530,11 @@ describe("verifier rules", () => {
     for (const svc of [["nginx", "-g", "daemon off;"], ["python", "-m", "http.server"], ["/docker-entrypoint.sh"], ["bash", "/start.sh"], ["tini", "--", "postgres"]]) {
       expect(isKeepAlive(svc), svc.join(" ")).toBe(false);
     }
+    expect(isKeepAlive(["sh", "-c", "bash -c sleep infinity"])).toBe(true);
+    // hostile nesting is answered at once (unbounded, each level re-joined the rest: quadratic, then a stack overflow)
+    const t0 = performance.now();
+    expect(isKeepAlive(`${"sh -c ".repeat(20000)}sleep infinity`.split(" "))).toBe(false);
+    expect(performance.now() - t0).toBeLessThan(500);
   });
 
   it("notes a tests/Dockerfile that is never built", async () => {

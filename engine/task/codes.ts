@@ -28,6 +28,9 @@ export const FINDING_CODES = {
   test_script_missing: { severity: "error", summary: "no tests/test.sh (or, multi-step, no test.sh for a step)" },
   environment_missing: { severity: "error", summary: "no environment/ Dockerfile or docker-compose.yaml and no docker_image" },
   compose_main_missing: { severity: "error", summary: "docker-compose.yaml has no `main` service" },
+  build_context_outside_task: { severity: "error", summary: "a compose build context or dockerfile is absolute, a URL, or climbs out of the task" },
+  task_symlink: { severity: "error", summary: "a file or folder of the task is a symbolic link (publish and run store plain files only)" },
+  task_special_file: { severity: "error", summary: "a FIFO, socket or device file in the task" },
 
   // TOML and schema
   toml_parse_error: { severity: "error", summary: "task.toml is not valid TOML" },

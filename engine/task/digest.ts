@@ -7,7 +7,8 @@
  *   1. Walk the directory. Skip every directory named `.git` and every file named `.DS_Store`, at any depth.
  *      Empty directories contribute nothing. A symbolic link, socket, FIFO or device anywhere in the tree is
  *      refused (EvolveError `task_symlink` / `task_special_file`): a link can point outside the task, so the
- *      stored copy would not be self-contained.
+ *      stored copy would not be self-contained. `task validate` reports the same entries under the same codes
+ *      ({@link taskTreeProblems}), so validate, publish and run agree on what a task may hold.
  *   2. Name each regular file by its path relative to the task root with `/` separators, encoded as UTF-8, and
  *      sort these byte-wise (not locale-wise).
  *   3. For each file in that order feed SHA-256 with: path, 0x00, `x` if any execute bit (0o111) is set else `-`,
@@ -16,7 +17,7 @@
  * The size delimits the bytes and paths cannot contain NUL, so the encoding is unambiguous.
  */
 import { createHash, type Hash } from "node:crypto";
-import { createReadStream } from "node:fs";
+import { createReadStream, type Dirent } from "node:fs";
 import { lstat, readdir, stat } from "node:fs/promises";
 import { join } from "node:path";
 import { EvolveError, firstLine } from "../errors.ts";
@@ -45,39 +46,90 @@ export async function listTaskFiles(dir: string): Promise<TaskFile[]> {
     throw new EvolveError("task_unreadable", `cannot read task directory ${dir}: ${firstLine(e)}`, "check the path", 2);
   }
   const out: TaskFile[] = [];
-  await walk(dir, "", out);
+  await collect(dir, out);
   return out.sort((a, b) => Buffer.compare(Buffer.from(a.path, "utf8"), Buffer.from(b.path, "utf8")));
 }
 
-async function walk(root: string, rel: string, out: TaskFile[]): Promise<void> {
+/** An entry of a task tree that a stored task cannot hold, under the code publish refuses it with. */
+export interface TreeProblem {
+  code: "task_symlink" | "task_special_file";
+  /** Relative POSIX path of the entry. */
+  path: string;
+  /** What is wrong with it, e.g. "is a symbolic link; …"; callers put the path (and the task's location) first. */
+  what: string;
+  hint: string;
+}
+
+/** The rule itself: a link or a special file (FIFO, socket, device) is refused; plain files and folders are not. */
+function problemOf(ent: Dirent, path: string): TreeProblem | undefined {
+  if (ent.isSymbolicLink()) {
+    return { code: "task_symlink", path, what: "is a symbolic link; tasks are stored as plain files", hint: "replace the link with a copy of what it points to" };
+  }
+  if (!ent.isDirectory() && !ent.isFile()) {
+    return { code: "task_special_file", path, what: "is not a regular file or folder", hint: "remove it from the task" };
+  }
+  return undefined;
+}
+
+/**
+ * Walks a task tree in the digest's order of discovery, skipping `.git` folders and `.DS_Store` files. Calls
+ * `file` for each regular file and `problem` for each refused entry; `problem` returns false to stop the walk.
+ * `unreadable` decides what a folder that cannot be listed does (throw, or be skipped).
+ */
+async function walk(
+  root: string,
+  rel: string,
+  v: { file: (path: string, full: string) => Promise<void> | void; problem: (p: TreeProblem) => boolean; unreadable: (abs: string, e: unknown) => void },
+): Promise<boolean> {
   const abs = rel ? join(root, rel) : root;
   let entries;
   try {
     entries = await readdir(abs, { withFileTypes: true });
   } catch (e) {
-    throw new EvolveError("task_unreadable", `cannot read ${abs}: ${firstLine(e)}`, "check the folder's permissions", 2);
+    v.unreadable(abs, e);
+    return true;
   }
   for (const ent of entries) {
     const path = rel ? `${rel}/${ent.name}` : ent.name;
-    const full = join(root, path);
-    if (ent.isSymbolicLink()) {
-      throw new EvolveError(
-        "task_symlink",
-        `${path} in ${root} is a symbolic link; tasks are stored as plain files`,
-        "replace the link with a copy of what it points to",
-        1,
-      );
-    }
-    if (ent.isDirectory()) {
-      if (!SKIP_DIRS.has(ent.name)) await walk(root, path, out);
-    } else if (ent.isFile()) {
-      if (SKIP_FILES.has(ent.name)) continue;
-      const st = await lstat(full);
-      out.push({ path, abs: full, size: st.size, executable: (st.mode & 0o111) !== 0 });
-    } else {
-      throw new EvolveError("task_special_file", `${path} in ${root} is not a regular file or folder`, "remove it from the task", 1);
+    const problem = problemOf(ent, path);
+    if (problem) {
+      if (!v.problem(problem)) return false;
+    } else if (ent.isDirectory()) {
+      if (!SKIP_DIRS.has(ent.name) && !(await walk(root, path, v))) return false;
+    } else if (!SKIP_FILES.has(ent.name)) {
+      await v.file(path, join(root, path));
     }
   }
+  return true;
+}
+
+async function collect(root: string, out: TaskFile[]): Promise<void> {
+  await walk(root, "", {
+    file: async (path, full) => {
+      const st = await lstat(full);
+      out.push({ path, abs: full, size: st.size, executable: (st.mode & 0o111) !== 0 });
+    },
+    problem: (p) => {
+      throw new EvolveError(p.code, `${p.path} in ${root} ${p.what}`, p.hint, 1);
+    },
+    unreadable: (abs, e) => {
+      throw new EvolveError("task_unreadable", `cannot read ${abs}: ${firstLine(e)}`, "check the folder's permissions", 2);
+    },
+  });
+}
+
+/**
+ * The entries of a task tree that publish and run would refuse (links, FIFOs, sockets, devices), at most `max`
+ * of them, in walk order. Never throws: a folder it cannot list is skipped (publish reports that itself).
+ */
+export async function taskTreeProblems(dir: string, max = 20): Promise<TreeProblem[]> {
+  const out: TreeProblem[] = [];
+  await walk(dir, "", {
+    file: () => undefined,
+    problem: (p) => (out.push(p), out.length < max),
+    unreadable: () => undefined,
+  });
+  return out;
 }
 
 /** Feeds one file's record (see the module comment) into `hash`; refuses a file that changed size meanwhile. */

@@ -10,20 +10,29 @@ export interface Instruction {
   line: number;
 }
 
-/** Splits a Dockerfile into instructions, joining `\` continuations and dropping comments. */
+/** Whether a Dockerfile line ends in a `\` continuation (trailing blanks allowed). */
+const continues = (line: string): boolean => line.trimEnd().endsWith("\\");
+
+/**
+ * Splits a Dockerfile into instructions, joining `\` continuations and dropping comments. Linear in the text: the
+ * parts of a continued instruction are collected and joined once (re-joining at every line was quadratic).
+ */
 export function parseDockerfile(text: string): Instruction[] {
   const out: Instruction[] = [];
   const lines = text.split(/\r?\n/);
   let i = 0;
   while (i < lines.length) {
     const start = i;
-    let cur = lines[i++];
-    if (/^\s*(#|$)/.test(cur)) continue;
-    while (/\\\s*$/.test(cur) && i < lines.length) {
-      const next = lines[i++];
-      if (/^\s*#/.test(next)) continue; // comments inside a continuation are skipped by Docker too
-      cur = cur.replace(/\\\s*$/, " ") + next;
+    let last = lines[i++];
+    if (/^\s*(#|$)/.test(last)) continue;
+    const parts: string[] = [];
+    while (continues(last) && i < lines.length) {
+      parts.push(last.trimEnd().slice(0, -1), " ");
+      last = lines[i++];
+      while (/^\s*#/.test(last) && i < lines.length) last = lines[i++]; // comments inside a continuation are skipped by Docker too
     }
+    if (!/^\s*#/.test(last) || parts.length === 0) parts.push(last);
+    const cur = parts.join("");
     const m = /^\s*([A-Za-z]+)\s*(.*)$/.exec(cur);
     if (m) out.push({ keyword: m[1].toUpperCase(), args: m[2].trim(), line: start + 1 });
   }
@@ -65,7 +74,7 @@ const INITS = new Set(["tini", "dumb-init", "catatonit"]);
  * Whether an ENTRYPOINT only keeps the container alive (`sleep infinity`, `tail -f /dev/null`, a bare shell,
  * `cat`, or an init wrapper around one of those) rather than starting a service.
  */
-export function isKeepAlive(words: readonly string[]): boolean {
+export function isKeepAlive(words: readonly string[], depth = 0): boolean {
   const base = (x: string | undefined) => (x ?? "").replace(/^.*\//, ""); // "/bin/sh" → "sh"
   let w = [...words];
   if (base(w[0]) === "env") w = w.slice(1);
@@ -81,7 +90,8 @@ export function isKeepAlive(words: readonly string[]): boolean {
     if (rest.length === 0) return true;
     // `sh -c "sleep infinity"` and friends
     const c = rest.indexOf("-c");
-    if (c >= 0 && c + 1 < rest.length) return isKeepAlive(rest.slice(c + 1).join(" ").replace(/^["']|["']$/g, "").split(/\s+/));
+    // nesting is bounded: `sh -c "sh -c …"` a thousand deep is no keep-alive anyone writes, and unbounded it is quadratic
+    if (c >= 0 && c + 1 < rest.length) return depth < 4 && isKeepAlive(rest.slice(c + 1).join(" ").replace(/^["']|["']$/g, "").split(/\s+/), depth + 1);
     return rest.every((r) => /^-[a-z]+$/i.test(r));
   }
   if (cmd === "sleep") return rest.length === 1 && /^(infinity|inf|\d+[smhd]?)$/.test(rest[0]);
@@ -121,6 +131,15 @@ export function classifyImageRef(ref: string): ImageRefVerdict {
 }
 
 /**
+ * A YAML line without its comment: from the first `#` at the start or after a blank. Found by one scan; the regex
+ * `\s+#.*$` it replaces backtracked over every blank of a long whitespace run (quadratic).
+ */
+function stripComment(line: string): string {
+  const at = line.search(/(?:^|[ \t])#/);
+  return at < 0 ? line : line.slice(0, at);
+}
+
+/**
  * Service names under the top-level `services:` key of a docker-compose file. Minimal YAML reading: the first
  * indentation level below `services:` holds the names; flow-style (`services: {a: …}`) is read too.
  */
@@ -130,7 +149,7 @@ export function composeServices(text: string): string[] {
   let inServices = false;
   let childIndent = -1;
   for (const raw of lines) {
-    const line = raw.replace(/\s+#.*$/, "").replace(/^#.*$/, "");
+    const line = stripComment(raw);
     if (line.trim() === "" || line.trim() === "---") continue;
     const indent = line.length - line.trimStart().length;
     if (indent === 0) {

@@ -2,7 +2,8 @@
  * Read-only file helpers for the validator. Every helper answers "no" instead of throwing, so odd trees
  * (dangling links, unreadable files, a file where a folder belongs) become findings, never crashes.
  */
-import { readdir, readFile, stat } from "node:fs/promises";
+import { constants } from "node:fs";
+import { open, readdir, stat } from "node:fs/promises";
 import { join } from "node:path";
 
 /** True when `p` is a regular file (following links). */
@@ -23,15 +24,32 @@ export async function isDir(p: string): Promise<boolean> {
   }
 }
 
-/** The text of a file, cut at `limit` bytes; undefined when unreadable or when it looks binary (NUL bytes). */
+/**
+ * The text of a regular file, cut at `limit` bytes; undefined when unreadable, not a regular file, or binary (NUL
+ * bytes). The file is opened non-blocking and checked on the open handle, so a FIFO cannot hang the validator and a
+ * link to /dev/zero or a huge file costs at most `limit` bytes of memory.
+ */
 export async function readText(p: string, limit = 1 << 20): Promise<string | undefined> {
+  let fh;
   try {
-    const buf = await readFile(p);
-    const cut = buf.subarray(0, limit);
+    fh = await open(p, constants.O_RDONLY | constants.O_NONBLOCK);
+    if (!(await fh.stat()).isFile()) return undefined;
+    const chunks: Buffer[] = [];
+    let total = 0;
+    while (total < limit) {
+      const chunk = Buffer.alloc(Math.min(limit - total, 1 << 16));
+      const { bytesRead } = await fh.read(chunk, 0, chunk.length, null);
+      if (bytesRead === 0) break;
+      chunks.push(bytesRead === chunk.length ? chunk : chunk.subarray(0, bytesRead));
+      total += bytesRead;
+    }
+    const cut = Buffer.concat(chunks, total);
     if (cut.includes(0)) return undefined;
     return cut.toString("utf8");
   } catch {
     return undefined;
+  } finally {
+    await fh?.close().catch(() => undefined);
   }
 }
 

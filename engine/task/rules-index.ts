@@ -93,6 +93,9 @@ export function uvxCalls(text: string): UvxCall[] {
         break;
       }
       calls.push({ line: lineNo, packages, offline });
+      // the words this call consumed are its own (`--with uvx` names a package, not a second call); resuming after
+      // them keeps the scan linear, where rescanning from every `uvx` word was quadratic in time and memory
+      w = Math.max(w, j);
     }
   });
   return calls;

@@ -3,6 +3,10 @@
  * numbers; this is a small structural scanner (headers, dotted keys, inline tables, arrays, multi-line strings)
  * that records the 1-based line of every key path it meets. It never evaluates values and never throws: on
  * anything it does not understand it skips to the next line, so a partly broken file still yields lines.
+ *
+ * Cost is linear in the text whatever its shape: key paths are indexed to at most {@link MAX_DEPTH} parts (a deeper
+ * key is located by its nearest indexed prefix), values nested deeper are skipped without recursion, and
+ * array-of-tables headers are resolved through a trie rather than by scanning every header seen so far.
  */
 
 /** A key path as the validator sees it: table keys and array indexes, e.g. `["steps", 0, "agent", "user"]`. */
@@ -37,13 +41,26 @@ export function indexTomlLines(text: string): TomlLineIndex {
 
 const BARE = /[A-Za-z0-9_-]/;
 
+/**
+ * How many parts of a key path the index records. Real task.toml paths are a handful deep
+ * (`steps[0].verifier.environment.env.X`); a hostile file's 100k-part dotted key or 500k nested arrays would
+ * otherwise cost quadratic time and memory in path copies.
+ */
+export const MAX_DEPTH = 24;
+
+/** A written header path prefix; `concrete` is set when an array of tables lives there. */
+interface ArrayNode {
+  children: Map<string, ArrayNode>;
+  concrete?: (string | number)[];
+}
+
 class Scanner {
   private pos = 0;
   private line = 1;
   /** Next index for each array-of-tables path (`[[steps]]` seen twice → 0 then 1). */
   private readonly arrayCounts = new Map<string, number>();
-  /** Header path as written → concrete path with indexes, so `[steps.agent]` lands under the latest `[[steps]]`. */
-  private readonly arrayPrefixes: { written: string[]; concrete: (string | number)[] }[] = [];
+  /** Header paths as written → concrete paths with indexes, so `[steps.agent]` lands under the latest `[[steps]]`. */
+  private readonly arrays: ArrayNode = { children: new Map() };
 
   constructor(
     private readonly text: string,
@@ -104,7 +121,7 @@ class Scanner {
           if (key.length === 0 || this.peek() !== "=") throw new Error("no key");
           this.advance();
           this.skipInline();
-          const path = [...table, ...key];
+          const path = [...table, ...key].slice(0, MAX_DEPTH);
           for (let i = 1; i <= path.length; i++) this.record(path.slice(0, i), line);
           this.value(path);
         }
@@ -129,17 +146,14 @@ class Scanner {
     }
     this.skipInline();
     if (this.peek() === "#") this.skipToEol();
-    // resolve the written path against the latest array-of-tables prefixes (longest match first)
+    // resolve the written path against the latest array-of-tables prefixes (longest match first); an array header
+    // never resolves against itself, a plain header may (`[steps]` after `[[steps]]` is that element)
     let concrete: (string | number)[] = [...written];
-    let best = -1;
-    for (const p of this.arrayPrefixes) {
-      const w = p.written;
-      const isPrefix = w.length <= written.length && w.every((s, i) => s === written[i]);
-      const usable = isArray ? w.length < written.length : true;
-      if (isPrefix && usable && w.length > best) {
-        best = w.length;
-        concrete = [...p.concrete, ...written.slice(w.length)];
-      }
+    let node: ArrayNode | undefined = this.arrays;
+    const usable = isArray ? written.length - 1 : written.length;
+    for (let i = 0; i < usable && node; i++) {
+      node = node.children.get(written[i]);
+      if (node?.concrete) concrete = [...node.concrete, ...written.slice(i + 1)];
     }
     for (let i = 1; i <= concrete.length; i++) this.record(concrete.slice(0, i), line);
     if (isArray) {
@@ -148,31 +162,35 @@ class Scanner {
       this.arrayCounts.set(k, idx + 1);
       const withIdx = [...concrete, idx];
       this.record(withIdx, line);
-      // a new element invalidates deeper prefixes that hung under this array's previous element
-      const ws = written.join("\u0001");
-      for (let i = this.arrayPrefixes.length - 1; i >= 0; i--) {
-        const w = this.arrayPrefixes[i].written.join("\u0001");
-        if (w === ws || w.startsWith(ws + "\u0001")) this.arrayPrefixes.splice(i, 1);
+      let at = this.arrays;
+      for (const part of written) {
+        let next = at.children.get(part);
+        if (!next) at.children.set(part, (next = { children: new Map() }));
+        at = next;
       }
-      this.arrayPrefixes.push({ written, concrete: withIdx });
+      // a new element invalidates deeper prefixes that hung under this array's previous element
+      at.concrete = withIdx;
+      at.children = new Map();
       return withIdx;
     }
     return concrete;
   }
 
-  /** A possibly dotted key of bare and quoted parts. */
+  /** A possibly dotted key of bare and quoted parts; only the first {@link MAX_DEPTH} parts are kept. */
   private key(): string[] {
     const parts: string[] = [];
     for (;;) {
       this.skipInline();
       const c = this.peek();
-      if (c === '"' || c === "'") parts.push(this.quotedKey(c));
+      let part: string;
+      if (c === '"' || c === "'") part = this.quotedKey(c);
       else {
-        let s = "";
-        while (BARE.test(this.peek())) s += this.text[this.pos++];
-        if (s === "") return parts;
-        parts.push(s);
+        const from = this.pos;
+        while (BARE.test(this.peek())) this.pos++;
+        if (this.pos === from) return parts;
+        part = this.text.slice(from, this.pos);
       }
+      if (parts.length < MAX_DEPTH) parts.push(part);
       this.skipInline();
       if (this.peek() !== ".") return parts;
       this.pos++;
@@ -181,24 +199,44 @@ class Scanner {
 
   private quotedKey(q: string): string {
     this.pos++;
-    let s = "";
+    const from = this.pos;
     while (!this.eof() && this.peek() !== q && this.peek() !== "\n") {
-      if (q === '"' && this.peek() === "\\") {
-        this.pos++;
-      }
-      s += this.text[this.pos++];
+      this.pos += q === '"' && this.peek() === "\\" ? 2 : 1;
     }
+    const raw = this.text.slice(from, Math.min(this.pos, this.text.length));
     if (this.peek() === q) this.pos++;
-    return s;
+    // an escape keeps the character after the backslash: close enough to locate the key, never evaluated
+    return q === '"' ? raw.replace(/\\([\s\S])/g, "$1") : raw;
   }
 
   private value(path: (string | number)[]): void {
+    if (path.length >= MAX_DEPTH) return this.skipValue();
     const c = this.peek();
     if (c === "{") return this.inlineTable(path);
     if (c === "[") return this.array(path);
     if (c === '"' || c === "'") return this.string();
     // scalar: number, bool, date — ends at a delimiter
     while (!this.eof() && !/[,\]}\n#]/.test(this.peek())) this.pos++;
+  }
+
+  /** Skips one value of any nesting without recursion (brackets counted, strings and comments stepped over). */
+  private skipValue(): void {
+    let depth = 0;
+    while (!this.eof()) {
+      const c = this.peek();
+      if (c === '"' || c === "'") this.string();
+      else if (c === "[" || c === "{") {
+        depth++;
+        this.advance();
+      } else if (c === "]" || c === "}") {
+        if (depth === 0) return;
+        depth--;
+        this.advance();
+        if (depth === 0) return;
+      } else if (depth === 0 && (c === "," || c === "\n" || c === "#")) return;
+      else if (c === "#") this.skipToEol();
+      else this.advance();
+    }
   }
 
   private string(): void {

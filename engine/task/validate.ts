@@ -7,6 +7,8 @@ import { parse, TomlError } from "smol-toml";
 import { firstLine } from "../errors.ts";
 import type { Finding, TaskReport, ValidateOptions } from "./codes.ts";
 import { classifyImageRef, composeServices, commandWords, effectiveEntrypoint, isKeepAlive, parseDockerfile, userGroupLines } from "./dockerfile.ts";
+import { composeBuildEscapes } from "./compose-build.ts";
+import { taskTreeProblems } from "./digest.ts";
 import { isDir, isFile, readText, subdirs } from "./files.ts";
 import { arr, didYouMean, Findings, num, showPath, showValue, str, tbl } from "./findings.ts";
 import { parseSizeMb, verifierMode } from "./model.ts";
@@ -63,13 +65,22 @@ async function run(dir: string, opts: ValidateOptions, early: Findings): Promise
     early.add("not_a_directory", ".", `${dir} is not a directory`, "pass the path of a task directory (the folder holding task.toml)");
     return { findings: early };
   }
+  // the same rule publish and run apply (digest.ts): a link may point outside the task, a FIFO or device is no file
+  const tree = await taskTreeProblems(dir);
+  const addTree = (to: Findings) => {
+    for (const p of tree) to.add(p.code, p.path, `${p.path} ${p.what}`, p.hint);
+  };
   const tomlPath = join(dir, "task.toml");
   if (!(await isFile(tomlPath))) {
-    early.add("task_toml_missing", "task.toml", `${dir} has no task.toml`, "add a task.toml (see platform-tasks.md) or pass the task's own folder");
+    if (!tree.some((p) => p.path === "task.toml")) {
+      early.add("task_toml_missing", "task.toml", `${dir} has no task.toml`, "add a task.toml (see platform-tasks.md) or pass the task's own folder");
+    }
+    addTree(early);
     return { findings: early };
   }
   const text = (await readText(tomlPath, 4 << 20)) ?? "\u0000";
   const out = new Findings(indexTomlLines(text));
+  addTree(out);
   let raw: Raw = {};
   let parsed = false;
   try {
@@ -325,6 +336,15 @@ async function checkLayout(dir: string, raw: Raw, out: Findings): Promise<string
     if (!services.includes("main")) {
       out.add("compose_main_missing", "environment/docker-compose.yaml", `docker-compose.yaml has no \`main\` service (services: ${services.join(", ") || "none"})`, "name the agent's service `main`");
     }
+    for (const e of composeBuildEscapes(text, literalEnv(env))) {
+      out.add(
+        "build_context_outside_task",
+        "environment/docker-compose.yaml",
+        `service ${e.service}: ${e.reason}; a build may read only the task's own files`,
+        "keep build.context and build.dockerfile relative paths inside the task (e.g. context: . or ../tests)",
+        e.line,
+      );
+    }
   }
   const separate = verifierMode(ver) === "separate";
   const venv = tbl(ver.environment);
@@ -360,6 +380,20 @@ async function checkLayout(dir: string, raw: Raw, out: Findings): Promise<string
     await checkVerifierIndex(dir, names, isJudgeTask(raw), out);
   }
   return services;
+}
+
+/**
+ * `[environment.env]` as compose interpolation will see it, as far as validation can know: literal values, and a
+ * template's default (the driver checks the build again with the resolved values).
+ */
+function literalEnv(env: Raw | undefined): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const [k, v] of Object.entries(tbl(env?.env) ?? {})) {
+    if (typeof v !== "string") continue;
+    const t = /^\$\{[A-Za-z_][A-Za-z0-9_]*(?::?-([^}]*))?\}$/.exec(v);
+    out[k] = t ? (t[1] ?? "") : v;
+  }
+  return out;
 }
 
 async function checkStepDirs(dir: string, declared: (string | undefined)[], stepDirs: string[], out: Findings): Promise<void> {

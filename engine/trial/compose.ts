@@ -9,7 +9,7 @@
  * (string or {context, dockerfile}), `environment` (map or list), `command`, `entrypoint`, `working_dir`, `user`,
  * `depends_on` (start order); other keys (ports, volumes, healthcheck, networks…) are logged as ignored.
  * `${VAR}`, `${VAR:-default}` and `$VAR` are interpolated from the task's resolved `[environment.env]`, as Harbor
- * passes it to compose.
+ * passes it to compose. A build whose context or dockerfile lies outside the task is refused (engine/task/compose-build.ts).
  *
  * Placement: every service joins the trial's internal service network under its name; names resolve through
  * /etc/hosts entries (podman gives internal networks no DNS), so a service finds those started before it
@@ -20,6 +20,7 @@
 import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { parse } from "yaml";
+import { buildEscape, interpolate, serviceBuild } from "../task/compose-build.ts";
 import { LABEL_HOME, LABEL_JOB, LABEL_MANAGED, LABEL_TRIAL, type Engine } from "../driver/types.ts";
 import { ensureBuilt, requireImage, taskImageTag } from "./box.ts";
 import { TrialFailure } from "./errors.ts";
@@ -44,18 +45,6 @@ const SUPPORTED = new Set(["image", "build", "environment", "command", "entrypoi
 
 function invalid(msg: string): TrialFailure {
   return new TrialFailure("TaskInvalidError", `environment/docker-compose.yaml: ${msg}`);
-}
-
-/** Compose's variable interpolation over the file text (`$$` is a literal `$`). */
-export function interpolate(text: string, env: Record<string, string>): string {
-  return text.replace(/\$(\$|\{([A-Za-z_][A-Za-z0-9_]*)(?:(:?-)([^}]*))?\}|([A-Za-z_][A-Za-z0-9_]*))/g, (_m, all, braced, op, def, bare) => {
-    if (all === "$") return "$";
-    const name = braced ?? bare;
-    const v = env[name];
-    if (op === ":-") return v ? v : def;
-    if (op === "-") return v !== undefined ? v : def;
-    return v ?? "";
-  });
 }
 
 /** A compose command string split like a shell would (quotes, backslashes), without running a shell. */
@@ -127,9 +116,11 @@ export function parseCompose(text: string, taskEnv: Record<string, string>): Com
   for (const [name, s] of Object.entries<any>(raw)) {
     if (!/^[a-zA-Z0-9][a-zA-Z0-9_.-]*$/.test(name)) throw invalid(`service name ${JSON.stringify(name)} is not usable as a host name`);
     const svc = s ?? {};
-    let build: ComposeService["build"];
-    if (typeof svc.build === "string") build = { context: svc.build };
-    else if (svc.build && typeof svc.build === "object") build = { context: String(svc.build.context ?? "."), dockerfile: svc.build.dockerfile ? String(svc.build.dockerfile) : undefined };
+    const build = serviceBuild(svc);
+    // every build input stays inside the task: the same rule `task validate` applies, checked again here since
+    // interpolation from the resolved environment (secrets, host variables) can only happen at run time
+    const escape = build && buildEscape(build);
+    if (escape) throw invalid(`services.${name}.build: ${escape}; a task builds from its own files only`);
     if (name !== "main" && !svc.image && !build) throw invalid(`service ${name} has neither image nor build`);
     const dependsOn = Array.isArray(svc.depends_on) ? svc.depends_on.map(String) : svc.depends_on && typeof svc.depends_on === "object" ? Object.keys(svc.depends_on) : [];
     services.set(name, {
