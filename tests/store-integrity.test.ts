@@ -140,6 +140,7 @@ describe("a home that had a store", () => {
     rmSync(dataFile(home));
     const e = await expectCode(() => openStore(home), "store_corrupt");
     expect(e.message).toMatch(/it has stored trials/);
+    expect(e.hint).toMatch(/to start an empty store on purpose, move .*tasks and .*trials aside/);
     expect(existsSync(dataFile(home))).toBe(false);
   });
 });
@@ -161,6 +162,7 @@ describe("damaged values", () => {
       const r = evolve(home, args);
       expect(r.code).toBe(2);
       expect(r.stderr).toMatch(new RegExp(`^error\\[store_corrupt\\]: store record jobs/"${job.id}" is corrupt`));
+      expect(r.stderr).toMatch(/hint: `evolve store verify` lists every damaged record/);
     }
     const v = evolve(home, ["store", "verify", "--json"]);
     expect(v.code).toBe(1);

@@ -512,7 +512,7 @@ export class Store {
     return new EvolveError(
       "store_corrupt",
       `store record ${db}/${JSON.stringify(key)} is corrupt (${why})`,
-      `restore ${join(this.home, "store")} from a backup, or remove the damaged record`,
+      `\`evolve store verify\` lists every damaged record; restore ${join(this.home, "store", "data.mdb")} from a backup (docs/store.md "Backup and restore")`,
     );
   }
 }
@@ -576,7 +576,8 @@ function preflight(home: string, path: string): void {
       if (!held) return;
       problem = `${data} is ${size === undefined ? "missing" : "empty"}, but this home held a store (${held})`;
       if (attempt >= 2) {
-        throw new EvolveError("store_corrupt", problem, `${restore}; to start an empty store on purpose, remove ${join(home, STORE_MARKER)}`);
+        const fresh = held.startsWith(join(home, STORE_MARKER)) ? `remove ${join(home, STORE_MARKER)}` : `move ${join(home, "tasks")} and ${join(home, "trials")} aside`;
+        throw new EvolveError("store_corrupt", problem, `${restore}; to start an empty store on purpose, ${fresh}`);
       }
     } else {
       try {
