@@ -5,7 +5,7 @@
  * (`bun main.ts`) wherever a crash would be a signal, so the test sees it as one instead of dying with it.
  */
 import { spawn, spawnSync } from "node:child_process";
-import { copyFileSync, cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, truncateSync, writeFileSync } from "node:fs";
+import { chmodSync, copyFileSync, cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, truncateSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -231,6 +231,25 @@ describe.skipIf(!canMount)("the machine refuses", () => {
       expect(stop.stderr).toMatch(/^error\[store_read_only\]: the store at .* is on a read-only file system/);
     } finally {
       umount(mnt);
+    }
+  });
+});
+
+describe.skipIf(!canMount || spawnSync("setpriv", ["--version"]).status !== 0)("a home another user owns", () => {
+  it("is refused even for reads, saying why (LMDB must record its readers in lock.mdb)", async () => {
+    const { home } = await seeded();
+    chmodSync(dir, 0o755);
+    spawnSync("chmod", ["-R", "a+rX,a-w", home]);
+    try {
+      const r = spawnSync("setpriv", ["--reuid=65534", "--regid=65534", "--clear-groups", BUN, join(root, "main.ts"), "job", "list"], {
+        encoding: "utf8",
+        cwd: tmpdir(),
+        env: { ...process.env, EVOLVE_HOME: home, NO_COLOR: "1", HOME: tmpdir() },
+      });
+      expect(r.status).toBe(2);
+      expect(r.stderr).toMatch(/^error\[store_read_only\]: cannot read the store at .* without write access to it: LMDB records every reader in lock\.mdb/);
+    } finally {
+      spawnSync("chmod", ["-R", "u+w", home]);
     }
   });
 });

@@ -117,7 +117,7 @@ export class Store {
     } catch (e) {
       if (e instanceof EvolveError) throw e;
       if (isDiskFull(e) || (ioError(e) && nearlyFull(this.path))) throw diskFullError(new Error(`ENOSPC: ${firstLine(e)}`), join(this.path, "data.mdb"));
-      if (/read-only|EROFS|EACCES|permission denied/i.test(firstLine(e))) throw this.readOnlyError();
+      if (/EROFS|read-only file system/i.test(firstLine(e))) throw this.readOnlyError();
       throw e;
     }
   }
@@ -637,6 +637,15 @@ export function openStore(home: string): Store {
       ledger: db("ledger"),
     } as Dbs;
   } catch (e) {
+    if (/permission denied|EACCES/i.test(firstLine(e)) && existsSync(join(path, "data.mdb"))) {
+      // Not served read-only: LMDB keeps its readers in lock.mdb, and reading without that on a file system where
+      // the store's owner can still write would let a writer reuse pages under a reader's feet.
+      throw new EvolveError(
+        "store_read_only",
+        `cannot read the store at ${path} without write access to it: LMDB records every reader in lock.mdb, and reading unrecorded is unsafe while its owner may write`,
+        "get write access to that folder, or read a copy (its owner can make one with `evolve store backup`)",
+      );
+    }
     throw diskFull(e, path) ?? unavailable(e);
   }
   const versionOf = (): number => {
