@@ -75,6 +75,15 @@ describe("a data file LMDB must not map", () => {
       b.fill(0, 0, 4096);
       writeFileSync(f, b);
     }],
+    ["with 200 bytes flipped inside its pages", (f, size) => {
+      const b = readFileSync(f);
+      let x = 2654435761;
+      for (let i = 0; i < 200; i++) {
+        x = (x * 1103515245 + 12345) >>> 0;
+        b[8192 + Math.floor((x / 2 ** 32) * (size - 8192))] ^= 0xff;
+      }
+      writeFileSync(f, b);
+    }],
     ["with a second meta page claiming a huge txnid", (f) => {
       const b = readFileSync(f);
       b.writeBigUInt64LE(0xffffn << 40n, 4096 + 24 + 24 + 2 * 48); // last_pg of page 1, beyond the file

@@ -42,10 +42,27 @@ export type DataFileCheck =
   | { ok: true; pageSize: number; pages: number; txnid: bigint }
   | { ok: false; why: string };
 
+const BLOCK = 1 << 20;
+const BLOCKS = 16;
+
+/** Plain reads of the data file; whole pages come through a small cache of 1 MiB blocks (tree pages cluster). */
 class File {
   readonly size: number;
+  private readonly blocks = new Map<number, Buffer>();
   constructor(private readonly fd: number) {
     this.size = fstatSync(fd).size;
+  }
+  page(offset: number, length: number): Buffer {
+    const start = Math.floor(offset / BLOCK) * BLOCK;
+    if (offset + length > start + BLOCK) return this.read(offset, length);
+    let block = this.blocks.get(start);
+    if (!block) {
+      block = this.read(start, Math.min(BLOCK, this.size - start));
+      if (this.blocks.size >= BLOCKS) this.blocks.delete(this.blocks.keys().next().value!);
+      this.blocks.set(start, block);
+    }
+    const from = offset - start;
+    return from + length <= block.length ? block.subarray(from, from + length) : this.read(offset, length);
   }
   read(offset: number, length: number): Buffer {
     const buf = Buffer.alloc(length);
@@ -151,21 +168,32 @@ export function checkDataFile(path: string): DataFileCheck {
 /**
  * Walks every tree of a data file (the free-page tree, the main tree and each named database in it) with plain
  * reads, checking each page's header and node bounds. Returns the first problem found; never maps the file, so
- * any damage is reported instead of crashing. Used by `store verify` and when a file is shorter than it claims.
+ * any damage is reported instead of crashing. Used when a store is opened (see store.ts preflight), by `store
+ * verify` and `store backup`. The walk is no LMDB reader, so a writer in another process may reuse pages under it:
+ * a problem seen while the newest txnid moved is walked again, and one that stays while nothing commits is damage.
+ * When writers never pause for five walks, the file is taken as whole: a live writer just rewrote its tree.
  */
 export function checkTrees(path: string): string | undefined {
-  const r = checkDataFile(path);
-  if (!r.ok) return r.why;
-  const fd = openSync(path, "r");
-  try {
-    const f = new File(fd);
-    const m0 = readMeta(f, 0)!;
-    const m1 = readMeta(f, r.pageSize)!;
-    const w = walkPages(f, r.pageSize, [m0, m1]);
-    return w.beyond !== undefined ? `the tree uses page ${w.beyond}, beyond the end of the file` : w.problem;
-  } finally {
-    closeSync(fd);
+  for (let attempt = 0; attempt < 5; attempt++) {
+    const r = checkDataFile(path);
+    if (!r.ok) return r.why;
+    const fd = openSync(path, "r");
+    let problem: string | undefined;
+    try {
+      const f = new File(fd);
+      const m0 = readMeta(f, 0)!;
+      const m1 = readMeta(f, r.pageSize)!;
+      const w = walkPages(f, r.pageSize, [m0, m1]);
+      problem = w.beyond !== undefined ? `the tree uses page ${w.beyond}, beyond the end of the file` : w.problem;
+    } finally {
+      closeSync(fd);
+    }
+    if (!problem) return undefined;
+    const after = checkDataFile(path);
+    if (!after.ok) return after.why;
+    if (after.txnid === r.txnid) return problem;
   }
+  return undefined;
 }
 
 function walkPages(f: File, psize: number, metas: Meta[]): { beyond?: bigint; problem?: string } {
@@ -185,7 +213,7 @@ function walkPages(f: File, psize: number, metas: Meta[]): { beyond?: bigint; pr
       problem = `page ${pgno} sits deeper than any LMDB tree can`;
       return;
     }
-    const page = f.read(Number(pgno) * psize, psize);
+    const page = f.page(Number(pgno) * psize, psize);
     const flags = page.readUInt16LE(18);
     if (page.readBigUInt64LE(0) !== pgno) {
       problem = `page ${pgno} names itself page ${page.readBigUInt64LE(0)}`;

@@ -4,7 +4,7 @@
  * Every write is a synchronous LMDB write transaction, and LMDB's write lock is shared by all processes on the
  * machine, so two evolve processes writing the same store serialize instead of losing each other's writes.
  */
-import { accessSync, constants, existsSync, mkdirSync, readdirSync, renameSync, rmSync, statfsSync, statSync, writeFileSync } from "node:fs";
+import { accessSync, constants, existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statfsSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { open, type RootDatabase } from "lmdb";
 import type { z } from "zod";
@@ -70,6 +70,7 @@ function zodCheck(schema: z.ZodType): (key: unknown, value: unknown) => string |
 export class Store {
   private depth = 0;
   private closed = false;
+  private wrote = false;
 
   /** @internal use {@link openStore}. */
   constructor(
@@ -112,6 +113,7 @@ export class Store {
    */
   private write<T>(fn: () => T): T {
     if (this.readOnly && this.depth === 0) throw this.readOnlyError();
+    this.wrote = true;
     try {
       return fn();
     } catch (e) {
@@ -442,6 +444,7 @@ export class Store {
     if (this.closed) return;
     this.closed = true;
     await this.root.close();
+    if (this.wrote) restamp(this.path);
   }
 
   private checked<S extends z.ZodType>(db: string, schema: S, value: unknown): z.infer<S> {
@@ -581,15 +584,62 @@ function preflight(home: string, path: string): void {
       }
     } else {
       try {
+        const before = statSync(data);
         const r = checkDataFile(data);
-        if (r.ok) return;
-        problem = `${data} is damaged: ${r.why}`;
+        if (r.ok && stampMatches(path, before, r.txnid)) return;
+        const why = r.ok ? checkTrees(data) : r.why;
+        if (!why) {
+          writeStamp(path, before, r.ok ? r.txnid : 0n);
+          return;
+        }
+        problem = `${data} is damaged: ${why}`;
       } catch (e) {
         problem = `${data} cannot be read: ${firstLine(e)}`;
       }
       if (attempt >= 2) throw new EvolveError("store_corrupt", problem, restore);
     }
     sleep(50);
+  }
+}
+
+/**
+ * The last state of data.mdb known whole: `store/checked.json` {size, mtime_ms, txnid}, written after a full walk
+ * and when a store that wrote closes (LMDB's own writes keep a whole tree whole). An open that finds the file as
+ * stamped skips the walk, so listings cost nothing extra; anything that changes the file behind evolve's back
+ * (a copy, a truncation, an editor) changes its size or mtime and gets walked. Damage that keeps both (a disk's
+ * bit rot) is what `evolve store verify`, which always walks, is for.
+ */
+const STAMP = "checked.json";
+
+function stampMatches(path: string, st: { size: number; mtimeMs: number }, txnid: bigint): boolean {
+  try {
+    const s = JSON.parse(readFileSync(join(path, STAMP), "utf8")) as { size?: unknown; mtime_ms?: unknown; txnid?: unknown };
+    return s.size === st.size && s.mtime_ms === st.mtimeMs && s.txnid === String(txnid);
+  } catch {
+    return false;
+  }
+}
+
+function writeStamp(path: string, st: { size: number; mtimeMs: number }, txnid: bigint): void {
+  try {
+    const file = join(path, STAMP);
+    const tmp = `${file}.${process.pid}.tmp`;
+    writeFileSync(tmp, JSON.stringify({ size: st.size, mtime_ms: st.mtimeMs, txnid: String(txnid) }) + "\n");
+    renameSync(tmp, file);
+  } catch {
+    // read-only or full: the next open walks again, which is only slower
+  }
+}
+
+/** Stamps the data file as whole after this process's own writes (see STAMP). */
+function restamp(path: string): void {
+  const data = join(path, "data.mdb");
+  try {
+    const st = statSync(data);
+    const r = checkDataFile(data);
+    if (r.ok) writeStamp(path, st, r.txnid);
+  } catch {
+    // nothing to stamp
   }
 }
 
