@@ -216,21 +216,12 @@ export class Store {
 
   /** Stores (or replaces) a trial and keeps the by-job index in step, in one transaction. */
   putTrial(rec: TrialRecord): void {
-    const r = this.checked("trials", TrialRecordSchema, rec);
-    this.checkKey("trials", r.id);
-    this.transaction(() => {
-      const old = this.raw("trials", this.dbs.trials, r.id) as { job_id?: unknown } | undefined;
-      if (old && typeof old.job_id === "string" && old.job_id !== r.job_id) {
-        this.dbs.trialsByJob.removeSync([old.job_id, r.id]);
-      }
-      this.dbs.trials.putSync(r.id, r);
-      this.dbs.trialsByJob.putSync([r.job_id, r.id], true);
-    });
+    this.putTrials([rec]);
   }
 
   /**
-   * Stores many trials in ONE write transaction (a job's plan, a cancel), each checked as putTrial checks it: a
-   * job of thousands of trials is one commit instead of thousands.
+   * Stores (or replaces) many trials in ONE write transaction (a job's plan, a cancel), keeping the by-job index in
+   * step: a job of thousands of trials is one commit instead of thousands.
    */
   putTrials(recs: readonly TrialRecord[]): void {
     const rs = recs.map((rec) => this.checked("trials", TrialRecordSchema, rec));
@@ -327,14 +318,13 @@ export class Store {
     if (!Number.isFinite(usd) || usd < 0) throw new EvolveError("store_record_invalid", `spend must be a non-negative number, got ${usd}`);
     return this.transaction(() => {
       const total = this.getSpend(scope, name, period) + usd;
-      this.write(() => this.dbs.ledger.putSync([scope, name, period], total));
+      this.dbs.ledger.putSync([scope, name, period], total);
       return total;
     });
   }
 
   /** Settled spend of a ledger entry, USD (0 when nothing was recorded). */
   getSpend(scope: "user" | "team", name: string, period: string): number {
-    this.checkKey("ledger", [scope, name, period]);
     const v = this.raw("ledger", this.dbs.ledger, [scope, name, period]);
     if (v === undefined) return 0;
     if (typeof v !== "number" || !Number.isFinite(v)) throw this.corrupt("ledger", [scope, name, period], new Error(`not a number: ${JSON.stringify(v)}`));
