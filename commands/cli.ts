@@ -166,6 +166,21 @@ export function buildProgram(version: string, setExit: (code: number) => void): 
     .addHelpText("after", examples(["evolve job cancel 01JB..."]))
     .action(async (id: string, opts) => setExit(await (await import("./job.ts")).jobCancelCommand(id, opts)));
 
+  const store = program.command("store").description("back up and check the store ($EVOLVE_HOME/store)");
+  store
+    .command("backup")
+    .description("write a compacted copy of the store to a new file; safe while jobs run")
+    .argument("<file>", "the backup to write (must not exist)")
+    .option("--json", "print the result as JSON")
+    .addHelpText("after", examples(["evolve store backup ~/evolve-$(date +%F).mdb"]))
+    .action(async (file: string, opts) => setExit(await (await import("./store.ts")).storeBackupCommand(file, opts)));
+  store
+    .command("verify")
+    .description("check the store's file and every record against its schema; exit 1 if anything is bad")
+    .option("--json", "print the report as JSON")
+    .addHelpText("after", examples(["evolve store verify", "evolve store verify --json | jq .bad"]))
+    .action(async (opts) => setExit(await (await import("./store.ts")).storeVerifyCommand(opts)));
+
   const trial = program.command("trial").description("inspect, retry, regrade and stop trials; read their logs, files and processes");
   trial
     .command("show")

@@ -82,6 +82,7 @@ export async function jobCancelCommand(id: string, opts: { json?: boolean }): Pr
   return withStore((store) => {
     const r = cancelJob(store, id);
     if (opts.json) return outJson({ id, ...r }), 0;
+    if (r.already) return out(`job ${id} was already cancelled: nothing changed`), 0;
     out(`cancelled job ${id}: ${r.cancelled} trial${r.cancelled === 1 ? "" : "s"} settled CANCELLED`);
     if (r.runnerPid !== null) out(style.dim(`process ${r.runnerPid} is stopping its running trials`));
     return 0;

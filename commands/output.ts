@@ -35,7 +35,9 @@ export function outJson(value: unknown): void {
 /** Prints rows as an aligned table with a header; empty cells print as `-`. */
 export function outTable(header: string[], rows: (string | number | null | undefined)[][]): void {
   const cells = rows.map((r) => r.map((c) => (c === null || c === undefined || c === "" ? "-" : String(c))));
-  const widths = header.map((h, i) => Math.max(h.length, ...cells.map((r) => r[i]?.length ?? 0)));
+  // a loop, not Math.max(...cells): spreading a job's thousands of rows as arguments overflows the call stack
+  const widths = header.map((h) => h.length);
+  for (const r of cells) r.forEach((c, i) => (widths[i] = Math.max(widths[i] ?? 0, c.length)));
   const fmt = (r: string[]) => r.map((c, i) => (i === r.length - 1 ? c : c.padEnd(widths[i]))).join("  ");
   out(style.bold(fmt(header)));
   for (const r of cells) out(fmt(r));

@@ -6,7 +6,7 @@ import { DatasetInvalidError, importTasks, resolveDataset, type StoredTask } fro
 import { openEngine } from "../engine/driver/select.ts";
 import type { Engine } from "../engine/driver/types.ts";
 import { EvolveError } from "../engine/errors.ts";
-import { createJob, runJob, type JobConfig, type JobEvent } from "../engine/job/job.ts";
+import { checkJobSize, createJob, runJob, type JobConfig, type JobEvent } from "../engine/job/job.ts";
 import { primaryReward, summarizeJob } from "../engine/job/summary.ts";
 import { openStore, taskBlobDir, type JobRecord, type Store, type TrialRecord } from "../engine/store/index.ts";
 import { runTrial, settleRemovals } from "../engine/trial/run.ts";
@@ -170,8 +170,10 @@ async function startJob(opts: RunOptions, agentName: string, streamJson = true) 
       ...(verifierEnv ? { verifier_env: verifierEnv } : {}),
     };
     if (!(jobConfig.timeout_multiplier > 0)) throw new EvolveError("usage", "--timeout-multiplier must be > 0", "e.g. --timeout-multiplier 2");
+    // refused before the engine is even opened: a job too large to record is a usage error, not a slow failure
+    checkJobSize(jobConfig.tasks.length, jobConfig.attempts, config.jobs.max_trials);
     const engine = await openEngine({ kind: opts.engine, home: config.home });
-    const job = createJob(store, jobConfig, dataset);
+    const job = createJob(store, jobConfig, dataset, config.jobs.max_trials);
     const total = tasks.length * jobConfig.attempts;
     if (!opts.json) out(`${style.bold(`job ${job.id}`)}: ${total} trial${total === 1 ? "" : "s"} of ${agentName} on ${source.kind === "dataset" ? source.ref : source.path}`);
     const view = progress(total, opts.json === true, streamJson);

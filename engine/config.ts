@@ -23,6 +23,7 @@ const ConfigSchema = z.object({
     })
     .strict()
     .optional(),
+  jobs: z.object({ max_trials: z.number().int().positive().optional() }).strict().optional(),
   budget: z
     .object({
       user: z.string().min(1).optional(),
@@ -77,12 +78,25 @@ export interface BudgetConfig {
   judge_trial_cap_usd?: number;
 }
 
+/**
+ * Most trials one job may hold (tasks × `-k`) unless `[jobs] max_trials` says otherwise. A job is recorded, shown
+ * and cancelled whole, so its size bounds the time and memory of each of those; at 10 000, `job show`, `job list`
+ * and `job cancel` each take under a second, with room for a 2 000-task benchmark at five attempts.
+ */
+export const DEFAULT_MAX_TRIALS = 10_000;
+
+/** `[jobs]` of config.toml. */
+export interface JobsConfig {
+  max_trials: number;
+}
+
 /** The settings evolve runs with, defaults filled in. */
 export interface Config {
   home: string;
   ceilings: Ceilings;
   budget: BudgetConfig;
   box: BoxDefaults;
+  jobs: JobsConfig;
 }
 
 /**
@@ -124,7 +138,7 @@ export function evolveHome(env: Record<string, string | undefined> = process.env
 /** Loads `$EVOLVE_HOME/config.toml` (absent is fine) and fills in defaults. */
 export function loadConfig(home: string = evolveHome()): Config {
   const file = join(home, "config.toml");
-  if (!existsSync(file)) return { home, ceilings: { ...DEFAULT_CEILINGS }, budget: { user: loginName() }, box: defaultBoxCaps() };
+  if (!existsSync(file)) return { home, ceilings: { ...DEFAULT_CEILINGS }, budget: { user: loginName() }, box: defaultBoxCaps(), jobs: { max_trials: DEFAULT_MAX_TRIALS } };
   let raw: unknown;
   try {
     raw = parse(readFileSync(file, "utf8"));
@@ -136,5 +150,11 @@ export function loadConfig(home: string = evolveHome()): Config {
     const i = r.error.issues[0];
     throw new EvolveError("config_invalid", `${file}: ${i.path.join(".") || "(root)"}: ${i.message}`, "see README: Configuration");
   }
-  return { home, ceilings: { ...DEFAULT_CEILINGS, ...(r.data.ceilings ?? {}) }, budget: { user: loginName(), ...(r.data.budget ?? {}) }, box: { ...defaultBoxCaps(), ...(r.data.box ?? {}) } };
+  return {
+    home,
+    ceilings: { ...DEFAULT_CEILINGS, ...(r.data.ceilings ?? {}) },
+    budget: { user: loginName(), ...(r.data.budget ?? {}) },
+    box: { ...defaultBoxCaps(), ...(r.data.box ?? {}) },
+    jobs: { max_trials: r.data.jobs?.max_trials ?? DEFAULT_MAX_TRIALS },
+  };
 }

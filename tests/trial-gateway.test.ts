@@ -225,14 +225,15 @@ describe("budgets", () => {
     probe.extraEnv = { PROBE_ONLY_ANTHROPIC: "1", PROBE_REPEAT: "3" };
     const gateway = new ModelGateway({ home, store, budget: { user: "tester" } });
     try {
-      // one call's worst case fits under $0.002 (about 60 prompt tokens + 64 output tokens on sonnet), two do not
-      const rec = await trial("gateway-agent", { gateway, maxSpendUsd: 0.0015 });
+      // each call reserves its worst case (about $0.0015: its body's bytes as tokens and 64 output tokens, at
+      // sonnet's dearest rates) and costs $0.000255: one spent plus a reservation fit under $0.0019, two do not
+      const rec = await trial("gateway-agent", { gateway, maxSpendUsd: 0.0019 });
       const out = JSON.parse(trialFile(rec.id, "agent/probe.json"));
       expect(out.calls.map((c: { ok: boolean; status?: number }) => c.ok || c.status)).toEqual([true, true, 429]);
       expect(rec.status).toBe("SCORED");
       expect(rec.exception?.type).toBe("AgentSpendCapError");
-      expect(rec.exception?.message).toMatch(/trial: trial .* budget of \$0\.0015 would be exceeded/);
-      expect(rec.spend!.final_usd!).toBeLessThanOrEqual(0.0015);
+      expect(rec.exception?.message).toMatch(/trial: trial .* budget of \$0\.0019 would be exceeded/);
+      expect(rec.spend!.final_usd!).toBeLessThanOrEqual(0.0019);
       // settled spend goes to the user's ledger, so credits carry over to the next run
       expect(store.getSpend("user", "tester", "")).toBeCloseTo(rec.spend!.final_usd!, 12);
     } finally {

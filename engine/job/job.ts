@@ -5,6 +5,7 @@
  * Infrastructure errors are retried automatically a few times; nothing here ever invents a reward.
  */
 import { hostname } from "node:os";
+import { DEFAULT_MAX_TRIALS } from "../config.ts";
 import { EvolveError } from "../errors.ts";
 import { LABEL_HOME, LABEL_JOB, type Engine } from "../driver/types.ts";
 import { removeLabelled } from "../trial/box.ts";
@@ -74,31 +75,50 @@ export function jobConfig(job: JobRecord): JobConfig {
 }
 
 /**
- * Records a new job and one QUEUED trial per task and attempt, in one transaction, and returns the job. Trials are
- * ordered attempt-major (every task once, then every task again), so a partial job covers tasks evenly.
+ * Refuses a job of more than `max` trials (`[jobs] max_trials` of config.toml, see DEFAULT_MAX_TRIALS) before
+ * anything is recorded: a job is written, shown and cancelled whole, so an unbounded one makes each of those take
+ * unbounded time and memory.
  */
-export function createJob(store: Store, config: JobConfig, dataset?: string): JobRecord {
+export function checkJobSize(tasks: number, attempts: number, max: number = DEFAULT_MAX_TRIALS): void {
+  const n = tasks * attempts;
+  if (n <= max) return;
+  throw new EvolveError(
+    "job_too_large",
+    `the job would hold ${n} trials (${tasks} task${tasks === 1 ? "" : "s"} × ${attempts} attempt${attempts === 1 ? "" : "s"}); a job holds at most ${max}`,
+    "lower -k or -l, split the run into several jobs, or raise [jobs] max_trials in $EVOLVE_HOME/config.toml",
+  );
+}
+
+/**
+ * Records a new job and one QUEUED trial per task and attempt, in one transaction, and returns the job. Trials are
+ * ordered attempt-major (every task once, then every task again), so a partial job covers tasks evenly. Refuses a
+ * job over `maxTrials` (checkJobSize).
+ */
+export function createJob(store: Store, config: JobConfig, dataset?: string, maxTrials: number = DEFAULT_MAX_TRIALS): JobRecord {
   if (config.tasks.length === 0) throw new EvolveError("job_empty", "the job has no tasks", "check -p / -d and -l");
+  checkJobSize(config.tasks.length, config.attempts, maxTrials);
   const at = now();
   const job: JobRecord = { id: newId(), created_at: at, updated_at: at, status: "RUNNING", dataset, config, runner: null };
+  const trials: TrialRecord[] = [];
+  for (let a = 0; a < config.attempts; a++) {
+    for (const t of config.tasks) {
+      trials.push({
+        id: newId(),
+        job_id: job.id,
+        task_digest: t.digest,
+        task_name: t.name,
+        agent: config.agent.name,
+        model: config.agent.model,
+        status: "QUEUED",
+        phase_timings: {},
+        created_at: at,
+        updated_at: at,
+      });
+    }
+  }
   store.transaction(() => {
     store.putJob(job);
-    for (let a = 0; a < config.attempts; a++) {
-      for (const t of config.tasks) {
-        store.putTrial({
-          id: newId(),
-          job_id: job.id,
-          task_digest: t.digest,
-          task_name: t.name,
-          agent: config.agent.name,
-          model: config.agent.model,
-          status: "QUEUED",
-          phase_timings: {},
-          created_at: at,
-          updated_at: at,
-        });
-      }
-    }
+    store.putTrials(trials);
   });
   return job;
 }
@@ -226,13 +246,16 @@ function pick(all: Record<string, string>, names: readonly string[]): Record<str
 }
 
 function settleCancelled(store: Store, trial: TrialRecord): void {
-  const at = now();
-  store.putTrial({
+  store.putTrial(cancelledRecord(trial, now()));
+}
+
+function cancelledRecord(trial: TrialRecord, at: string): TrialRecord {
+  return {
     ...trial,
     status: "CANCELLED",
     exception: { type: "CancelledError", message: "the job was cancelled before this trial started", traceback: "", occurred_at: at },
     updated_at: at,
-  });
+  };
 }
 
 function settleInfraError(store: Store, trial: TrialRecord, e: unknown): TrialRecord {
@@ -274,23 +297,27 @@ function release(store: Store, jobId: string, status: JobStatus): void {
 }
 
 /**
- * Cancels a job: trials not yet started settle CANCELLED at once; a live runner sees the job's status and stops
- * its running trials (they settle CANCELLED too). Returns how many trials were cancelled here.
+ * Cancels a job: trials not yet started settle CANCELLED at once (one write for all of them); a live runner sees
+ * the job's status and stops its running trials (they settle CANCELLED too). Returns how many trials were cancelled
+ * here. A job that has ended is never rewritten: COMPLETED is refused (`job_settled`), CANCELLED is reported as
+ * `already` with nothing written, so cancelling twice is harmless.
  */
-export function cancelJob(store: Store, jobId: string): { cancelled: number; runnerPid: number | null } {
+export function cancelJob(store: Store, jobId: string): { cancelled: number; runnerPid: number | null; already?: "CANCELLED" } {
   return store.transaction(() => {
     const job = store.getJob(jobId);
     if (!job) throw new EvolveError("job_not_found", `no job ${jobId}`, "see `evolve job list`");
-    let cancelled = 0;
-    const live = runnerAlive(job);
-    for (const t of store.listTrials(jobId)) {
-      if (t.status === "QUEUED" || (!live && !SETTLED_STATUSES.has(t.status as TrialStatus))) {
-        settleCancelled(store, t);
-        cancelled++;
-      }
+    if (job.status === "CANCELLED") return { cancelled: 0, runnerPid: null, already: "CANCELLED" as const };
+    if (job.status === "COMPLETED") {
+      throw new EvolveError("job_settled", `job ${jobId} already COMPLETED: a finished job is not rewritten`, `see \`evolve job show ${jobId}\``);
     }
+    const live = runnerAlive(job);
     const at = now();
+    const settled = store
+      .listTrials(jobId)
+      .filter((t) => t.status === "QUEUED" || (!live && !SETTLED_STATUSES.has(t.status as TrialStatus)))
+      .map((t) => cancelledRecord(t, at));
+    store.putTrials(settled);
     store.putJob({ ...job, status: "CANCELLED", updated_at: at, finished_at: at, runner: live ? job.runner : null });
-    return { cancelled, runnerPid: live ? job.runner!.pid : null };
+    return { cancelled: settled.length, runnerPid: live ? job.runner!.pid : null };
   });
 }
