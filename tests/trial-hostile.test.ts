@@ -147,6 +147,43 @@ describe.skipIf(!hasPodman)("hostile agents and task authors", () => {
   }, 120_000);
 });
 
+const isRoot = process.getuid?.() === 0;
+
+describe.skipIf(!hasPodman || !isRoot)("a full disk under the trial folders", () => {
+  let h: string;
+  let e: Engine;
+  let st: Store;
+  beforeAll(async () => {
+    h = mkdtempSync(join(tmpdir(), "evolve-full-"));
+    mkdirSync(join(h, "trials"));
+    execFileSync("mount", ["-t", "tmpfs", "-o", "size=4m", "tmpfs", join(h, "trials")]);
+    e = await openEngine({ home: h });
+    st = openStore(h);
+  });
+  afterAll(async () => {
+    await settleRemovals();
+    st?.close();
+    await e?.close();
+    spawnSync("umount", [join(h, "trials")]);
+    rmSync(h, { recursive: true, force: true });
+  });
+
+  it("settles a deterministic DiskFullError naming the trial folder, not a score or a retried infrastructure error", async () => {
+    const dir = join(FIXTURES, "fill-disk");
+    const id = newId();
+    const rec = await runTrial(
+      { trialId: id, jobId: "JOB-FULL", home: h, task: { dir, digest: await taskDigest(dir), name: "fill-disk" }, agent: { name: "oracle" }, timeoutMultiplier: 1, secrets: {} },
+      { engine: e, store: st },
+    );
+    expect(rec.status).toBe("INFRASTRUCTURE_ERROR");
+    expect(rec.exception?.type).toBe("DiskFullError");
+    expect(rec.exception?.message).toContain(join(h, "trials", id));
+    expect(rec.reward).toBeNull();
+    const { DETERMINISTIC_EXCEPTIONS } = await import("../engine/trial/errors.ts");
+    expect(DETERMINISTIC_EXCEPTIONS.has("DiskFullError")).toBe(true);
+  }, 120_000);
+});
+
 describe.skipIf(!hasPodman)("the agent-process sweep", () => {
   let e: Engine;
   let h: string;

@@ -48,4 +48,5 @@ export const DETERMINISTIC_EXCEPTIONS: ReadonlySet<string> = new Set([
   "RegradeRefusedError",
   "RegradeRestoreError",
   "GatewayConfigError",
+  "DiskFullError",
 ]);

@@ -10,6 +10,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { Engine } from "../driver/types.ts";
 import { loadConfig, type BoxDefaults } from "../config.ts";
+import { firstLine, isDiskFull } from "../errors.ts";
 import { getHarness } from "../harness/index.ts";
 import type { Harness, HarnessContext } from "../harness/types.ts";
 import type { TrialRecord } from "../store/index.ts";
@@ -541,7 +542,7 @@ class TrialRun extends TrialRecorder {
     const boxesGone = await this.removeMountedBoxes();
     this.scheduleRemoval();
     const spent = await this.settleSpend();
-    const reward = primaryReward(rewards);
+    let reward = primaryReward(rewards);
     const finished = now();
     try {
       if (boxesGone) {
@@ -581,8 +582,16 @@ class TrialRun extends TrialRecorder {
       }
     } catch (e) {
       // the record below still settles the trial; a tree that could not be written is said in the exception
-      exception ??= this.exc("TrialPersistError", `could not write the trial tree: ${(e as Error).message}`);
-      if (status === "SCORED") status = "INFRASTRUCTURE_ERROR";
+      if (isDiskFull(e)) {
+        // a full disk also explains a verifier that "wrote no reward" or an agent that failed: it is the cause
+        exception = this.exc("DiskFullError", `no space left on the device holding ${this.path}: ${firstLine(e)}`);
+        status = "INFRASTRUCTURE_ERROR";
+        rewards = null;
+        reward = null;
+      } else {
+        exception ??= this.exc("TrialPersistError", `could not write the trial tree: ${(e as Error).message}`);
+        if (status === "SCORED") status = "INFRASTRUCTURE_ERROR";
+      }
     }
     span.finished_at ??= now();
     this.update({
@@ -799,6 +808,8 @@ class TrialRun extends TrialRecorder {
   }
 
   private toException(e: unknown): ExceptionRecord {
+    // a full disk fails the same way on every retry: one deterministic type, whichever step ran out of space
+    if (isDiskFull(e)) return this.exc("DiskFullError", `no space left on the device: ${firstLine(e)}`, String((e as Error)?.stack ?? ""));
     if (e instanceof TrialFailure) return this.exc(e.type, e.message, e.traceback);
     const err = e as Error;
     return this.exc("EnvironmentError", String(err?.message ?? e), String(err?.stack ?? ""));
