@@ -323,15 +323,18 @@ export async function filesChangesCommand(id: string, opts: { json?: boolean; en
 }
 
 /** `evolve trial files archive <id> [--path P] [-o DIR]`: a .tar.gz of one subtree. */
-export async function filesArchiveCommand(id: string, opts: { path?: string; output?: string; json?: boolean; engine?: EngineKind }): Promise<number> {
+export async function filesArchiveCommand(id: string, opts: { path?: string; output?: string; maxBytes?: number; json?: boolean; engine?: EngineKind }): Promise<number> {
   const p = boxPath(opts.path);
+  if (opts.maxBytes !== undefined && !(Number.isInteger(opts.maxBytes) && opts.maxBytes > 0)) {
+    throw new EvolveError("usage", `--max-bytes must be a whole number of bytes > 0, got ${opts.maxBytes}`, "e.g. --max-bytes 1000000000");
+  }
   const outDir = resolve(opts.output ?? ".");
   return withSource(id, opts.engine, async (s) => {
     requireReadable(s);
     await mkdir(outDir, { recursive: true });
     const file = join(outDir, `${id}${p === "/" ? "" : `-${p.slice(1).replace(/\//g, "_")}`}.tar.gz`);
     if (s.kind === "live") {
-      if (!(await archiveLive(s.engine, s.box.id, p, file))) throw new EvolveError("file_not_found", `${p} does not exist in the live box`, "", 1);
+      if (!(await archiveLive(s.engine, s.box.id, p, file, opts.maxBytes))) throw new EvolveError("file_not_found", `${p} does not exist in the live box`, "", 1);
     } else {
       const has = s.manifest.files.some((e) => e.kind !== "deleted" && (p === "/" || e.path === p || e.path.startsWith(`${p}/`)));
       if (!has) throw new EvolveError("file_not_kept", `the run changed nothing under ${p}: the kept tree has nothing to archive there`, `see what changed: evolve trial files changes ${id}`, 1);

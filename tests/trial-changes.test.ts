@@ -13,7 +13,9 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { openEngine } from "../engine/driver/select.ts";
 import type { Engine } from "../engine/driver/types.ts";
-import { KEPT_CAP_FILES, keepChangedFiles, readKeptFile, type KeptManifest } from "../engine/trial/changes.ts";
+import { archiveLive, KEPT_CAP_FILES, keepChangedFiles, readKeptFile, type KeptManifest } from "../engine/trial/changes.ts";
+import { readTar } from "../engine/driver/untar.ts";
+import { gunzipSync } from "node:zlib";
 
 const IMAGE = "debian:bookworm-slim";
 const hasPodman = spawnSync("podman", ["image", "exists", IMAGE]).status === 0;
@@ -80,6 +82,18 @@ describe.skipIf(!hasPodman)("keepChangedFiles (needs podman)", () => {
     expect(existsSync(join(dir, "fs/app/big.bin"))).toBe(false);
     expect(readFileSync(join(dir, "fs/app/src/main.py"), "utf8")).toBe("print(1)\n");
     expect(readFileSync(join(dir, "fs/etc/motd"), "utf8")).toMatch(/extra\n$/);
+  });
+
+  it("a live archive is a .tar.gz of the path; past its byte limit it stops with archive_too_large and leaves no file", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "evolve-live-archive-"));
+    const file = join(dir, "a.tar.gz");
+    expect(await archiveLive(engine, box, "/app", file)).toBe(true);
+    const names = readTar(gunzipSync(readFileSync(file))).map((e) => e.header.name);
+    expect(names).toEqual(expect.arrayContaining(["app/src/main.py", "app/big.bin"]));
+    await expect(archiveLive(engine, box, "/app", file, 1024)).rejects.toMatchObject({ code: "archive_too_large", message: "/app in the live box is over the 1024-byte limit of an archive" });
+    expect(existsSync(file)).toBe(false);
+    expect(await archiveLive(engine, box, "/nope", file)).toBe(false);
+    expect(existsSync(file)).toBe(false);
   });
 
   it("a capture out of time records what it did not reach, by name, and still writes the manifest", async () => {

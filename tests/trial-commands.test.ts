@@ -139,6 +139,7 @@ describe.skipIf(!hasPodman)("a finished trial (needs podman)", () => {
     expectError(["trial", "files", "cat", okTrial, "/app/../../etc/passwd"], "path_outside_tree", 2);
     expectError(["trial", "files", "cat", okTrial, "/app/README.md"], "file_not_kept", 1);
     expectError(["trial", "procs", okTrial], "trial_not_live", 1);
+    expectError(["trial", "files", "archive", okTrial, "--max-bytes", "0"], "usage", 2);
     // a trial that never booted: no verifier stream, nothing to regrade, no files
     const broken = runFixture(join(FIXTURES, "docker-image-missing"));
     expectError(["trial", "logs", broken, "--stream", "verifier"], "stream_not_recorded", 1);

@@ -599,15 +599,25 @@ export async function writeTarGz(file: string, produce: (write: (chunk: Buffer) 
   }
 }
 
+/** Tar bytes a live archive may read from a box before it is stopped. */
+export const LIVE_ARCHIVE_MAX_BYTES = 8 * 1024 ** 3;
+
 /**
  * `path` of the live box `id` as a .tar.gz at `file`, streamed: the engine's archive is held back while gzip and the
- * disk catch up (a 3 GB sparse file costs a few MB of memory, not 3 GB). False, with no file left, when the path does
- * not exist.
+ * disk catch up (a 3 GB sparse file costs ~90 MB of memory, not 3 GB). Past `maxBytes` of tar it stops with
+ * `archive_too_large` (exit 1) and leaves no file. False, with no file left, when the path does not exist.
  */
-export async function archiveLive(engine: Engine, id: string, path: string, file: string): Promise<boolean> {
+export async function archiveLive(engine: Engine, id: string, path: string, file: string, maxBytes = LIVE_ARCHIVE_MAX_BYTES): Promise<boolean> {
   let found = true;
+  let bytes = 0;
   await writeTarGz(file, async (write) => {
-    found = await engine.archiveGet(id, path, write);
+    found = await engine.archiveGet(id, path, (chunk) => {
+      bytes += chunk.length;
+      if (bytes > maxBytes) {
+        return Promise.reject(new EvolveError("archive_too_large", `${path} in the live box is over the ${maxBytes}-byte limit of an archive`, "archive a smaller subtree with --path, or raise --max-bytes", 1));
+      }
+      return write(chunk);
+    });
   });
   if (!found) await rm(file, { force: true });
   return found;
