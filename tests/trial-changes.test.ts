@@ -96,6 +96,12 @@ describe.skipIf(!hasPodman)("keepChangedFiles (needs podman)", () => {
     expect(existsSync(file)).toBe(false);
   });
 
+  it("an archive reader that refuses the stream (a tar limit) ends the engine call with its error, nothing left uncaught", async () => {
+    await expect(engine.archiveGet(box, "/app", () => { throw new Error("refused by the reader"); })).rejects.toThrow("refused by the reader");
+    // and an already-aborted signal is an engine_aborted rejection, not a crash
+    await expect(engine.archiveGet(box, "/app", () => {}, AbortSignal.abort())).rejects.toMatchObject({ code: "engine_aborted" });
+  });
+
   it("a capture out of time records what it did not reach, by name, and still writes the manifest", async () => {
     const dir = mkdtempSync(join(tmpdir(), "evolve-kept-time-"));
     const m = (await keepChangedFiles(engine, box, dir, () => {}, { timeMs: 1 }))!;

@@ -126,7 +126,14 @@ export class RestClient {
         resHeaders = res.headers;
         res.on("data", (c: Buffer) => {
           if (opts.onData && status < 400) {
-            const wait = opts.onData(c);
+            let wait: unknown;
+            try {
+              wait = opts.onData(c);
+            } catch (e) {
+              // a consumer that refuses the stream (a tar reader's limit) ends the call with its error
+              req.destroy();
+              return done(e);
+            }
             if (wait instanceof Promise) {
               res.pause();
               wait.then(
