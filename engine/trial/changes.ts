@@ -142,26 +142,30 @@ export async function keepChangedFiles(engine: Engine, id: string, trialPath: st
     const note = m.skipped.length ? `, ${m.skipped.length} skipped (listed in ${MANIFEST_FILE})` : "";
     log(`kept ${m.files.filter((f) => f.type === "file").length} changed file(s), ${m.kept_bytes} bytes, in ${KEPT_DIR}/${note}`);
     if (m.changes_note) log(`kept tree: ${m.changes_note}`);
-    const counts = new Map<string, number>();
-    // one line per reason (a file's own size aside), so 80,000 paths past the file cap are one line, not 80,000
-    const byReason = new Map<string, LeftOut[]>();
-    for (const s of m.skipped) {
-      const key = s.reason.replace(/^\d+ bytes, /, "");
-      const some = byReason.get(key) ?? [];
-      if (some.length < 3) some.push(s);
-      byReason.set(key, some);
-      counts.set(key, (counts.get(key) ?? 0) + 1);
-    }
-    for (const [reason, some] of byReason) {
-      const n = counts.get(reason)!;
-      if (n === 1) log(`not kept: ${shown(some[0].path)}: ${some[0].reason}`);
-      else log(`not kept: ${n} paths, ${reason} (${some.map((s) => shown(s.path)).join(", ")}${n > some.length ? ", …" : ""})`);
-    }
+    for (const line of skippedSummary(m.skipped)) log(`not kept: ${line}`);
     return m;
   } catch (e) {
     log(`could not keep the run's changed files: ${firstLine(e)}`);
     return undefined;
   }
+}
+
+/**
+ * What was skipped, one line per reason (a file's own size aside): a lone path with its reason, else the count with
+ * the first few paths, so 80,000 paths past the file cap read as one line.
+ */
+export function skippedSummary(skipped: LeftOut[]): string[] {
+  const byReason = new Map<string, { n: number; some: LeftOut[] }>();
+  for (const s of skipped) {
+    const key = s.reason.replace(/^\d+ bytes, /, "");
+    const g = byReason.get(key) ?? { n: 0, some: [] };
+    g.n++;
+    if (g.some.length < 3) g.some.push(s);
+    byReason.set(key, g);
+  }
+  return [...byReason].map(([reason, { n, some }]) =>
+    n === 1 ? `${shown(some[0].path)}: ${some[0].reason}` : `${n} paths, ${reason} (${some.map((s) => shown(s.path)).join(", ")}${n > some.length ? ", …" : ""})`,
+  );
 }
 
 // What changed since the box started, found from inside it: ctime cannot be set back by the box (touch sets only
@@ -257,7 +261,9 @@ async function captureChanges(engine: Engine, id: string, trialPath: string, cap
   const childrenOf = new Map<string, BoxChange[]>();
   for (const c of wanted) {
     const d = posix.dirname(c.path);
-    childrenOf.set(d, [...(childrenOf.get(d) ?? []), c]);
+    const list = childrenOf.get(d);
+    if (list) list.push(c);
+    else childrenOf.set(d, [c]);
   }
   // An added folder is new as a whole: one archive call brings its subtree. A modified path is fetched on its own
   // (a modified folder only as its own entry: its changed children are listed separately).
