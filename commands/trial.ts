@@ -299,7 +299,11 @@ export async function filesCatCommand(id: string, path: string, opts: { json?: b
   });
 }
 
-/** `evolve trial files changes <id>` */
+/**
+ * `evolve trial files changes <id>`. `--json` on a kept tree: {trial, source: "kept", changes: KeptEntry[], excluded,
+ * skipped: {path, kind, reason}[] (every path not kept, by name), kept_bytes, cap_bytes, cap_files, changes_from:
+ * "engine" | "box", changes_note: string | null}; on a live box: {trial, source: "live", changes: {path, kind}[]}.
+ */
 export async function filesChangesCommand(id: string, opts: { json?: boolean; engine?: EngineKind }): Promise<number> {
   return withSource(id, opts.engine, async (s) => {
     requireReadable(s);
