@@ -96,6 +96,7 @@ export function addTrialCommands(trial: Command, setExit: (code: number) => void
     .argument("<id>", "trial id")
     .option("--path <path>", "subtree to archive (default /)")
     .option("-o, --output <dir>", "folder to write <trial-id>[-<path>].tar.gz into (default .)")
+    .option("--max-bytes <n>", "live box only: stop with archive_too_large past this many bytes of tar (default 8 GiB)", Number)
     .addOption(engineOpt())
     .option("--json", "print the written file as JSON")
     .addHelpText("after", examples(["evolve trial files archive 01JB... --path /app -o archives/"]))

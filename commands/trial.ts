@@ -6,20 +6,17 @@
  * `path_outside_tree`, `trial_not_settled`); 1 when the trial was found but does not have what was asked (a stream it
  * never produced, a file it never kept, no live box for `procs`, a trial that cannot be regraded).
  */
-import { createWriteStream, existsSync, readdirSync } from "node:fs";
+import { existsSync, readdirSync } from "node:fs";
 import { mkdir, open, readFile, stat } from "node:fs/promises";
 import { join, posix, resolve } from "node:path";
-import { pipeline } from "node:stream/promises";
-import { Readable } from "node:stream";
-import { createGzip } from "node:zlib";
 import { openEngine } from "../engine/driver/select.ts";
 import type { Engine, EngineKind } from "../engine/driver/types.ts";
 import { EvolveError } from "../engine/errors.ts";
 import { createRegrade, createRetry, isSettled, requestStop, requireTrial, unsettled } from "../engine/job/actions.ts";
 import { trialDir, type Store, type TrialRecord } from "../engine/store/index.ts";
-import { exclusion, keptChildren, keptFile, keptTar, readManifest, type KeptManifest } from "../engine/trial/changes.ts";
+import { archiveKept, archiveLive, exclusion, keptChildren, readKeptFile, readManifest, skippedSummary, type KeptManifest } from "../engine/trial/changes.ts";
 import { BoxFileRefused, readBoxFile, streamBoxFile } from "../engine/trial/boxfs.ts";
-import { boxArchiveRaw, boxChanges, boxList, boxPath, boxProcesses, boxReadFile, findLiveBox } from "../engine/trial/inspect.ts";
+import { boxChanges, boxList, boxPath, boxProcesses, boxReadFile, findLiveBox } from "../engine/trial/inspect.ts";
 import { out, outJson, outTable, style } from "./output.ts";
 import { driveJob, secretsFromEnv } from "./run.ts";
 import { withStore } from "./store.ts";
@@ -241,6 +238,9 @@ export async function filesStatusCommand(id: string, opts: { json?: boolean; eng
         deleted: m.files.filter((f) => f.kind === "deleted").length,
         kept_bytes: m.kept_bytes,
         cap_bytes: m.cap_bytes,
+        cap_files: m.cap_files ?? null,
+        changes_from: m.changes_from ?? "engine",
+        ...(m.changes_note ? { changes_note: m.changes_note } : {}),
         excluded: m.excluded.length,
         skipped: m.skipped.length,
       });
@@ -251,6 +251,7 @@ export async function filesStatusCommand(id: string, opts: { json?: boolean; eng
     else if (s.kind === "kept") {
       out(`trial ${id} settled ${s.trial.status}: serving its kept tree (${doc.files} file(s), ${doc.deleted} deletion(s), ${s.manifest.kept_bytes} bytes, captured ${s.manifest.captured_at})`);
       if (s.manifest.skipped.length) out(style.yellow(`${s.manifest.skipped.length} changed path(s) could not be kept; see \`evolve trial files changes ${id}\``));
+      if (s.manifest.changes_note) out(style.yellow(s.manifest.changes_note));
       out(style.dim(UNTOUCHED_NOTE));
     } else out(`trial ${id}: no files to read: ${s.reason}`);
     return 0;
@@ -297,7 +298,7 @@ export async function filesCatCommand(id: string, path: string, opts: { json?: b
       if (e.kind === "deleted") throw new EvolveError("file_deleted", `${p} was deleted by the run`, "", 1);
       if (e.type === "dir") throw new EvolveError("not_a_file", `${p} is a folder`, `list it: evolve trial files ls ${id} ${p}`, 1);
       if (e.type !== "file") throw new EvolveError("not_a_file", `${p} is a ${e.type}${e.target ? ` to ${e.target}` : ""}`, "", 1);
-      data = await readFile(keptFile(s.dir, p));
+      data = await readKeptFile(s.dir, p, s.manifest.cap_bytes);
     }
     if (opts.json) outJson({ trial: id, source: s.kind, path: p, size: data.length, text: data.toString("utf8") });
     else process.stdout.write(data);
@@ -305,7 +306,11 @@ export async function filesCatCommand(id: string, path: string, opts: { json?: b
   });
 }
 
-/** `evolve trial files changes <id>` */
+/**
+ * `evolve trial files changes <id>`. `--json` on a kept tree: {trial, source: "kept", changes: KeptEntry[], excluded,
+ * skipped: {path, kind, reason}[] (every path not kept, by name), kept_bytes, cap_bytes, cap_files, changes_from:
+ * "engine" | "box", changes_note: string | null}; on a live box: {trial, source: "live", changes: {path, kind}[]}.
+ */
 export async function filesChangesCommand(id: string, opts: { json?: boolean; engine?: EngineKind }): Promise<number> {
   return withSource(id, opts.engine, async (s) => {
     requireReadable(s);
@@ -318,32 +323,35 @@ export async function filesChangesCommand(id: string, opts: { json?: boolean; en
     }
     const m = s.manifest;
     const changes = m.files.filter((f) => !(f.kind === "modified" && f.type === "dir"));
-    if (opts.json) return outJson({ trial: id, source: "kept", changes, excluded: m.excluded, skipped: m.skipped, kept_bytes: m.kept_bytes, cap_bytes: m.cap_bytes }), 0;
+    if (opts.json) return outJson({ trial: id, source: "kept", changes, excluded: m.excluded, skipped: m.skipped, kept_bytes: m.kept_bytes, cap_bytes: m.cap_bytes, cap_files: m.cap_files ?? null, changes_from: m.changes_from ?? "engine", changes_note: m.changes_note ?? null }), 0;
+    if (m.changes_note) out(style.yellow(m.changes_note));
     if (changes.length === 0) out("the run changed no files (outside the paths left out below)");
     else outTable(["CHANGE", "TYPE", "SIZE", "SHA256", "PATH"], changes.map((f) => [f.kind, f.type, f.size, f.sha256?.slice(0, 12), `${f.path}${f.target ? ` -> ${f.target}` : ""}`]));
-    for (const x of m.skipped) out(style.yellow(`not kept: ${x.path} (${x.kind}): ${x.reason}`));
+    const notKept = skippedSummary(m.skipped);
+    for (const line of notKept) out(style.yellow(`not kept: ${line}`));
+    if (notKept.length < m.skipped.length) out(style.dim(`every path not kept, by name: evolve trial files changes ${id} --json | jq -r '.skipped[].path'`));
     for (const x of m.excluded) out(style.dim(`left out: ${x.path}: ${x.reason}`));
     return 0;
   });
 }
 
 /** `evolve trial files archive <id> [--path P] [-o DIR]`: a .tar.gz of one subtree. */
-export async function filesArchiveCommand(id: string, opts: { path?: string; output?: string; json?: boolean; engine?: EngineKind }): Promise<number> {
+export async function filesArchiveCommand(id: string, opts: { path?: string; output?: string; maxBytes?: number; json?: boolean; engine?: EngineKind }): Promise<number> {
   const p = boxPath(opts.path);
+  if (opts.maxBytes !== undefined && !(Number.isInteger(opts.maxBytes) && opts.maxBytes > 0)) {
+    throw new EvolveError("usage", `--max-bytes must be a whole number of bytes > 0, got ${opts.maxBytes}`, "e.g. --max-bytes 1000000000");
+  }
   const outDir = resolve(opts.output ?? ".");
   return withSource(id, opts.engine, async (s) => {
     requireReadable(s);
     await mkdir(outDir, { recursive: true });
     const file = join(outDir, `${id}${p === "/" ? "" : `-${p.slice(1).replace(/\//g, "_")}`}.tar.gz`);
     if (s.kind === "live") {
-      const chunks: Buffer[] = [];
-      const found = await boxArchiveRaw(s.engine, s.box.id, p, (c) => chunks.push(Buffer.from(c)));
-      if (!found) throw new EvolveError("file_not_found", `${p} does not exist in the live box`, "", 1);
-      await pipeline(Readable.from(chunks), createGzip(), createWriteStream(file));
+      if (!(await archiveLive(s.engine, s.box.id, p, file, opts.maxBytes))) throw new EvolveError("file_not_found", `${p} does not exist in the live box`, "", 1);
     } else {
       const has = s.manifest.files.some((e) => e.kind !== "deleted" && (p === "/" || e.path === p || e.path.startsWith(`${p}/`)));
       if (!has) throw new EvolveError("file_not_kept", `the run changed nothing under ${p}: the kept tree has nothing to archive there`, `see what changed: evolve trial files changes ${id}`, 1);
-      await pipeline(Readable.from(keptTar(s.dir, s.manifest, p)), createGzip(), createWriteStream(file));
+      await archiveKept(s.dir, s.manifest, p, file);
     }
     const bytes = (await stat(file)).size;
     if (opts.json) outJson({ trial: id, source: s.kind, path: p, file, bytes });

@@ -5,7 +5,7 @@
  * read through the engine, then stopped without cancelling its job; and every error path's code and exit status.
  */
 import { spawn, spawnSync } from "node:child_process";
-import { cpSync, existsSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { cpSync, existsSync, mkdtempSync, readFileSync, renameSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -89,6 +89,40 @@ describe.skipIf(!hasPodman)("a finished trial (needs podman)", () => {
     expect(content).toBe("hello, world\n");
   });
 
+  it("a tampered kept tree: a link in place of a kept file is refused by name, never followed; many skipped paths read as one line per reason", () => {
+    const tdir = join(home, "trials", okTrial);
+    const manifestFile = join(tdir, "fs-changes.json");
+    const original = readFileSync(manifestFile, "utf8");
+    const kept = join(tdir, "fs", "app", "hello.txt");
+    writeFileSync(join(work, "secret.txt"), "the host's secret\n");
+    renameSync(kept, `${kept}.orig`);
+    symlinkSync(join(work, "secret.txt"), kept);
+    try {
+      const cat = evolve(["trial", "files", "cat", okTrial, "/app/hello.txt"]);
+      expect(cat.code).toBe(1);
+      expect(cat.stderr.split("\n")[0]).toMatch(/^error\[kept_file_unreadable\]: the kept copy of \/app\/hello.txt is a link/);
+      expect(cat.stdout + cat.stderr).not.toMatch(/secret/);
+      expectError(["trial", "files", "archive", okTrial, "--path", "/app", "-o", join(work, "tampered")], "kept_file_unreadable", 1);
+
+      const m = JSON.parse(original);
+      m.skipped = [
+        ...Array.from({ length: 500 }, (_, i) => ({ path: `/app/many/f${i}`, kind: "added", reason: "over the 20000-file cap of the kept tree" })),
+        { path: "/app/big.bin", kind: "added", reason: "99999999 bytes, over the 67108864-byte cap of the kept tree" },
+      ];
+      writeFileSync(manifestFile, JSON.stringify(m));
+      const lines = evolve(["trial", "files", "changes", okTrial]).stdout.split("\n");
+      expect(lines.filter((l) => l.startsWith("not kept:"))).toEqual([
+        "not kept: 500 paths, over the 20000-file cap of the kept tree (/app/many/f0, /app/many/f1, /app/many/f2, …)",
+        "not kept: /app/big.bin: 99999999 bytes, over the 67108864-byte cap of the kept tree",
+      ]);
+      expect(lines).toContain(`every path not kept, by name: evolve trial files changes ${okTrial} --json | jq -r '.skipped[].path'`);
+      expect(json(["trial", "files", "changes", okTrial]).skipped).toHaveLength(501);
+    } finally {
+      writeFileSync(manifestFile, original);
+      renameSync(`${kept}.orig`, kept);
+    }
+  });
+
   it("prints the verifier, system and agent streams; setup is an empty page that says why", () => {
     const v = evolve(["trial", "logs", okTrial, "--stream", "verifier"]);
     expect(v.code).toBe(0);
@@ -139,6 +173,7 @@ describe.skipIf(!hasPodman)("a finished trial (needs podman)", () => {
     expectError(["trial", "files", "cat", okTrial, "/app/../../etc/passwd"], "path_outside_tree", 2);
     expectError(["trial", "files", "cat", okTrial, "/app/README.md"], "file_not_kept", 1);
     expectError(["trial", "procs", okTrial], "trial_not_live", 1);
+    expectError(["trial", "files", "archive", okTrial, "--max-bytes", "0"], "usage", 2);
     // a trial that never booted: no verifier stream, nothing to regrade, no files
     const broken = runFixture(join(FIXTURES, "docker-image-missing"));
     expectError(["trial", "logs", broken, "--stream", "verifier"], "stream_not_recorded", 1);

@@ -9,7 +9,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { endBlocks, entryBlocks } from "../engine/driver/tar.ts";
-import { TarReader, readTar, type TarHeader } from "../engine/driver/untar.ts";
+import { META_RECORD_LIMIT, TarReader, readTar, type TarHeader } from "../engine/driver/untar.ts";
 
 const LONG = `${"deep/".repeat(30)}${"n".repeat(120)}.txt`;
 
@@ -65,6 +65,19 @@ describe("TarReader", () => {
       ["x".repeat(150), "file", 0o600, "a"],
       ["d", "dir", 0o700, ""],
     ]);
+  });
+
+  it("refuses a header record too big to hold before reading its body (a pax or longname record is buffered whole)", () => {
+    const blocks = entryBlocks({ name: "n".repeat(200), type: "file", mode: 0o644, data: Buffer.from("x") });
+    // the first block is the GNU longname record's header: claim a body far over the limit
+    const h = Buffer.from(blocks[0]);
+    h.write((META_RECORD_LIMIT + 1).toString(8).padStart(11, "0") + "\0", 124, 12, "ascii");
+    h.fill(0x20, 148, 156);
+    let sum = 0;
+    for (const b of h) sum += b;
+    h.write(sum.toString(8).padStart(6, "0") + "\0 ", 148, 8, "ascii");
+    const r = new TarReader({ entry: () => {} });
+    expect(() => r.write(h)).toThrow(`tar: a header record of ${META_RECORD_LIMIT + 1} bytes is over the ${META_RECORD_LIMIT}-byte limit`);
   });
 
   it("refuses an archive cut off inside an entry", () => {

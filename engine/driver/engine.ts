@@ -281,7 +281,7 @@ export class RestEngine implements Engine {
     return ((data ?? []) as { Path: string; Kind: number }[]).map((c) => ({ path: String(c.Path), kind: kinds[c.Kind] ?? "modified" }));
   }
 
-  async archiveGet(id: string, path: string, onChunk: (chunk: Buffer) => void, signal?: AbortSignal): Promise<boolean> {
+  async archiveGet(id: string, path: string, onChunk: (chunk: Buffer) => unknown, signal?: AbortSignal): Promise<boolean> {
     const res = await this.rest.request("GET", `/containers/${seg(id)}/archive`, { query: { path }, ok: [404], onData: onChunk, signal, timeoutMs: 0 });
     return res.status !== 404;
   }

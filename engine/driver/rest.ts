@@ -19,8 +19,11 @@ export interface RequestOptions {
   contentType?: string;
   /** Abandon the call after this long (default 120 s; 0 = never, for streams bounded elsewhere). */
   timeoutMs?: number;
-  /** Receive the body as it arrives instead of buffering it (exec streams). */
-  onData?: (chunk: Buffer) => void;
+  /**
+   * Receive the body as it arrives instead of buffering it (exec streams). A returned promise pauses the body until
+   * it settles, so a slow consumer (a disk, gzip) holds the engine back instead of piling chunks up in memory.
+   */
+  onData?: (chunk: Buffer) => unknown;
   /** Aborts the call; a streaming call then resolves with what it had. */
   signal?: AbortSignal;
   /** Statuses ≥ 400 that are answers rather than errors (e.g. 404 on delete). */
@@ -122,8 +125,23 @@ export class RestClient {
         status = res.statusCode ?? 0;
         resHeaders = res.headers;
         res.on("data", (c: Buffer) => {
-          if (opts.onData && status < 400) opts.onData(c);
-          else chunks.push(c);
+          if (opts.onData && status < 400) {
+            let wait: unknown;
+            try {
+              wait = opts.onData(c);
+            } catch (e) {
+              // a consumer that refuses the stream (a tar reader's limit) ends the call with its error
+              req.destroy();
+              return done(e);
+            }
+            if (wait instanceof Promise) {
+              res.pause();
+              wait.then(
+                () => res.resume(),
+                (e) => (req.destroy(), done(e)),
+              );
+            }
+          } else chunks.push(c);
         });
         res.on("end", () => done(null, { status, body: Buffer.concat(chunks), headers: resHeaders }));
         res.on("error", (e) => done(e));
@@ -136,7 +154,6 @@ export class RestClient {
         else done(new EvolveError("engine_aborted", `${this.describe} ${method} ${path}: aborted`, "", 2));
       };
       opts.signal?.addEventListener("abort", onAbort);
-      if (opts.signal?.aborted) onAbort();
       const timer = setTimeout(() => {
         req.destroy();
         done(new EvolveError("engine_timeout", `${this.describe} ${method} ${path}: no answer within ${timeoutMs} ms`, "", 2));
@@ -146,6 +163,8 @@ export class RestClient {
           done(Object.assign(e, { staleSocket: true }));
         } else done(e);
       });
+      // only once the error listener and the timer exist: an abort destroys the request at once
+      if (opts.signal?.aborted) return onAbort();
       if (typeof opts.body === "function") {
         const it = opts.body();
         (async () => {

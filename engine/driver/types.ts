@@ -127,9 +127,10 @@ export interface Engine {
   changes(id: string): Promise<{ path: string; kind: "added" | "modified" | "deleted" }[]>;
   /**
    * Streams a tar of `path` (entries named from its basename) to `onChunk`; false when the path does not exist.
-   * `signal` ends the transfer early.
+   * `signal` ends the transfer early. A promise returned by `onChunk` holds the stream until it settles (its
+   * rejection ends the call with that error).
    */
-  archiveGet(id: string, path: string, onChunk: (chunk: Buffer) => void, signal?: AbortSignal): Promise<boolean>;
+  archiveGet(id: string, path: string, onChunk: (chunk: Buffer) => unknown, signal?: AbortSignal): Promise<boolean>;
   /** Extracts a tar into the container at `path`, which must exist. */
   archivePut(id: string, path: string, tar: Buffer): Promise<void>;
   /** The container's processes as the engine lists them (`ps` columns given by `psArgs`). */

@@ -6,6 +6,11 @@
  */
 
 const BLOCK = 512;
+/**
+ * The largest longname/longlink/pax record read: real ones are a path (≤ PATH_MAX) or a few xattrs; a bigger one
+ * would be buffered whole, so it ends the read instead.
+ */
+export const META_RECORD_LIMIT = 1024 * 1024;
 
 /** One entry's header. `name` is as the archive spells it (relative, folders without a trailing '/'). */
 export interface TarHeader {
@@ -129,6 +134,7 @@ export class TarReader {
     const size = num(h, 124, 12);
     this.pad = (BLOCK - (size % BLOCK)) % BLOCK;
     if (flag === "L" || flag === "K" || flag === "x" || flag === "g") {
+      if (size > META_RECORD_LIMIT) throw new Error(`tar: a header record of ${size} bytes is over the ${META_RECORD_LIMIT}-byte limit`);
       this.meta = { kind: flag, parts: [] };
       this.remaining = size;
       if (size === 0) this.finishEntry();
