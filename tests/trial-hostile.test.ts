@@ -147,6 +147,49 @@ describe.skipIf(!hasPodman)("hostile agents and task authors", () => {
   }, 120_000);
 });
 
+describe.skipIf(!hasPodman)("job resume after a SIGKILL", () => {
+  let h: string;
+  beforeAll(() => {
+    h = mkdtempSync(join(tmpdir(), "evolve-kill-"));
+  });
+  afterAll(() => {
+    spawnSync(process.env.EVOLVE_ENGINE ?? "podman", ["rm", "-f", "--filter", `label=${LABEL_HOME}=${h}`]);
+    rmSync(h, { recursive: true, force: true });
+  });
+  const cli = (args: string[]) =>
+    spawnSync(bun, [join(root, "main.ts"), ...args], { encoding: "utf8", env: { ...process.env, EVOLVE_HOME: h, NO_COLOR: "1" }, timeout: 180_000 });
+  const boxesOf = () =>
+    execFileSync("podman", ["ps", "-aq", "--filter", `label=${LABEL_HOME}=${h}`], { encoding: "utf8" }).trim().split("\n").filter(Boolean);
+
+  it.skipIf(process.env.EVOLVE_ENGINE === "docker")("removes the boxes the killed run left before it runs the trial again, which starts afresh", async () => {
+    const { spawn } = await import("node:child_process");
+    const child = spawn(bun, [join(root, "main.ts"), "run", "-p", join(FIXTURES, "escape-and-hang"), "-a", "oracle"], {
+      env: { ...process.env, EVOLVE_HOME: h, NO_COLOR: "1" },
+      stdio: "ignore",
+    });
+    // kill it in the agent phase: its box is up and the agent is running
+    const deadline = Date.now() + 120_000;
+    while (boxesOf().length === 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 200));
+    await new Promise((r) => setTimeout(r, 1000));
+    child.kill("SIGKILL");
+    await new Promise((r) => child.once("exit", r));
+    const left = boxesOf();
+    expect(left.length).toBeGreaterThan(0);
+    const jobs = JSON.parse(cli(["job", "list", "--json"]).stdout);
+    expect(jobs).toHaveLength(1);
+    const r = cli(["job", "resume", jobs[0].id]);
+    expect(r.status).toBe(0);
+    expect(r.stderr).toMatch(/removed \d+ box\(es\) and \d+ network\(s\) the interrupted run left/);
+    for (const id of left) expect(boxesOf().some((b) => id.startsWith(b) || b.startsWith(id))).toBe(false);
+    const show = JSON.parse(cli(["job", "show", jobs[0].id, "--json"]).stdout);
+    const t = show.trials[0];
+    expect(t.status).toBe("SCORED");
+    const log = readFileSync(join(h, "trials", t.id, "trial.log"), "utf8");
+    expect(log).toMatch(/attempt 1 starts: first attempt/);
+    expect(log).toMatch(/attempt 1 starts: the previous attempt was interrupted in phase agent/);
+  }, 240_000);
+});
+
 const isRoot = process.getuid?.() === 0;
 
 describe.skipIf(!hasPodman || !isRoot)("a full disk under the trial folders", () => {
