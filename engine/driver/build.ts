@@ -8,8 +8,10 @@
  * the RUN step's process, which runs in its own session, until that step ends by itself.
  */
 import { spawn } from "node:child_process";
+import { readFileSync } from "node:fs";
 import { isAbsolute, join } from "node:path";
 import { EvolveError } from "../errors.ts";
+import { guardNeeded, type GuardPolicy } from "./hostguard.ts";
 import type { EngineKind } from "./types.ts";
 
 /** Lines of build output carried in a `build_failed` message. */
@@ -22,6 +24,50 @@ export interface BuildOptions {
   labels: Record<string, string>;
   timeoutMs: number;
   log?: (line: string) => void;
+  /** The network RUN steps get (the guarded egress network); the engine's default when absent. */
+  network?: string;
+  /** What builds may reach beyond the internet; decides whether ADD may fetch URLs (see remoteAdds). */
+  guard?: GuardPolicy;
+}
+
+/** A source of ADD the builder fetches itself: a URL or a git remote. */
+const REMOTE = /^([a-z][a-z0-9+.-]*:\/\/|git@)/i;
+
+/**
+ * The `ADD <url>` (and git remote) sources of a Dockerfile, with their line numbers. Both builders fetch those on
+ * the host, in the engine's own process, so no network given to RUN applies to them: `ADD http://127.0.0.1:…`
+ * reads the host's loopback whatever the task's network mode. Line continuations, comments and the JSON form are
+ * understood; a parser `escape` directive other than the backslash is not (such a file is read line by line).
+ */
+export function remoteAdds(dockerfile: string): { line: number; source: string }[] {
+  const out: { line: number; source: string }[] = [];
+  const lines = dockerfile.split(/\r?\n/);
+  for (let i = 0; i < lines.length; i++) {
+    const start = i;
+    let text = lines[i];
+    while (/\\\s*$/.test(text) && i + 1 < lines.length) {
+      i++;
+      const next = lines[i];
+      // comment lines inside a continued instruction are dropped by the builder
+      if (/^\s*#/.test(next)) {
+        text = text.replace(/\\\s*$/, "\\");
+        continue;
+      }
+      text = text.replace(/\\\s*$/, " ") + next;
+    }
+    const m = /^\s*ADD\s+(.*)$/i.exec(text);
+    if (!m) continue;
+    let rest = m[1].trim();
+    while (/^--[a-z-]+(=\S*)?\s/i.test(rest)) rest = rest.replace(/^--[a-z-]+(=\S*)?\s+/i, "");
+    let args: string[];
+    try {
+      args = rest.startsWith("[") ? (JSON.parse(rest) as string[]) : rest.split(/\s+/);
+    } catch {
+      args = rest.split(/\s+/);
+    }
+    for (const src of args.slice(0, -1)) if (REMOTE.test(String(src))) out.push({ line: start + 1, source: String(src) });
+  }
+  return out;
 }
 
 /**
@@ -31,7 +77,26 @@ export interface BuildOptions {
  */
 export async function cliBuild(kind: EngineKind, socket: string, opts: BuildOptions): Promise<void> {
   const dockerfile = opts.dockerfile ? (isAbsolute(opts.dockerfile) ? opts.dockerfile : join(opts.context, opts.dockerfile)) : join(opts.context, "Dockerfile");
+  if (opts.guard && guardNeeded(opts.guard)) {
+    let text = "";
+    try {
+      text = readFileSync(dockerfile, "utf8");
+    } catch {
+      // a missing Dockerfile is the build's own error, with the builder's words
+    }
+    const remote = remoteAdds(text)[0];
+    if (remote) {
+      throw new EvolveError(
+        "build_failed",
+        `building ${opts.tag} refused: ${dockerfile} line ${remote.line}: ADD ${remote.source} would be fetched by the builder on this host, outside the network builds get (no host services, no private ranges)`,
+        "download it in a RUN step instead (curl/wget/git run on the build's guarded network), or open [network] in $EVOLVE_HOME/config.toml (README: Configuration)",
+        1,
+      );
+    }
+  }
   const args = ["build", "-f", dockerfile, "-t", opts.tag];
+  // RUN steps join the guarded egress network: the internet, not the host's services (hostguard.ts)
+  if (opts.network) args.push("--network", opts.network);
   // Docker's classic builder keeps the container of a failed step (podman removes it by default): no leftovers.
   if (kind === "docker") args.push("--force-rm");
   for (const [k, v] of Object.entries(opts.labels)) args.push("--label", `${k}=${v}`);

@@ -11,6 +11,7 @@ import { randomBytes } from "node:crypto";
 import { posix } from "node:path";
 import { EvolveError } from "../errors.ts";
 import { cliBuild } from "./build.ts";
+import { DEFAULT_GUARD, guardNames, guardNeeded, installGuard, type GuardPolicy } from "./hostguard.ts";
 import { RestClient, seg } from "./rest.ts";
 import { Demuxer, TailBuffer } from "./stream.ts";
 import { tarDirectory, tarSingleFile } from "./tar.ts";
@@ -49,12 +50,16 @@ function exitFromStatus(status: unknown): number | null {
 /** An Engine speaking the Docker API on one unix socket. */
 export class RestEngine implements Engine {
   readonly rest: RestClient;
+  /** What public boxes and builds may reach beyond the internet (config.toml [network]). */
+  readonly guard: GuardPolicy;
+  private egress?: Promise<string>;
 
   constructor(
     readonly kind: EngineKind,
     socket: string,
-    opts: { hint: string; reconnect?: () => Promise<string> },
+    opts: { hint: string; reconnect?: () => Promise<string>; guard?: GuardPolicy },
   ) {
+    this.guard = opts.guard ?? DEFAULT_GUARD;
     const reconnect = opts.reconnect;
     this.rest = new RestClient(
       socket,
@@ -109,9 +114,44 @@ export class RestEngine implements Engine {
     await this.rest.request("DELETE", `/images/${seg(ref)}`, { query: { force: true }, ok: [404] });
   }
 
-  /** Builds through the engine's CLI (see build.ts). */
+  /** Builds through the engine's CLI (see build.ts), its RUN steps on the guarded egress network. */
   async build(opts: Parameters<Engine["build"]>[0]): Promise<void> {
-    await cliBuild(this.kind, this.socket, opts);
+    await cliBuild(this.kind, this.socket, { ...opts, network: await this.egressNetwork(), guard: this.guard });
+  }
+
+  /**
+   * The network of public boxes, the egress proxy and builds: evolve's own bridge behind the host guard
+   * (hostguard.ts), made and guarded on first use in this process; the engine's default network when the config
+   * opens everything. A failure is not kept: the next call tries again.
+   */
+  egressNetwork(): Promise<string> {
+    this.egress ??= this.makeEgress().catch((e) => {
+      this.egress = undefined;
+      throw e;
+    });
+    return this.egress;
+  }
+
+  private async makeEgress(): Promise<string> {
+    if (!guardNeeded(this.guard)) return this.kind === "podman" ? "podman" : "bridge";
+    const { network, bridge } = guardNames(this.kind, this.guard);
+    // the rules match the bridge by name, so they hold before the first container joins
+    await installGuard(this.kind, bridge, this.guard);
+    const have = await this.rest.request("GET", `/networks/${seg(network)}`, { ok: [404] });
+    if (have.status === 404) {
+      // not managed-labelled: shared by every trial and build, so `evolve gc` must leave it
+      const labels = { "dev.evolve.role": "egress", "dev.evolve.bridge": bridge };
+      // podman's Docker API cannot name the bridge; its own API can (and leaves out the DNS plugin boxes do not need)
+      const res =
+        this.kind === "podman"
+          ? await this.rest.request("POST", "/v4.0.0/libpod/networks/create", { json: { name: network, driver: "bridge", network_interface: bridge, dns_enabled: false, labels }, ok: [409] })
+          : await this.rest.request("POST", "/networks/create", {
+              json: { Name: network, Driver: "bridge", CheckDuplicate: true, Labels: labels, Options: { "com.docker.network.bridge.name": bridge } },
+              ok: [409],
+            });
+      if (res.status === 409) return network; // another process made it first
+    }
+    return network;
   }
 
   /** Creates (does not start) a container; returns its id. */

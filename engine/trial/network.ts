@@ -174,9 +174,14 @@ export class TrialNetwork {
     return { [LABEL_MANAGED]: "true", [LABEL_TRIAL]: this.opts.trialId, [LABEL_JOB]: this.opts.jobId, [LABEL_HOME]: this.opts.home };
   }
 
-  /** The engine's default (egress) network as connect/disconnect name it. */
-  private get defaultNet(): string {
-    return this.engine.kind === "podman" ? "podman" : "bridge";
+
+  /** The engine's guarded egress network (public boxes, the proxy); a setup failure is the trial's NetworkSetupError. */
+  private async egress(): Promise<string> {
+    try {
+      return await this.engine.egressNetwork();
+    } catch (e) {
+      throw new TrialFailure("NetworkSetupError", (e as Error).message);
+    }
   }
 
   /** True when the agent box must live on managed networks: sidecars, an allowlist, or a policy that switches. */
@@ -214,7 +219,7 @@ export class TrialNetwork {
 
   /** A sidecar keeps egress on a public baseline (as in Harbor) and has none otherwise; it never switches. */
   async attachService(id: string): Promise<void> {
-    if (this.opts.policies.baseline.mode === "public") await this.engine.connect(this.defaultNet, id);
+    if (this.opts.policies.baseline.mode === "public") await this.engine.connect(await this.egress(), id);
   }
 
   /** The gateway's URL inside every box of this trial, or undefined when the trial has no gateway. */
@@ -248,7 +253,7 @@ export class TrialNetwork {
       cmd: ["python3", "-c", PROXY_SCRIPT, String(PROXY_PORT)],
       env: { EVOLVE_ALLOWED_HOSTS: hosts.join(",") },
       labels: { ...this.labels, "dev.evolve.role": "proxy" },
-      network: "default",
+      network: await this.egress(),
       extraHosts: this.opts.extraHosts,
       memoryMb: 128,
     });
@@ -356,7 +361,7 @@ export class TrialNetwork {
     }
     if (policy.mode === "allowlist") return { network: this.egressNet!, extraHosts, env };
     // the gw network is internal: a no-network box on it reaches the relay and nothing else
-    return { network: policy.mode === "no-network" ? (gw?.net ?? "none") : "default", extraHosts, env };
+    return { network: policy.mode === "no-network" ? (gw?.net ?? "none") : await this.egress(), extraHosts, env };
   }
 
   /** Records the policy a box of `role` was created under (no switching needed when it already holds). */
@@ -379,7 +384,7 @@ export class TrialNetwork {
     if (this.svcNet) want.add(this.svcNet);
     const gw = this.boxGw.get(box) ?? this.gwNet;
     if (gw) want.add(gw); // every policy keeps the relay: no switch may cut the model off
-    if (policy.mode === "public") want.add(this.defaultNet);
+    if (policy.mode === "public") want.add(await this.egress());
     if (policy.mode === "allowlist") want.add(this.egressNet!);
     const st = await this.engine.inspect(box);
     const have = new Set(Object.keys(st?.networks ?? {}));
