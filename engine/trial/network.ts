@@ -4,14 +4,17 @@
  *
  * Design. The engine's networks are the only tools, so every guarantee is a missing route, never a rule a process
  * in the box could undo:
- * - `public`: the box is on the engine's default network (egress).
+ * - `public`: the box is on the engine's guarded egress network (Engine.egressNetwork, engine/driver/hostguard.ts):
+ *   the internet, but no service on the host's own addresses and no private or link-local range unless config.toml
+ *   `[network]` opens them. Compose sidecars of a public baseline join it too.
  * - `no-network`: the box is on no network with a route out: the engine's "none" network (loopback only), or,
  *   when something must stay reachable (compose sidecars) or the policy changes between phases, only the trial's
  *   INTERNAL service network `evolve-<trial>-svc` (no gateway, no route off the host bridge). With the model
  *   gateway, the trial's internal gw network takes the place of "none" (below).
  * - `allowlist`: the box is on the trial's INTERNAL proxy network `evolve-<trial>-egress`, whose only other member is
  *   the trial's egress proxy (a python3 asyncio proxy, proxy/script.ts, labelled with the trial). The proxy is on
- *   that network and on the engine's default network; it forwards CONNECT and plain-HTTP requests whose host
+ *   that network and on the guarded egress network (so an allowed name that resolves to the host or a private
+ *   address gets a 502, as a public box would get no route); it forwards CONNECT and plain-HTTP requests whose host
  *   matches `allowed_hosts` (exact names; `*.x` matches names below x, never x) and answers 403 otherwise. The box
  *   finds it as `evolve-proxy:3128` (an /etc/hosts entry: internal networks get no DNS from podman's CNI) through
  *   HTTP_PROXY/HTTPS_PROXY/http_proxy/https_proxy; NO_PROXY keeps loopback and compose services direct. A process

@@ -3,7 +3,8 @@
  * on an address that is not the host's, routed from the host over a veth pair. A box that reaches it reached a
  * remote machine; the host's own end of the pair (`hostIp`) is a host address like any other. Needs root.
  *
- * The server answers `<prefix> <Host header without port>`, so a reply proves which name got through.
+ * The server answers `<prefix> <Host header without port>`, so a reply proves which name got through (or just
+ * `<prefix>` with `echoHost: false`).
  */
 import { execFileSync, spawn, type ChildProcess } from "node:child_process";
 import { randomInt } from "node:crypto";
@@ -20,10 +21,10 @@ export interface Outside {
 
 const SERVER = String.raw`
 import http.server, sys
-prefix = sys.argv[2]
+prefix, echo = sys.argv[2], sys.argv[3] == "1"
 class H(http.server.BaseHTTPRequestHandler):
     def do_GET(self):
-        body = ("%s %s" % (prefix, (self.headers.get("Host") or "").rsplit(":", 1)[0])).encode()
+        body = (("%s %s" % (prefix, (self.headers.get("Host") or "").rsplit(":", 1)[0])) if echo else prefix).encode()
         self.send_response(200); self.send_header("Content-Length", str(len(body))); self.end_headers(); self.wfile.write(body)
     def log_message(self, *a): pass
 http.server.ThreadingHTTPServer(("0.0.0.0", int(sys.argv[1])), H).serve_forever()
@@ -37,7 +38,7 @@ function ip(...args: string[]): void {
  * Starts the outside server in a /30 drawn at random from `base` (a /16 such as "198.18"; 198.18.0.0/15 is
  * reserved for benchmarks and routed nowhere, so it is neither private nor anybody's).
  */
-export async function startOutside(prefix: string, base = "198.18"): Promise<Outside> {
+export async function startOutside(prefix: string, base = "198.18", opts: { echoHost?: boolean } = {}): Promise<Outside> {
   const tag = randomInt(0, 0xffffff).toString(16).padStart(6, "0");
   const ns = `evout-${tag}`;
   const slot = randomInt(0, 16384) * 4;
@@ -69,7 +70,7 @@ export async function startOutside(prefix: string, base = "198.18"): Promise<Out
     ip("-n", ns, "link", "set", "lo", "up");
     ip("-n", ns, "route", "add", "default", "via", hostIp);
     const port = 8080;
-    server = spawn("ip", ["netns", "exec", ns, "python3", "-c", SERVER, String(port), prefix], { stdio: "ignore" });
+    server = spawn("ip", ["netns", "exec", ns, "python3", "-c", SERVER, String(port), prefix, opts.echoHost === false ? "0" : "1"], { stdio: "ignore" });
     const url = `http://${outIp}:${port}/`;
     for (let i = 0; ; i++) {
       try {
