@@ -13,9 +13,11 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { loadConfig } from "../engine/config.ts";
 import { remoteAdds } from "../engine/driver/build.ts";
 import { guardNames, removeGuard } from "../engine/driver/hostguard.ts";
+import { ping } from "../engine/driver/rest.ts";
 import { openEngine } from "../engine/driver/select.ts";
+import { unixPath } from "../engine/driver/socket.ts";
 import { EvolveError } from "../engine/errors.ts";
-import { LABEL_TRIAL, type Engine } from "../engine/driver/types.ts";
+import { LABEL_TRIAL, type Engine, type EngineKind } from "../engine/driver/types.ts";
 import { gc } from "../engine/gc.ts";
 import { newId, openStore, type Store, type TrialRecord } from "../engine/store/index.ts";
 import { taskDigest } from "../engine/task/digest.ts";
@@ -28,6 +30,10 @@ const NAMES = ["allowed.evolve.test", "denied.evolve.test", "a.wild.evolve.test"
 let home: string;
 let engine: Engine;
 let store: Store;
+const dockerSocket = unixPath(process.env.DOCKER_HOST);
+/** Podman always; Docker too where DOCKER_HOST answers (CI's Docker leg: scripts/ci/docker.sh). */
+const kinds: EngineKind[] = dockerSocket && (await ping(dockerSocket, 1000)) ? ["podman", "docker"] : ["podman"];
+
 /** The host's own service, on 0.0.0.0: reachable from no box and no build. */
 let server: Server;
 let port: number;
@@ -69,6 +75,19 @@ function targets(): [string, string][] {
     for (const a of list ?? []) if (a.family === "IPv4" && !a.internal) host.push([`host-${name}`, `http://${a.address}:${port}/`]);
   }
   return [["outside", outside.url], ...host, ...PRIVATE.map((u, i): [string, string] => [`private-${i}`, u])];
+}
+
+/** Runs PROBE over `urls` in a box of the local Debian image on `network`. */
+async function probeFrom(e: Engine, network: string, urls: string[]): Promise<string> {
+  const id = await e.create({ image: "debian:bookworm-slim", cmd: ["sleep", "60"], labels: { "dev.evolve.test": "guard" }, network });
+  try {
+    await e.start(id);
+    const r = await e.exec(id, ["python3", "-c", PROBE, ...urls], { timeoutMs: 30_000 });
+    expect(r.exitCode, r.stderr).toBe(0);
+    return r.stdout;
+  } finally {
+    await e.remove(id);
+  }
 }
 
 /** A copy of a fixture whose probe scripts know the test server's port. */
@@ -208,7 +227,17 @@ describe("host guard", () => {
   });
 });
 
-describe("host guard: builds", () => {
+describe.each(kinds)("host guard on %s: boxes and builds", (kind) => {
+  let eng: Engine;
+
+  beforeAll(async () => {
+    eng = kind === engine.kind ? engine : await openEngine({ kind, home });
+  });
+
+  afterAll(async () => {
+    if (eng && eng !== engine) await eng.close();
+  });
+
   /** A build context whose Dockerfile is `lines`, with probe.py beside it; the image is removed after the test. */
   function context(lines: string[]): string {
     const dir = mkdtempSync(join(tmpdir(), "evolve-guard-build-"));
@@ -218,15 +247,25 @@ describe("host guard: builds", () => {
     return dir;
   }
 
+  it("a public box on the egress network reaches the outside server, and not the host's service nor the private ranges", async () => {
+    const before = hostHits.length;
+    const hosts = targets().filter(([l]) => l.startsWith("host-")).map(([, u]) => u);
+    const out = (await probeFrom(eng, await eng.egressNetwork(), [outside.url, ...hosts, ...PRIVATE])).trim().split("\n");
+    expect(out).toContain(`probe ${outside.url} -> 200 evolve-net-probe ${outside.ip}`);
+    expect(out).toHaveLength(1 + hosts.length + PRIVATE.length);
+    for (const l of out.slice(1)) expect(l).toMatch(/-> ERR .*No route to host/);
+    expect(hostHits.length).toBe(before);
+  });
+
   it("RUN steps reach the outside server and are refused the host's service and the private ranges", async () => {
     const before = hostHits.length;
     const dir = context([`RUN python3 /probe.py ${outside.url} http://${hostIp}:${port}/ http://${outside.hostIp}:${port}/ ${PRIVATE.join(" ")}`]);
     const tag = `localhost/evolve-guard-build:${newId().toLowerCase()}`;
     const log: string[] = [];
     try {
-      await engine.build({ context: dir, tag, labels: {}, timeoutMs: 120_000, log: (l) => log.push(l) });
+      await eng.build({ context: dir, tag, labels: {}, timeoutMs: 120_000, log: (l) => log.push(l) });
     } finally {
-      await engine.removeImage?.(tag);
+      await eng.removeImage?.(tag);
     }
     const out = log.filter((l) => l.startsWith("probe "));
     expect(out).toContain(`probe ${outside.url} -> 200 evolve-net-probe ${outside.ip}`);
@@ -235,6 +274,17 @@ describe("host guard: builds", () => {
     expect(hostHits.length).toBe(before);
   });
 
+  it("refuses a Dockerfile's ADD of a URL before the builder fetches anything", async () => {
+    const before = hostHits.length;
+    const dir = context([`ADD http://127.0.0.1:${port}/secret /opt/secret`]);
+    const err = await eng.build({ context: dir, tag: `localhost/evolve-guard-add:${newId().toLowerCase()}`, labels: {}, timeoutMs: 60_000 }).then(() => undefined, (e: unknown) => e);
+    expect((err as EvolveError).code).toBe("build_failed");
+    expect((err as EvolveError).message).toMatch(/Dockerfile line 3: ADD http:\/\/127\.0\.0\.1:\d+\/secret would be fetched by the builder on this host/);
+    expect(hostHits.length).toBe(before);
+  });
+});
+
+describe("host guard: builds", () => {
   it("refuses ADD of a URL (the builder would fetch it on the host) in a no-network task, in one line that names the file and line, and fetches nothing", async () => {
     const before = hostHits.length;
     const dir = withPort("no-network");
@@ -277,18 +327,6 @@ describe("host guard: the user's config", () => {
     const network = await e.egressNetwork();
     opened.push({ engine: e, network, bridge: guardNames(e.kind, { allowHost: loadConfig(h).network.allow_host, allowRanges: loadConfig(h).network.allow_ranges }).bridge });
     return { engine: e, network };
-  }
-
-  async function probeFrom(e: Engine, network: string, urls: string[]): Promise<string> {
-    const id = await e.create({ image: "debian:bookworm-slim", cmd: ["sleep", "60"], labels: { "dev.evolve.test": "guard" }, network });
-    try {
-      await e.start(id);
-      const r = await e.exec(id, ["python3", "-c", PROBE, ...urls], { timeoutMs: 30_000 });
-      expect(r.exitCode, r.stderr).toBe(0);
-      return r.stdout;
-    } finally {
-      await e.remove(id);
-    }
   }
 
   it("allow_host and allow_ranges open exactly the host and those ranges, on a network of their own", async () => {
