@@ -274,18 +274,38 @@ describe.each(kinds)("host guard on %s: boxes and builds", (kind) => {
     expect(hostHits.length).toBe(before);
   });
 
-  it("refuses a Dockerfile's ADD of a URL before the builder fetches anything", async () => {
+  it("fetches a Dockerfile's ADD URLs on the guarded network: the outside file arrives as ADD gives it, the host's addresses do not answer", async () => {
     const before = hostHits.length;
-    const dir = context([`ADD http://127.0.0.1:${port}/secret /opt/secret`]);
+    const ok = context([`ADD --chown=0:0 ${outside.url}dir/file.txt \\`, "    /opt/", "RUN stat -c 'mode %a' /opt/file.txt && cat /opt/file.txt && echo"]);
+    const tag = `localhost/evolve-guard-add:${newId().toLowerCase()}`;
+    const log: string[] = [];
+    try {
+      await eng.build({ context: ok, tag, labels: {}, timeoutMs: 120_000, log: (l) => log.push(l) });
+    } finally {
+      await eng.removeImage?.(tag);
+    }
+    expect(log).toContain("mode 600");
+    expect(log).toContain(`evolve-net-probe ${outside.ip}`);
+    for (const url of [`http://127.0.0.1:${port}/secret`, `http://${hostIp}:${port}/secret`]) {
+      const dir = context([`ADD ${url} /opt/secret`]);
+      const err = await eng.build({ context: dir, tag, labels: {}, timeoutMs: 60_000 }).then(() => undefined, (e: unknown) => e);
+      expect((err as EvolveError).code).toBe("build_failed");
+      expect((err as EvolveError).message).toMatch(/Dockerfile line 3: ADD of a URL is fetched on the build's guarded network \(no host services, no private ranges\), and that failed: http:\/\/\S+secret: .*(Connection refused|No route to host)/);
+      expect(await eng.imageExists(tag)).toBe(false);
+    }
+    expect(hostHits.length).toBe(before);
+  });
+
+  it("refuses a git remote in ADD (no COPY can stand for it) before anything runs", async () => {
+    const dir = context(["ADD git@github.com:o/r.git /src"]);
     const err = await eng.build({ context: dir, tag: `localhost/evolve-guard-add:${newId().toLowerCase()}`, labels: {}, timeoutMs: 60_000 }).then(() => undefined, (e: unknown) => e);
     expect((err as EvolveError).code).toBe("build_failed");
-    expect((err as EvolveError).message).toMatch(/Dockerfile line 3: ADD http:\/\/127\.0\.0\.1:\d+\/secret would be fetched by the builder on this host/);
-    expect(hostHits.length).toBe(before);
+    expect((err as EvolveError).message).toMatch(/Dockerfile line 3: ADD git@github\.com:o\/r\.git: a git or non-HTTP source would be fetched by the builder on this host/);
   });
 });
 
 describe("host guard: builds", () => {
-  it("refuses ADD of a URL (the builder would fetch it on the host) in a no-network task, in one line that names the file and line, and fetches nothing", async () => {
+  it("a no-network task's ADD http://127.0.0.1:… fails the build with the file, line and reason, and the host's loopback serves nothing", async () => {
     const before = hostHits.length;
     const dir = withPort("no-network");
     const dockerfile = join(dir, "environment", "Dockerfile");
@@ -302,7 +322,7 @@ describe("host guard: builds", () => {
     );
     expect(performance.now() - t0).toBeLessThan(30_000);
     expect(rec.exception?.type).toBe("EnvironmentBuildError");
-    expect(rec.exception?.message).toMatch(new RegExp(`Dockerfile line \\d+: ADD http://127\\.0\\.0\\.1:${port}/secret would be fetched by the builder on this host`));
+    expect(rec.exception?.message).toMatch(new RegExp(`Dockerfile line \\d+: ADD of a URL is fetched on the build's guarded network .*, and that failed: http://127\\.0\\.0\\.1:${port}/secret: .*Connection refused`));
     expect(hostHits.length).toBe(before);
   });
 });

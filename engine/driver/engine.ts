@@ -8,14 +8,40 @@
  * image), the exec's host pid from `GET /exec/{id}/json` is killed directly, which works for a local engine.
  */
 import { randomBytes } from "node:crypto";
-import { posix } from "node:path";
+import { readFileSync, rmSync } from "node:fs";
+import { join, posix } from "node:path";
 import { EvolveError } from "../errors.ts";
 import { cliBuild } from "./build.ts";
-import { DEFAULT_GUARD, guardNames, guardNeeded, installGuard, type GuardPolicy } from "./hostguard.ts";
+import { DEFAULT_GUARD, guardNames, guardNeeded, helperImage, installGuard, type GuardPolicy } from "./hostguard.ts";
 import { RestClient, seg } from "./rest.ts";
 import { Demuxer, TailBuffer } from "./stream.ts";
 import { tarDirectory, tarSingleFile } from "./tar.ts";
-import type { ContainerSpec, ContainerState, Engine, EngineKind, ExecOptions, ExecResult, PathStat } from "./types.ts";
+import { LABEL_MANAGED, type ContainerSpec, type ContainerState, type Engine, type EngineKind, type ExecOptions, type ExecResult, type PathStat } from "./types.ts";
+
+/**
+ * A guarded build's download of its ADD URLs (argv: the output folder, then the URLs): each to `<out>/<index>`,
+ * streamed, with the Last-Modified time ADD would give it; the first failure's reason goes to `<out>/.error`.
+ */
+const FETCH_SCRIPT = String.raw`
+import email.utils, os, sys, urllib.request
+out = sys.argv[1]
+for i, url in enumerate(sys.argv[2:]):
+    try:
+        with urllib.request.urlopen(url, timeout=60) as r, open(os.path.join(out, str(i)), "wb") as f:
+            while True:
+                b = r.read(1 << 20)
+                if not b:
+                    break
+                f.write(b)
+            lm = r.headers.get("Last-Modified")
+        if lm:
+            t = email.utils.parsedate_to_datetime(lm).timestamp()
+            os.utime(os.path.join(out, str(i)), (t, t))
+    except Exception as e:
+        with open(os.path.join(out, ".error"), "w") as f:
+            f.write("%s: %s" % (url, getattr(e, "reason", e)))
+        sys.exit(1)
+`;
 
 /** How long a killed exec's stream may take to close before we stop waiting for it. */
 const KILL_GRACE_MS = 3000;
@@ -116,7 +142,41 @@ export class RestEngine implements Engine {
 
   /** Builds through the engine's CLI (see build.ts), its RUN steps on the guarded egress network. */
   async build(opts: Parameters<Engine["build"]>[0]): Promise<void> {
-    await cliBuild(this.kind, this.socket, { ...opts, network: await this.egressNetwork(), guard: this.guard });
+    const network = await this.egressNetwork();
+    await cliBuild(this.kind, this.socket, { ...opts, network, guard: this.guard, fetch: (urls, dir) => this.guardedFetch(network, urls, dir, opts.timeoutMs) });
+  }
+
+  /**
+   * Downloads `urls` into the host folder `dir` (as `0`, `1`, …) from a helper container on `network`, so a build's
+   * ADD of a URL meets the same guard as its RUN steps, redirects included. Throws with the first failure's reason.
+   */
+  private async guardedFetch(network: string, urls: string[], dir: string, timeoutMs: number): Promise<void> {
+    const image = helperImage();
+    if (!(await this.imageExists(image))) throw new Error(`the helper image ${image} is not present locally (set EVOLVE_PROXY_IMAGE to a local image with python3)`);
+    const id = await this.create({
+      image,
+      cmd: ["python3", "-c", FETCH_SCRIPT, "/out", ...urls],
+      labels: { [LABEL_MANAGED]: "true", "dev.evolve.role": "build-fetch" },
+      mounts: [{ host: dir, container: "/out" }],
+      network,
+      memoryMb: 256,
+    });
+    try {
+      await this.start(id);
+      const { data } = await this.rest.json("POST", `/containers/${seg(id)}/wait`, { timeoutMs });
+      if (Number(data?.StatusCode) !== 0) {
+        let why = `exit ${data?.StatusCode}`;
+        try {
+          why = readFileSync(join(dir, ".error"), "utf8").trim() || why;
+        } catch {
+          // no reason written: the exit code is all there is
+        }
+        throw new Error(why);
+      }
+    } finally {
+      await this.remove(id);
+      rmSync(join(dir, ".error"), { force: true });
+    }
   }
 
   /**

@@ -29,6 +29,14 @@ import { existsSync, readFileSync } from "node:fs";
 import { EvolveError, firstLine } from "../errors.ts";
 import type { EngineKind } from "./types.ts";
 
+/**
+ * The image evolve's own helper containers run in (the egress proxy, the gateway relay, a guarded build's fetch of
+ * ADD URLs): python3 needed; EVOLVE_PROXY_IMAGE overrides.
+ */
+export function helperImage(): string {
+  return process.env.EVOLVE_PROXY_IMAGE || "debian:bookworm-slim";
+}
+
 /** The ranges a guarded box cannot reach unless the config opens them. */
 export const REFUSED_RANGES = ["10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "169.254.0.0/16", "100.64.0.0/10"];
 

@@ -50,6 +50,7 @@
  * host's own addresses; remote destinations stay cut. The driver closes it by creating Docker's internal networks
  * with `com.docker.network.bridge.inhibit_ipv4` (tests/trial-gateway-net.test.ts pins the gap until then).
  */
+import { helperImage } from "../driver/hostguard.ts";
 import { LABEL_HOME, LABEL_JOB, LABEL_MANAGED, LABEL_TRIAL, type Engine } from "../driver/types.ts";
 import { baselineNetwork, verifierMode, type NetworkMode, type TaskConfig } from "../task/model.ts";
 import { TrialFailure } from "./errors.ts";
@@ -68,7 +69,7 @@ const RELAY_SOCKET_DIR = "/run/evolve";
 
 /** The image the egress proxy and the gateway relay run in (python3 needed); EVOLVE_PROXY_IMAGE overrides. */
 export function proxyImage(): string {
-  return process.env.EVOLVE_PROXY_IMAGE || "debian:bookworm-slim";
+  return helperImage();
 }
 
 /** One network policy: the mode and, for `allowlist`, its host patterns. */

@@ -60,6 +60,8 @@ export async function startOutside(prefix: string, base = "198.18", opts: { echo
       // went with the namespace
     }
   };
+  // a worker that ends without afterAll (a hook timeout, a kill) must not leave the namespace behind
+  process.once("exit", close);
   try {
     ip("link", "add", `evo${tag}h`, "type", "veth", "peer", "name", `evo${tag}n`);
     ip("link", "set", `evo${tag}n`, "netns", ns);
