@@ -7,6 +7,7 @@
  */
 import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { createServer, type Server } from "node:http";
+import { lookup } from "node:dns/promises";
 import { networkInterfaces, tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -255,6 +256,21 @@ describe.each(kinds)("host guard on %s: boxes and builds", (kind) => {
     expect(out).toHaveLength(1 + hosts.length + PRIVATE.length);
     for (const l of out.slice(1)) expect(l).toMatch(/-> ERR .*No route to host/);
     expect(hostHits.length).toBe(before);
+  });
+
+  it("a public box resolves names through the host's resolvers, even one in a private range (the guard lets DNS through)", async (ctx) => {
+    // the Debian archive is the one outside name these machines resolve; where the host cannot, there is nothing to compare
+    const name = "deb.debian.org";
+    const host = await lookup(name).catch(() => undefined);
+    if (!host) ctx.skip();
+    const id = await eng.create({ image: "debian:bookworm-slim", cmd: ["sleep", "60"], labels: { "dev.evolve.test": "guard" }, network: await eng.egressNetwork() });
+    try {
+      await eng.start(id);
+      const r = await eng.exec(id, ["getent", "hosts", name], { timeoutMs: 15_000 });
+      expect(r.stdout, r.stderr).toMatch(new RegExp(`\\s${name.replace(/\./g, "\\.")}`));
+    } finally {
+      await eng.remove(id);
+    }
   });
 
   it("RUN steps reach the outside server and are refused the host's service and the private ranges", async () => {
