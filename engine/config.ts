@@ -10,6 +10,20 @@ import { z } from "zod";
 import type { Ceilings } from "./task/codes.ts";
 import { EvolveError, firstLine } from "./errors.ts";
 
+/** An IPv4 CIDR ("10.20.0.0/16"); a bare address means /32. */
+const CIDR = /^((25[0-5]|2[0-4]\d|1?\d?\d)\.){3}(25[0-5]|2[0-4]\d|1?\d?\d)(\/(3[0-2]|[12]?\d))?$/;
+
+/**
+ * `[network]` of config.toml: what public boxes, the egress proxy and image builds may reach beyond the internet.
+ * By default nothing: not this host's own addresses, not the private and link-local ranges (engine/driver/hostguard.ts).
+ */
+export interface NetworkConfig {
+  /** Services listening on this host's own addresses are reachable. */
+  allow_host: boolean;
+  /** CIDRs inside the refused ranges that are reachable all the same (a package mirror on the LAN). */
+  allow_ranges: string[];
+}
+
 /** Ceilings that fit a large single GPU box; raise them in config.toml for bigger fleets. */
 export const DEFAULT_CEILINGS: Ceilings = { cpus: 64, memory_mb: 512 * 1024, storage_mb: 2 * 1024 * 1024, gpus: 8 };
 
@@ -41,6 +55,13 @@ const ConfigSchema = z.object({
       pids_limit: z.number().int().positive().optional(),
       memory_mb: z.number().positive().optional(),
       cpus: z.number().positive().optional(),
+    })
+    .strict()
+    .optional(),
+  network: z
+    .object({
+      allow_host: z.boolean().optional(),
+      allow_ranges: z.array(z.string().regex(CIDR, "expected an IPv4 CIDR such as 10.20.0.0/16")).optional(),
     })
     .strict()
     .optional(),
@@ -97,7 +118,10 @@ export interface Config {
   budget: BudgetConfig;
   box: BoxDefaults;
   jobs: JobsConfig;
+  network: NetworkConfig;
 }
+
+const DEFAULT_NETWORK: NetworkConfig = { allow_host: false, allow_ranges: [] };
 
 /**
  * Who this home's trials bill to by default: `USER`, else the OS account of this process's uid (its passwd entry),
@@ -138,7 +162,7 @@ export function evolveHome(env: Record<string, string | undefined> = process.env
 /** Loads `$EVOLVE_HOME/config.toml` (absent is fine) and fills in defaults. */
 export function loadConfig(home: string = evolveHome()): Config {
   const file = join(home, "config.toml");
-  if (!existsSync(file)) return { home, ceilings: { ...DEFAULT_CEILINGS }, budget: { user: loginName() }, box: defaultBoxCaps(), jobs: { max_trials: DEFAULT_MAX_TRIALS } };
+  if (!existsSync(file)) return { home, ceilings: { ...DEFAULT_CEILINGS }, budget: { user: loginName() }, box: defaultBoxCaps(), jobs: { max_trials: DEFAULT_MAX_TRIALS }, network: { ...DEFAULT_NETWORK } };
   let raw: unknown;
   try {
     raw = parse(readFileSync(file, "utf8"));
@@ -156,5 +180,6 @@ export function loadConfig(home: string = evolveHome()): Config {
     budget: { user: loginName(), ...(r.data.budget ?? {}) },
     box: { ...defaultBoxCaps(), ...(r.data.box ?? {}) },
     jobs: { max_trials: r.data.jobs?.max_trials ?? DEFAULT_MAX_TRIALS },
+    network: { ...DEFAULT_NETWORK, ...(r.data.network ?? {}) },
   };
 }

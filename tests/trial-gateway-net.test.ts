@@ -2,8 +2,9 @@
  * The gateway relay (engine/trial/network.ts): every box of a gateway trial reaches the host's per-trial gateway
  * socket as `http://evolve-gateway:4000`, whatever its policy and through phase switches, and a no-network box
  * reaches that and nothing else. Real containers on the real engine, boxes started with the calls run.ts makes; every
- * verdict is a real HTTP answer (or its absence) from servers this test runs on the host: the "gateway" on a unix
- * socket, and a plain TCP server on the host's external address that a sealed box must not reach.
+ * verdict is a real HTTP answer (or its absence) from servers this test runs: the "gateway" on a unix socket, a plain
+ * HTTP server on the host's external address that no box may reach (the host guard keeps even a public box and the
+ * egress proxy off it), and "the internet", a server in a network namespace off the host (tests/support/outside.ts).
  */
 import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import { createServer, type Server } from "node:http";
@@ -20,12 +21,15 @@ import { newId, openStore, type Store } from "../engine/store/index.ts";
 import type { EnvironmentConfig } from "../engine/task/model.ts";
 import { boxSpec } from "../engine/trial/box.ts";
 import { GATEWAY_HOST, GATEWAY_RELAY_PORT, proxyImage, TrialNetwork, type NetPolicy, type TrialPolicies } from "../engine/trial/network.ts";
+import { startOutside, type Outside } from "./support/outside.ts";
 
 const IMAGE = "debian:bookworm-slim";
 const ALLOWED = "allowed.evolve.test";
 const PUBLIC: NetPolicy = { mode: "public", hosts: [] };
 const SEALED: NetPolicy = { mode: "no-network", hosts: [] };
-const ALLOW: NetPolicy = { mode: "allowlist", hosts: [ALLOWED] };
+/** An allowed name that points at the host itself: the proxy must not reach it either. */
+const HOSTNAME = "host.evolve.test";
+const ALLOW: NetPolicy = { mode: "allowlist", hosts: [ALLOWED, HOSTNAME] };
 
 /** Each spec is "env URL" (the box's proxy variables apply) or "direct URL" (no proxy); one line per spec back. */
 const PROBE = String.raw`
@@ -58,6 +62,7 @@ let socketDir: string;
 let gateway: HttpListener;
 let hostServer: Server;
 let hostUrl: string;
+let outside: Outside;
 const GW = `http://${GATEWAY_HOST}:${GATEWAY_RELAY_PORT}/v1/models`;
 const OUTSIDE = "http://1.1.1.1:80/";
 
@@ -88,11 +93,13 @@ beforeAll(async () => {
   hostServer = createServer((req, res) => res.end(`host-probe ${String(req.headers.host ?? "").replace(/:\d+$/, "")}`));
   await new Promise<void>((r) => hostServer.listen(0, "0.0.0.0", r));
   hostUrl = `http://${hostAddress()}:${(hostServer.address() as { port: number }).port}/`;
+  outside = await startOutside("outside-probe");
 });
 
 afterAll(async () => {
   await gateway?.close();
   hostServer?.close();
+  outside?.close();
   if (root) rmSync(root, { recursive: true, force: true });
 });
 
@@ -111,7 +118,7 @@ describe.each(kinds)("gateway relay on %s", (kind) => {
       home,
       policies,
       compose: false,
-      extraHosts: [`${ALLOWED}:${hostAddress()}`],
+      extraHosts: [`${ALLOWED}:${outside.ip}`, `${HOSTNAME}:${hostAddress()}`],
       log: (l) => t.log.push(l),
       track: (id) => t.containers.push(id),
       ...(gw ? { gateway: { socketDir: gw } } : {}),
@@ -183,13 +190,16 @@ describe.each(kinds)("gateway relay on %s", (kind) => {
     // the relay's start is what the first box pays beyond the second
     if (process.env.EVOLVE_TEST_DEBUG) console.log(`${kind}: first box ${firstBox.toFixed(0)} ms, second ${secondBox.toFixed(0)} ms`);
 
-    const pub = await probe(agent, [`env ${GW}`, `direct ${hostUrl}`]);
+    const pub = await probe(agent, [`env ${GW}`, `direct ${outside.url}`, `direct ${hostUrl}`]);
     expect(pub).toContain(`env ${GW} ${gwAnswer}`);
-    // the outside destination the sealed box is denied is reachable in principle: the check below can fail
-    expect(pub).toMatch(/direct \S+ -> 200 host-probe /);
+    // the outside destination the sealed box is denied is reachable in principle: the checks below can fail
+    expect(pub).toContain(`direct ${outside.url} -> 200 outside-probe ${outside.ip}`);
+    // public means the internet: the host's own service stays out of reach (the host guard)
+    expect(pub).toMatch(new RegExp(`direct ${hostUrl.replace(/[.]/g, "\\.")} -> ERR .*No route to host`));
 
     const started = performance.now();
-    const sealed = await probe(verifier, [`env ${GW}`, `direct ${hostUrl}`, `direct ${OUTSIDE}`]);
+    const sealed = await probe(verifier, [`env ${GW}`, `direct ${hostUrl}`, `direct ${OUTSIDE}`, `direct ${outside.url}`]);
+    expect(sealed).toMatch(/direct http:\/\/198\.18\S+ -> ERR .*(unreachable|timed out|no route)/i);
     expect(sealed).toContain(`env ${GW} ${gwAnswer}`);
     expect(sealed).toMatch(sealedHost);
     expect(sealed).toMatch(/direct http:\/\/1\.1\.1\.1:80\/ -> ERR .*(unreachable|timed out|no route)/i);
@@ -231,22 +241,24 @@ describe.each(kinds)("gateway relay on %s", (kind) => {
     await t.net.enter(box, "agent");
     const agentEnv = t.net.execEnv("agent");
     expect(agentEnv.NO_PROXY.split(",")).toContain(GATEWAY_HOST);
-    const agent = await probe(box, [`env ${GW}`, `env http://${ALLOWED}:${new URL(hostUrl).port}/`, `direct ${hostUrl}`], agentEnv);
+    const agent = await probe(box, [`env ${GW}`, `env http://${ALLOWED}:${outside.port}/`, `env http://${HOSTNAME}:${new URL(hostUrl).port}/`, `direct ${hostUrl}`], agentEnv);
     expect(agent).toContain(`env ${GW} ${gwAnswer}`);
-    expect(agent).toContain(`-> 200 host-probe ${ALLOWED}`);
+    expect(agent).toContain(`-> 200 outside-probe ${ALLOWED}`);
+    // allowed by name, but the proxy sits behind the host guard: the host's own service is out of its reach
+    expect(agent).toMatch(new RegExp(`env http://${HOSTNAME.replace(/[.]/g, "\\.")}:\\d+/ -> 502 evolve egress proxy: cannot reach .*Errno 113\\]`)); // EHOSTUNREACH: the guard
     expect(agent).toMatch(sealedHost);
 
     await t.net.enter(box, "verify");
     const back = await probe(box, [`env ${GW}`, `direct ${hostUrl}`], t.net.execEnv("verify"));
     expect(back).toContain(`env ${GW} ${gwAnswer}`);
     expect(back).toMatch(sealedHost);
-    expect(t.log.join("\n")).toMatch(/network: agent phase: no-network → allowlist \[allowed\.evolve\.test\] \(.*\)/);
+    expect(t.log.join("\n")).toMatch(/network: agent phase: no-network → allowlist \[allowed\.evolve\.test, host\.evolve\.test\] \(.*\)/);
 
     // an allowlist box created on the proxy network gets the gw network beside it and goes to the relay directly
     const verifier = await startBox(t, "verifier", ALLOW);
-    const v = await probe(verifier, [`env ${GW}`, `env http://${ALLOWED}:${new URL(hostUrl).port}/`, `env http://denied.evolve.test/`]);
+    const v = await probe(verifier, [`env ${GW}`, `env http://${ALLOWED}:${outside.port}/`, `env http://denied.evolve.test/`]);
     expect(v).toContain(`env ${GW} ${gwAnswer}`);
-    expect(v).toContain(`-> 200 host-probe ${ALLOWED}`);
+    expect(v).toContain(`-> 200 outside-probe ${ALLOWED}`);
     expect(v).toMatch(/denied\.evolve\.test\/ -> 403 /);
   });
 
@@ -272,7 +284,7 @@ with urllib.request.urlopen(req, timeout=10) as r:
     const t = trialNet({ baseline: PUBLIC, agent: PUBLIC }, null);
     expect(t.net.gatewayUrl()).toBeUndefined();
     const n = await t.net.boxNetworking("agent", PUBLIC);
-    expect(n.network).toBe("default");
+    expect(n.network).toBe(await engine.egressNetwork());
     expect(n.extraHosts.some((h) => h.startsWith(`${GATEWAY_HOST}:`))).toBe(false);
     expect(await engine.listNetworks({ [LABEL_TRIAL]: t.id })).toEqual([]);
     expect(await engine.list({ [LABEL_TRIAL]: t.id })).toEqual([]);

@@ -6,8 +6,7 @@
  */
 import { execFileSync } from "node:child_process";
 import { cpSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
-import { createServer, type Server } from "node:http";
-import { networkInterfaces, tmpdir } from "node:os";
+import { tmpdir } from "node:os";
 import { join, relative } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { LABEL_TRIAL, type Engine } from "../engine/driver/types.ts";
@@ -16,6 +15,7 @@ import { newId, openStore, type Store, type TrialRecord } from "../engine/store/
 import { taskDigest } from "../engine/task/digest.ts";
 import { runTrial, settleRemovals } from "../engine/trial/run.ts";
 import type { Phase, TrialEvent } from "../engine/trial/types.ts";
+import { startOutside, type Outside } from "./support/outside.ts";
 
 const FIXTURES = join(__dirname, "..", "fixtures", "tasks", "trials");
 const SECRET = "s3cret-token-9f8e7d"; // env-and-user's tests/token.sha is its sha256
@@ -32,7 +32,7 @@ interface Ran {
 let home: string;
 let engine: Engine;
 let store: Store;
-let server: Server;
+let outside: Outside;
 let probeUrl: string;
 const ran = new Map<string, Ran>();
 
@@ -84,7 +84,7 @@ async function pool<T>(jobs: (() => Promise<T>)[], limit: number): Promise<T[]> 
   return out;
 }
 
-/** A copy of a network fixture whose probe targets the test's own HTTP server. */
+/** A copy of a network fixture whose probe targets the test's own HTTP server (off the host: tests/support/outside.ts). */
 function withProbe(name: string): string {
   const dir = join(mkdtempSync(join(tmpdir(), "evolve-netfx-")), name);
   cpSync(join(FIXTURES, name), dir, { recursive: true });
@@ -92,18 +92,11 @@ function withProbe(name: string): string {
   return dir;
 }
 
-function hostAddress(): string {
-  for (const list of Object.values(networkInterfaces())) {
-    for (const a of list ?? []) if (a.family === "IPv4" && !a.internal && !a.address.startsWith("10.88.")) return a.address;
-  }
-  throw new Error("no external IPv4 address on this host");
-}
-
 /**
  * Fixtures run by their own suites: tests/trial-network.test.ts (servers reached by name, its own host mapping) and
  * tests/trial-gateway.test.ts (a model agent or judge, its own scripted upstream).
  */
-const NETWORK_TEST_FIXTURES = new Set(["allowlist", "network-phases", "network-phases-allowlist", "gateway-agent", "gateway-judge"]);
+const NETWORK_TEST_FIXTURES = new Set(["allowlist", "network-phases", "network-phases-allowlist", "gateway-agent", "gateway-judge", "host-guard"]);
 
 const HAS_GPU = ["/etc/cdi/nvidia.yaml", "/etc/cdi/nvidia.json", "/var/run/cdi/nvidia.yaml", "/var/run/cdi/nvidia.json"].some((p) => existsSync(p));
 const BASE = ["config.json", "evolve.json", "result.json", "trial.log"];
@@ -162,9 +155,9 @@ beforeAll(async () => {
   store = openStore(home);
   // docker_image must already be local: give the fixture's pinned tag to the local Debian base
   execFileSync(engine.kind, ["tag", "debian:bookworm-slim", BASE_TAG]);
-  server = createServer((_req, res) => res.end(PROBE));
-  await new Promise<void>((r) => server.listen(0, "0.0.0.0", r));
-  probeUrl = `http://${hostAddress()}:${(server.address() as { port: number }).port}/`;
+  // off the host: public boxes reach the internet, never the host's own services (engine/driver/hostguard.ts)
+  outside = await startOutside(PROBE, "198.18", { echoHost: false });
+  probeUrl = outside.url;
 
   const names = readdirSync(FIXTURES).filter((n) => !NETWORK_TEST_FIXTURES.has(n)).sort();
   const jobs = names.map((name) => async () => {
@@ -176,7 +169,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await settleRemovals();
-  server?.close();
+  outside?.close();
   await store?.close();
   await engine?.close();
   if (home) rmSync(home, { recursive: true, force: true });

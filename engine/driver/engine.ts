@@ -8,13 +8,40 @@
  * image), the exec's host pid from `GET /exec/{id}/json` is killed directly, which works for a local engine.
  */
 import { randomBytes } from "node:crypto";
-import { posix } from "node:path";
+import { readFileSync, rmSync } from "node:fs";
+import { join, posix } from "node:path";
 import { EvolveError } from "../errors.ts";
 import { cliBuild } from "./build.ts";
+import { DEFAULT_GUARD, guardNames, guardNeeded, helperImage, installGuard, type GuardPolicy } from "./hostguard.ts";
 import { RestClient, seg } from "./rest.ts";
 import { Demuxer, TailBuffer } from "./stream.ts";
 import { tarDirectory, tarSingleFile } from "./tar.ts";
-import { MOUNT_HARDENING, type ContainerSpec, type ContainerState, type Engine, type EngineKind, type ExecOptions, type ExecResult, type PathStat } from "./types.ts";
+import { LABEL_MANAGED, MOUNT_HARDENING, type ContainerSpec, type ContainerState, type Engine, type EngineKind, type ExecOptions, type ExecResult, type PathStat } from "./types.ts";
+
+/**
+ * A guarded build's download of its ADD URLs (argv: the output folder, then the URLs): each to `<out>/<index>`,
+ * streamed, with the Last-Modified time ADD would give it; the first failure's reason goes to `<out>/.error`.
+ */
+const FETCH_SCRIPT = String.raw`
+import email.utils, os, sys, urllib.request
+out = sys.argv[1]
+for i, url in enumerate(sys.argv[2:]):
+    try:
+        with urllib.request.urlopen(url, timeout=60) as r, open(os.path.join(out, str(i)), "wb") as f:
+            while True:
+                b = r.read(1 << 20)
+                if not b:
+                    break
+                f.write(b)
+            lm = r.headers.get("Last-Modified")
+        if lm:
+            t = email.utils.parsedate_to_datetime(lm).timestamp()
+            os.utime(os.path.join(out, str(i)), (t, t))
+    except Exception as e:
+        with open(os.path.join(out, ".error"), "w") as f:
+            f.write("%s: %s" % (url, getattr(e, "reason", e)))
+        sys.exit(1)
+`;
 
 /** How long a killed exec's stream may take to close before we stop waiting for it. */
 const KILL_GRACE_MS = 3000;
@@ -49,12 +76,16 @@ function exitFromStatus(status: unknown): number | null {
 /** An Engine speaking the Docker API on one unix socket. */
 export class RestEngine implements Engine {
   readonly rest: RestClient;
+  /** What public boxes and builds may reach beyond the internet (config.toml [network]). */
+  readonly guard: GuardPolicy;
+  private egress?: Promise<string>;
 
   constructor(
     readonly kind: EngineKind,
     socket: string,
-    opts: { hint: string; reconnect?: () => Promise<string> },
+    opts: { hint: string; reconnect?: () => Promise<string>; guard?: GuardPolicy },
   ) {
+    this.guard = opts.guard ?? DEFAULT_GUARD;
     const reconnect = opts.reconnect;
     this.rest = new RestClient(
       socket,
@@ -109,9 +140,78 @@ export class RestEngine implements Engine {
     await this.rest.request("DELETE", `/images/${seg(ref)}`, { query: { force: true }, ok: [404] });
   }
 
-  /** Builds through the engine's CLI (see build.ts). */
+  /** Builds through the engine's CLI (see build.ts), its RUN steps on the guarded egress network. */
   async build(opts: Parameters<Engine["build"]>[0]): Promise<void> {
-    await cliBuild(this.kind, this.socket, opts);
+    const network = await this.egressNetwork();
+    await cliBuild(this.kind, this.socket, { ...opts, network, guard: this.guard, fetch: (urls, dir) => this.guardedFetch(network, urls, dir, opts.timeoutMs) });
+  }
+
+  /**
+   * Downloads `urls` into the host folder `dir` (as `0`, `1`, …) from a helper container on `network`, so a build's
+   * ADD of a URL meets the same guard as its RUN steps, redirects included. Throws with the first failure's reason.
+   */
+  private async guardedFetch(network: string, urls: string[], dir: string, timeoutMs: number): Promise<void> {
+    const image = helperImage();
+    if (!(await this.imageExists(image))) throw new Error(`the helper image ${image} is not present locally (set EVOLVE_PROXY_IMAGE to a local image with python3)`);
+    const id = await this.create({
+      image,
+      cmd: ["python3", "-c", FETCH_SCRIPT, "/out", ...urls],
+      labels: { [LABEL_MANAGED]: "true", "dev.evolve.role": "build-fetch" },
+      mounts: [{ host: dir, container: "/out" }],
+      network,
+      memoryMb: 256,
+    });
+    try {
+      await this.start(id);
+      const { data } = await this.rest.json("POST", `/containers/${seg(id)}/wait`, { timeoutMs });
+      if (Number(data?.StatusCode) !== 0) {
+        let why = `exit ${data?.StatusCode}`;
+        try {
+          why = readFileSync(join(dir, ".error"), "utf8").trim() || why;
+        } catch {
+          // no reason written: the exit code is all there is
+        }
+        throw new Error(why);
+      }
+    } finally {
+      await this.remove(id);
+      rmSync(join(dir, ".error"), { force: true });
+    }
+  }
+
+  /**
+   * The network of public boxes, the egress proxy and builds: evolve's own bridge behind the host guard
+   * (hostguard.ts), made and guarded on first use in this process; the engine's default network when the config
+   * opens everything. A failure is not kept: the next call tries again.
+   */
+  egressNetwork(): Promise<string> {
+    this.egress ??= this.makeEgress().catch((e) => {
+      this.egress = undefined;
+      throw e;
+    });
+    return this.egress;
+  }
+
+  private async makeEgress(): Promise<string> {
+    if (!guardNeeded(this.guard)) return this.kind === "podman" ? "podman" : "bridge";
+    const { network, bridge } = guardNames(this.kind, this.guard);
+    // the rules match the bridge by name, so they hold before the first container joins
+    await installGuard(this.kind, bridge, this.guard);
+    const have = await this.rest.request("GET", `/networks/${seg(network)}`, { ok: [404] });
+    if (have.status === 404) {
+      // not managed-labelled: shared by every trial and build, so `evolve gc` must leave it
+      const labels = { "dev.evolve.role": "egress", "dev.evolve.bridge": bridge };
+      // podman's Docker API cannot name the bridge; its own API can (and leaves out the DNS plugin boxes do not need)
+      const res =
+        this.kind === "podman"
+          ? await this.rest.request("POST", "/v4.0.0/libpod/networks/create", { json: { name: network, driver: "bridge", network_interface: bridge, dns_enabled: false, labels }, ok: [409] })
+          : await this.rest.request("POST", "/networks/create", {
+              json: { Name: network, Driver: "bridge", CheckDuplicate: true, Labels: labels, Options: { "com.docker.network.bridge.name": bridge } },
+              ok: [409],
+            });
+      if (res.status === 409) return network; // another process made it first
+    }
+    return network;
   }
 
   /** Creates (does not start) a container; returns its id. */

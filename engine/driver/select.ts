@@ -1,6 +1,7 @@
 /**
  * Choosing and opening the engine: `--engine`, else `EVOLVE_ENGINE`, else podman when it is installed, else docker.
  */
+import { loadConfig } from "../config.ts";
 import { EvolveError } from "../errors.ts";
 import { RestEngine } from "./engine.ts";
 import { DOCKERD_HINT, ensureDockerSocket, ensurePodmanSocket, notFound, which } from "./socket.ts";
@@ -24,14 +25,17 @@ export function resolveKind(kind?: string): EngineKind {
  */
 export async function openEngine(opts: { kind?: EngineKind; home: string }): Promise<RestEngine> {
   const kind = resolveKind(opts.kind);
+  const net = loadConfig(opts.home).network;
+  const guard = { allowHost: net.allow_host, allowRanges: net.allow_ranges };
   if (kind === "podman") {
     if (!process.env.CONTAINER_HOST && !which("podman")) throw notFound("podman");
     const socket = await ensurePodmanSocket(opts.home);
     return new RestEngine("podman", socket, {
       hint: "run `evolve doctor` to check podman",
       reconnect: () => ensurePodmanSocket(opts.home),
+      guard,
     });
   }
   const socket = await ensureDockerSocket();
-  return new RestEngine("docker", socket, { hint: DOCKERD_HINT });
+  return new RestEngine("docker", socket, { hint: DOCKERD_HINT, guard });
 }

@@ -115,6 +115,11 @@ export interface Engine {
   /** Removes a local image; missing is fine. */
   removeImage?(ref: string): Promise<void>;
   build(opts: { context: string; dockerfile?: string; tag: string; labels: Record<string, string>; timeoutMs: number; log?: (line: string) => void }): Promise<void>;
+  /**
+   * The network of public boxes and the egress proxy (builds use it too): the internet, but not this host's services
+   * nor private/link-local ranges unless config.toml opens them (hostguard.ts). Throws host_guard_unavailable.
+   */
+  egressNetwork(): Promise<string>;
   create(spec: ContainerSpec): Promise<string>;
   start(id: string): Promise<void>;
   inspect(id: string): Promise<ContainerState | undefined>;

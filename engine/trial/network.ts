@@ -4,14 +4,17 @@
  *
  * Design. The engine's networks are the only tools, so every guarantee is a missing route, never a rule a process
  * in the box could undo:
- * - `public`: the box is on the engine's default network (egress).
+ * - `public`: the box is on the engine's guarded egress network (Engine.egressNetwork, engine/driver/hostguard.ts):
+ *   the internet, but no service on the host's own addresses and no private or link-local range unless config.toml
+ *   `[network]` opens them. Compose sidecars of a public baseline join it too.
  * - `no-network`: the box is on no network with a route out: the engine's "none" network (loopback only), or,
  *   when something must stay reachable (compose sidecars) or the policy changes between phases, only the trial's
  *   INTERNAL service network `evolve-<trial>-svc` (no gateway, no route off the host bridge). With the model
  *   gateway, the trial's internal gw network takes the place of "none" (below).
  * - `allowlist`: the box is on the trial's INTERNAL proxy network `evolve-<trial>-egress`, whose only other member is
  *   the trial's egress proxy (a python3 asyncio proxy, proxy/script.ts, labelled with the trial). The proxy is on
- *   that network and on the engine's default network; it forwards CONNECT and plain-HTTP requests whose host
+ *   that network and on the guarded egress network (so an allowed name that resolves to the host or a private
+ *   address gets a 502, as a public box would get no route); it forwards CONNECT and plain-HTTP requests whose host
  *   matches `allowed_hosts` (exact names; `*.x` matches names below x, never x) and answers 403 otherwise. The box
  *   finds it as `evolve-proxy:3128` (an /etc/hosts entry: internal networks get no DNS from podman's CNI) through
  *   HTTP_PROXY/HTTPS_PROXY/http_proxy/https_proxy; NO_PROXY keeps loopback and compose services direct. A process
@@ -47,6 +50,7 @@
  * host's own addresses; remote destinations stay cut. The driver closes it by creating Docker's internal networks
  * with `com.docker.network.bridge.inhibit_ipv4` (tests/trial-gateway-net.test.ts pins the gap until then).
  */
+import { helperImage } from "../driver/hostguard.ts";
 import { LABEL_HOME, LABEL_JOB, LABEL_MANAGED, LABEL_TRIAL, type Engine } from "../driver/types.ts";
 import { baselineNetwork, verifierMode, type NetworkMode, type TaskConfig } from "../task/model.ts";
 import { TrialFailure } from "./errors.ts";
@@ -65,7 +69,7 @@ const RELAY_SOCKET_DIR = "/run/evolve";
 
 /** The image the egress proxy and the gateway relay run in (python3 needed); EVOLVE_PROXY_IMAGE overrides. */
 export function proxyImage(): string {
-  return process.env.EVOLVE_PROXY_IMAGE || "debian:bookworm-slim";
+  return helperImage();
 }
 
 /** One network policy: the mode and, for `allowlist`, its host patterns. */
@@ -174,9 +178,14 @@ export class TrialNetwork {
     return { [LABEL_MANAGED]: "true", [LABEL_TRIAL]: this.opts.trialId, [LABEL_JOB]: this.opts.jobId, [LABEL_HOME]: this.opts.home };
   }
 
-  /** The engine's default (egress) network as connect/disconnect name it. */
-  private get defaultNet(): string {
-    return this.engine.kind === "podman" ? "podman" : "bridge";
+
+  /** The engine's guarded egress network (public boxes, the proxy); a setup failure is the trial's NetworkSetupError. */
+  private async egress(): Promise<string> {
+    try {
+      return await this.engine.egressNetwork();
+    } catch (e) {
+      throw new TrialFailure("NetworkSetupError", (e as Error).message);
+    }
   }
 
   /** True when the agent box must live on managed networks: sidecars, an allowlist, or a policy that switches. */
@@ -214,7 +223,7 @@ export class TrialNetwork {
 
   /** A sidecar keeps egress on a public baseline (as in Harbor) and has none otherwise; it never switches. */
   async attachService(id: string): Promise<void> {
-    if (this.opts.policies.baseline.mode === "public") await this.engine.connect(this.defaultNet, id);
+    if (this.opts.policies.baseline.mode === "public") await this.engine.connect(await this.egress(), id);
   }
 
   /** The gateway's URL inside every box of this trial, or undefined when the trial has no gateway. */
@@ -248,7 +257,7 @@ export class TrialNetwork {
       cmd: ["python3", "-c", PROXY_SCRIPT, String(PROXY_PORT)],
       env: { EVOLVE_ALLOWED_HOSTS: hosts.join(",") },
       labels: { ...this.labels, "dev.evolve.role": "proxy" },
-      network: "default",
+      network: await this.egress(),
       extraHosts: this.opts.extraHosts,
       memoryMb: 128,
     });
@@ -356,7 +365,7 @@ export class TrialNetwork {
     }
     if (policy.mode === "allowlist") return { network: this.egressNet!, extraHosts, env };
     // the gw network is internal: a no-network box on it reaches the relay and nothing else
-    return { network: policy.mode === "no-network" ? (gw?.net ?? "none") : "default", extraHosts, env };
+    return { network: policy.mode === "no-network" ? (gw?.net ?? "none") : await this.egress(), extraHosts, env };
   }
 
   /** Records the policy a box of `role` was created under (no switching needed when it already holds). */
@@ -379,7 +388,7 @@ export class TrialNetwork {
     if (this.svcNet) want.add(this.svcNet);
     const gw = this.boxGw.get(box) ?? this.gwNet;
     if (gw) want.add(gw); // every policy keeps the relay: no switch may cut the model off
-    if (policy.mode === "public") want.add(this.defaultNet);
+    if (policy.mode === "public") want.add(await this.egress());
     if (policy.mode === "allowlist") want.add(this.egressNet!);
     const st = await this.engine.inspect(box);
     const have = new Set(Object.keys(st?.networks ?? {}));
