@@ -12,7 +12,7 @@ import { DEFAULT_CEILINGS } from "../engine/config.ts";
 import { buildEscape, composeBuildEscapes } from "../engine/task/compose-build.ts";
 import { validateTask } from "../engine/task/validate.ts";
 import { ComposeTask, parseCompose } from "../engine/trial/compose.ts";
-import { TrialFailure } from "../engine/trial/errors.ts";
+import { TrialFailure } from "../engine/trial/outcome.ts";
 
 const FIXTURES = join(dirname(fileURLToPath(import.meta.url)), "..", "fixtures", "tasks");
 const OPTS = { ceilings: DEFAULT_CEILINGS, secrets: new Set<string>() };

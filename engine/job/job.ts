@@ -11,7 +11,7 @@ import { LABEL_HOME, LABEL_JOB, type Engine } from "../driver/types.ts";
 import { removeLabelled } from "../trial/box.ts";
 import { newId, type JobRecord, type Store, type TrialRecord } from "../store/index.ts";
 import { taskBlobDir } from "../store/index.ts";
-import { DETERMINISTIC_EXCEPTIONS } from "../trial/errors.ts";
+import { isDeterministic } from "../trial/outcome.ts";
 import type { ModelGateway } from "../trial/gateway.ts";
 import { SETTLED_STATUSES, type TrialDeps, type TrialEvent, type TrialRequest, type TrialStatus } from "../trial/types.ts";
 
@@ -229,7 +229,7 @@ async function runWithRetries(trial: TrialRecord, taskName: string, config: JobC
     // A broken task (bad Dockerfile, missing user, dead entrypoint…) fails the same way every time: no retry.
     const retriable =
       result.status === "INFRASTRUCTURE_ERROR" &&
-      !DETERMINISTIC_EXCEPTIONS.has(result.exception?.type ?? "") &&
+      !isDeterministic(result.exception?.type) &&
       attempt <= config.max_retries &&
       !deps.signal?.aborted;
     if (!retriable) {

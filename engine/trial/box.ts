@@ -11,7 +11,7 @@ import { join } from "node:path";
 import { LABEL_HOME, LABEL_JOB, LABEL_MANAGED, LABEL_TASK_DIGEST, LABEL_TRIAL, type ContainerSpec, type ContainerState, type Engine } from "../driver/types.ts";
 import type { BoxDefaults } from "../config.ts";
 import type { EnvironmentConfig } from "../task/model.ts";
-import { TrialFailure } from "./errors.ts";
+import { TrialFailure } from "./outcome.ts";
 
 /** The image tag a task's environment/Dockerfile builds to: stable per task content. */
 export function taskImageTag(digest: string, kind: "task" | "verifier" = "task"): string {

@@ -23,7 +23,7 @@ import { parse } from "yaml";
 import { buildEscape, interpolate, serviceBuild } from "../task/compose-build.ts";
 import { LABEL_HOME, LABEL_JOB, LABEL_MANAGED, LABEL_TRIAL, type Engine } from "../driver/types.ts";
 import { ensureBuilt, requireImage, taskImageTag } from "./box.ts";
-import { TrialFailure } from "./errors.ts";
+import { TrialFailure } from "./outcome.ts";
 import type { TrialNetwork } from "./network.ts";
 
 /** One compose service, as evolve runs it. */

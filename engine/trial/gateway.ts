@@ -28,7 +28,7 @@ import { Prices } from "../../gateway/prices.ts";
 import { serveGateway, type GatewayListenAt, type GatewayListener, type ServeFetch } from "../../gateway/serve.ts";
 import type { BudgetScope, CallRecord } from "../../gateway/types.ts";
 import { loadUpstreams, type Upstreams } from "../../gateway/upstreams.ts";
-import { TrialFailure } from "./errors.ts";
+import { TrialFailure } from "./outcome.ts";
 import { EvolveError } from "../errors.ts";
 
 /** How often a running trial's `spend.live_usd` is written back (platform-trials.md: about every 30 s). */

@@ -6,7 +6,7 @@
 import { appendFileSync } from "node:fs";
 import { join } from "node:path";
 import { trialDir, type TrialRecord } from "../store/index.ts";
-import { CancelledFailure } from "./errors.ts";
+import { CancelledFailure, type ExceptionType } from "./outcome.ts";
 import type { ExceptionRecord, TimeSpan } from "./result.ts";
 import type { Phase, TrialDeps, TrialRequest, TrialStatus } from "./types.ts";
 
@@ -130,7 +130,7 @@ export abstract class TrialRecorder {
   }
 
   /** An exception record, secrets redacted. */
-  protected exc(type: string, message: string, traceback = ""): ExceptionRecord {
+  protected exc(type: ExceptionType, message: string, traceback = ""): ExceptionRecord {
     return { type, message: this.redact(message), traceback: this.redact(traceback), occurred_at: now() };
   }
 

@@ -23,7 +23,7 @@ import { isJudgeTask } from "../task/rules-env.ts";
 import { awaitHealthy, boxSpec, ensureBuilt, requireImage, taskImageTag } from "./box.ts";
 import { keepChangedFiles, keptFile, readManifest, type KeptManifest } from "./changes.ts";
 import { resolveAgentEnv, resolveVerifierEnv } from "./env.ts";
-import { CancelledFailure, TrialFailure } from "./errors.ts";
+import { CancelledFailure, TrialFailure } from "./outcome.ts";
 import { boxPutTar } from "./inspect.ts";
 import { pruneEmptyDirs, writeJson, writeResult, type ExceptionRecord, type TimeSpan, type TrialConfigFile } from "./result.ts";
 import { primaryReward, readRewards, verifierTail, type RewardMap } from "./reward.ts";

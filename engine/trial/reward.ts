@@ -4,6 +4,7 @@
  * without `"reward"` are metrics with no primary. Anything else is a scoring error carrying the tail of the
  * verifier's output — never a fabricated zero.
  */
+import type { ExceptionType } from "./outcome.ts";
 import { BoxFileRefused, readBoxBytes, readBoxFile } from "./boxfs.ts";
 import { join } from "node:path";
 
@@ -19,11 +20,7 @@ export type RewardParse =
   | { ok: false; type: RewardErrorType; reason: string };
 
 /** Harbor's exception names for a missing or unreadable reward, plus one for values outside [0, 1]. */
-export type RewardErrorType =
-  | "RewardFileNotFoundError"
-  | "RewardFileEmptyError"
-  | "VerifierOutputParseError"
-  | "RewardOutOfRangeError";
+export type RewardErrorType = Extract<ExceptionType, "RewardFileNotFoundError" | "RewardFileEmptyError" | "VerifierOutputParseError" | "RewardOutOfRangeError">;
 
 // what Python's float() accepts minus nan/inf, which are never a valid score
 const NUMBER = /^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$/;

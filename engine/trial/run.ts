@@ -23,7 +23,7 @@ import { homeGateway, spendRecord, type BudgetRefusal, type GatewayLease } from 
 import { zeroLane } from "../../gateway/meter.ts";
 import { ComposeTask } from "./compose.ts";
 import { TrialNetwork, trialPolicies, type NetPolicy, type TrialPolicies } from "./network.ts";
-import { CancelledFailure, TrialFailure } from "./errors.ts";
+import { CancelledFailure, TrialFailure } from "./outcome.ts";
 import { pruneEmptyDirs, redactTree, writeEvolveJson, writeJson, writeResult, type AgentUsage, type ExceptionRecord, type StepResult, type TimeSpan, type TrialConfigFile } from "./result.ts";
 import { primaryReward, readRewards, verifierTail, type RewardMap } from "./reward.ts";
 import { runRegrade } from "./regrade.ts";

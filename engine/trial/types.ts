@@ -6,27 +6,9 @@ import type { Engine } from "../driver/types.ts";
 import type { Store } from "../store/index.ts";
 import type { ModelGateway } from "./gateway.ts";
 
-/** A trial's status (platform-trials.md "Statuses"). */
-export type TrialStatus =
-  | "QUEUED"
-  | "RUNNING"
-  | "SCORING"
-  | "SCORED"
-  | "SCORING_ERROR"
-  | "INFRASTRUCTURE_ERROR"
-  | "BUDGET"
-  | "INDETERMINATE"
-  | "CANCELLED";
-
-/** Statuses a trial never leaves. */
-export const SETTLED_STATUSES: ReadonlySet<TrialStatus> = new Set([
-  "SCORED",
-  "SCORING_ERROR",
-  "INFRASTRUCTURE_ERROR",
-  "BUDGET",
-  "INDETERMINATE",
-  "CANCELLED",
-]);
+// statuses live with the rest of how a trial ends (outcome.ts); re-exported for the runner's callers
+export { SETTLED_STATUSES, type TrialStatus } from "./outcome.ts";
+import type { TrialStatus } from "./outcome.ts";
 
 /** The steps of one attempt, in order. */
 export const PHASES = ["prepare", "build", "boot", "install", "agent", "verify", "persist"] as const;

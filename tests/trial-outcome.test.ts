@@ -1,0 +1,33 @@
+/** The registry of exception types (engine/trial/outcome.ts): which status each settles and which a retry skips. */
+import { describe, expect, it } from "vitest";
+import { CancelledFailure, DETERMINISTIC_EXCEPTIONS, EXCEPTIONS, isDeterministic, TrialFailure } from "../engine/trial/outcome.ts";
+
+describe("exception registry", () => {
+  it("skips on retry exactly the failures of the task or the request", () => {
+    expect([...DETERMINISTIC_EXCEPTIONS].sort()).toEqual(
+      [
+        "AgentUserNotFoundError", "DiskFullError", "EnvironmentBuildError", "GatewayConfigError", "GpuUnavailableError", "ImageNotFoundError",
+        "NetworkPolicyUnsupportedError", "RegradeRefusedError", "RegradeRestoreError", "SecretNotAttached", "TaskInvalidError", "UnknownAgentError",
+      ].sort(),
+    );
+    expect(isDeterministic("EnvironmentStartError")).toBe(false);
+    // a stored record may carry a type this build does not know: it may be retried
+    expect(isDeterministic("SomethingNew")).toBe(false);
+    expect(isDeterministic(undefined)).toBe(false);
+  });
+
+  it("settles a failure in its registered status unless the thrower says otherwise", () => {
+    expect(new TrialFailure("VerifierTimeoutError", "x").status).toBe("SCORING_ERROR");
+    expect(new TrialFailure("EnvironmentBuildError", "x").status).toBe("INFRASTRUCTURE_ERROR");
+    expect(new TrialFailure("ApiUsageLimitError", "x").status).toBe("BUDGET");
+    expect(new CancelledFailure().status).toBe("CANCELLED");
+    expect(new TrialFailure("TaskInvalidError", "x", "SCORING_ERROR").status).toBe("SCORING_ERROR");
+  });
+
+  it("gives every type a one-line summary", () => {
+    for (const [type, info] of Object.entries(EXCEPTIONS)) {
+      expect(info.summary, type).toMatch(/^[a-z].*[^.]$/);
+      expect(info.summary.includes("\n"), type).toBe(false);
+    }
+  });
+});
