@@ -16,6 +16,7 @@ import { createRegrade, createRetry, isSettled, requestStop, requireTrial, unset
 import { trialDir, type Store, type TrialRecord } from "../engine/store/index.ts";
 import { archiveKept, archiveLive, exclusion, keptChildren, readKeptFile, readManifest, skippedSummary, type KeptManifest } from "../engine/trial/changes.ts";
 import { BoxFileRefused, readBoxFile, streamBoxFile } from "../engine/trial/boxfs.ts";
+import { trialPaths } from "../engine/trial/layout.ts";
 import { boxChanges, boxList, boxPath, boxProcesses, boxReadFile, findLiveBox } from "../engine/trial/inspect.ts";
 import { out, outJson, outTable, style } from "./output.ts";
 import { driveJob, secretsFromEnv } from "./run.ts";
@@ -96,15 +97,16 @@ const UNRECORDED: Partial<Record<LogStream, string>> = {
 /** The files of a stream in reading order: earlier steps' copies first, then the current one. */
 function streamFiles(tdir: string, t: TrialRecord, stream: LogStream): string[] {
   const pick = (dir: string): string | undefined => {
-    if (stream === "verifier") return join(dir, "verifier", "test-stdout.txt");
-    const agentDir = join(dir, "agent");
+    if (stream === "verifier") return trialPaths(dir).testStdout;
+    const agentDir = trialPaths(dir).agent;
     for (const n of [`${t.agent}.txt`, "stdout.log"]) if (existsSync(join(agentDir, n))) return join(agentDir, n);
     const txt = existsSync(agentDir) ? readdirSync(agentDir).filter((n) => n.endsWith(".txt")).sort() : [];
     return txt.length ? join(agentDir, txt[0]) : join(agentDir, `${t.agent}.txt`);
   };
-  if (stream === "system") return [join(tdir, "trial.log")];
-  const steps = existsSync(join(tdir, "steps")) ? readdirSync(join(tdir, "steps")).sort() : [];
-  return [...steps.map((s) => pick(join(tdir, "steps", s))!), pick(tdir)!];
+  const p = trialPaths(tdir);
+  if (stream === "system") return [p.log];
+  const steps = existsSync(p.steps) ? readdirSync(p.steps).sort() : [];
+  return [...steps.map((s) => pick(p.step(s))!), pick(tdir)!];
 }
 
 function notRecorded(t: TrialRecord, stream: LogStream): EvolveError {

@@ -1,6 +1,7 @@
 /** The two built-in agents: `oracle` (the task's reference solution) and `nop` (does nothing). */
 import { existsSync } from "node:fs";
 import { join } from "node:path";
+import { BOX } from "../trial/layout.ts";
 import type { AgentOutcome, Harness, HarnessContext } from "./types.ts";
 
 /**
@@ -18,9 +19,9 @@ export const oracle: Harness = {
     }
     // a fresh copy per step, so a step never runs the previous step's leftover files
     // (checked with a HEAD first: an exec costs a runtime process, and a fresh box has no /solution)
-    if (await ctx.engine.pathExists(ctx.containerId, "/solution")) await ctx.engine.exec(ctx.containerId, ["sh", "-c", "rm -rf /solution"], { user: "root" });
-    await ctx.engine.copyIn(ctx.containerId, solution, "/solution");
-    const r = await ctx.engine.exec(ctx.containerId, ["bash", "-c", "bash /solution/solve.sh >> /logs/agent/oracle.txt 2>&1"], {
+    if (await ctx.engine.pathExists(ctx.containerId, BOX.solution)) await ctx.engine.exec(ctx.containerId, ["sh", "-c", `rm -rf ${BOX.solution}`], { user: "root" });
+    await ctx.engine.copyIn(ctx.containerId, solution, BOX.solution);
+    const r = await ctx.engine.exec(ctx.containerId, ["bash", "-c", `bash ${BOX.solution}/solve.sh >> ${BOX.agentLogs}/oracle.txt 2>&1`], {
       user: ctx.user,
       workdir: ctx.workdir,
       env: { ...ctx.env, ...ctx.solutionEnv },

@@ -12,6 +12,7 @@ import { LABEL_HOME, LABEL_JOB, LABEL_MANAGED, LABEL_TASK_DIGEST, LABEL_TRIAL, t
 import type { BoxDefaults } from "../config.ts";
 import type { EnvironmentConfig } from "../task/model.ts";
 import { TrialFailure } from "./outcome.ts";
+import { boxMounts } from "./layout.ts";
 
 /** The image tag a task's environment/Dockerfile builds to: stable per task content. */
 export function taskImageTag(digest: string, kind: "task" | "verifier" = "task"): string {
@@ -105,20 +106,13 @@ export function boxSpec(opts: {
   extraHosts?: string[];
   netEnv?: Record<string, string>;
   aliases?: string[];
-  /**
-   * The verifier runs in a box of its own: the agent's box then never sees `/logs/verifier` (what the verifier
-   * writes is out of the agent's reach), and the verifier's box sees the agent's logs read-only.
-   */
+  /** The verifier runs in a box of its own (layout.ts boxMounts says what each box then mounts). */
   separateVerifier?: boolean;
   /** Caps for a box whose task declares none (config.toml `[box]`). */
   caps?: BoxDefaults;
 }): ContainerSpec {
   const t = opts.trialPath;
-  const mounts = [
-    ...(opts.role === "agent" || !opts.separateVerifier ? [{ host: join(t, "agent"), container: "/logs/agent" }] : [{ host: join(t, "agent"), container: "/logs/agent", readOnly: true }]),
-    ...(opts.role === "verifier" || !opts.separateVerifier ? [{ host: join(t, "verifier"), container: "/logs/verifier" }] : []),
-    { host: join(t, "artifacts"), container: "/logs/artifacts" },
-  ];
+  const mounts = boxMounts(t, opts.role, !!opts.separateVerifier);
   return {
     image: opts.image,
     cmd: ["sleep", "infinity"],

@@ -15,6 +15,7 @@
  * skipped path never costs the capture of the others. Kept files are written through descriptors that follow no
  * link, and read back the same way (`readKeptFile`).
  */
+import { TRIAL } from "./layout.ts";
 import { createHash, type Hash } from "node:crypto";
 import { constants, createWriteStream } from "node:fs";
 import { mkdir, open, readFile, rm } from "node:fs/promises";
@@ -54,8 +55,8 @@ export interface KeptCaps {
 }
 
 /** The manifest's file name in the trial folder, and the kept tree's folder. */
-export const MANIFEST_FILE = "fs-changes.json";
-export const KEPT_DIR = "fs";
+export const MANIFEST_FILE = TRIAL.keptManifest;
+export const KEPT_DIR = TRIAL.kept;
 
 const FETCH_CONCURRENCY = 6;
 const PATH_MAX = 4096;

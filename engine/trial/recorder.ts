@@ -7,6 +7,7 @@ import { appendFileSync } from "node:fs";
 import { join } from "node:path";
 import { trialDir, type TrialRecord } from "../store/index.ts";
 import { CancelledFailure, type ExceptionType } from "./outcome.ts";
+import { trialPaths } from "./layout.ts";
 import type { ExceptionRecord, TimeSpan } from "./result.ts";
 import type { Phase, TrialDeps, TrialRequest, TrialStatus } from "./types.ts";
 
@@ -111,7 +112,7 @@ export abstract class TrialRecorder {
   protected log(line: string): void {
     const text = this.redact(line);
     try {
-      appendFileSync(join(this.path, "trial.log"), `${now()} ${text}\n`);
+      appendFileSync(trialPaths(this.path).log, `${now()} ${text}\n`);
     } catch {
       // the trial folder may not exist yet (prepare failed); the event below still carries the line
     }

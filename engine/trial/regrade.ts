@@ -24,6 +24,7 @@ import { awaitHealthy, boxSpec, ensureBuilt, requireImage, taskImageTag } from "
 import { keepChangedFiles, keptFile, readManifest, type KeptManifest } from "./changes.ts";
 import { resolveAgentEnv, resolveVerifierEnv } from "./env.ts";
 import { CancelledFailure, TrialFailure } from "./outcome.ts";
+import { artifactSources, BOX, restoreArtifactCommand, trialPaths, VERIFY_COMMAND } from "./layout.ts";
 import { boxPutTar } from "./inspect.ts";
 import { pruneEmptyDirs, writeJson, writeResult, type ExceptionRecord, type TimeSpan, type TrialConfigFile } from "./result.ts";
 import { primaryReward, readRewards, verifierTail, type RewardMap } from "./reward.ts";
@@ -152,7 +153,7 @@ class Regrade extends TrialRecorder {
       attempt: this.req.attempt ?? 1,
       regrade_of: this.origId,
     };
-    await writeJson(join(this.path, "config.json"), this.config);
+    await writeJson(trialPaths(this.path).config, this.config);
     const origArtifacts = join(trialDir(this.req.home, this.origId), "artifacts");
     if (this.separate() && existsSync(origArtifacts)) await cp(origArtifacts, join(this.path, "artifacts"), { recursive: true });
     this.log(`regrade of trial ${this.origId}: only the verifier runs, on the original's ${this.separate() ? "artifacts" : "kept files"}`);
@@ -186,7 +187,7 @@ class Regrade extends TrialRecorder {
     if (mode === "allowlist") throw new TrialFailure("NetworkPolicyUnsupportedError", "regrading a task whose verifier uses network_mode = \"allowlist\" is not supported yet");
     const spec = boxSpec({ image: this.image, trialId: this.req.trialId, jobId: this.req.jobId, trialPath: this.path, network: mode === "no-network" ? "none" : "default", env: venv, literals: this.literals, role: "verifier", home: this.req.home });
     // a verifier-only box has no agent stream to mount
-    spec.mounts = spec.mounts?.filter((m) => m.container !== "/logs/agent");
+    spec.mounts = spec.mounts?.filter((m) => m.container !== BOX.agentLogs);
     try {
       this.box = await this.engine.create(spec);
       if (this.deps.signal?.aborted) throw new CancelledFailure();
@@ -234,12 +235,7 @@ class Regrade extends TrialRecorder {
 
   /** Puts each listed artifact back at its source path, as the original's separate verifier box had it. */
   private async restoreArtifacts(): Promise<void> {
-    for (const a of this.cfg.artifacts) {
-      const src = typeof a === "string" ? a : (a as { source?: unknown })?.source;
-      if (typeof src !== "string" || !src.startsWith("/") || src.includes("'") || src.split("/").includes("..")) continue;
-      const s = src.replace(/\/+$/, "");
-      await this.root(["sh", "-c", `[ ! -e '/logs/artifacts${s}' ] || { mkdir -p "$(dirname '${s}')" && rm -rf '${s}' && cp -a '/logs/artifacts${s}' '${s}'; }`], `restoring artifact ${s}`);
-    }
+    for (const s of artifactSources(this.cfg.artifacts)) await this.root(["sh", "-c", restoreArtifactCommand(s)], `restoring artifact ${s}`);
   }
 
   private async verify(): Promise<{ rewards: RewardMap | null; exception: ExceptionRecord | null }> {
@@ -247,17 +243,17 @@ class Regrade extends TrialRecorder {
     const wd = cfg.environment.workdir || (await this.root(["pwd"], "reading the working directory")).stdout.trim() || "/";
     // judge tasks are refused before a regrade starts (refusal above), so no judge credential is ever asked for here
     const { env } = resolveVerifierEnv(cfg.verifier.env);
-    await this.root(["sh", "-c", "rm -rf /tests"], "clearing /tests");
-    if (existsSync(join(this.req.task.dir, "tests"))) await this.engine.copyIn(this.box, join(this.req.task.dir, "tests"), "/tests");
+    await this.root(["sh", "-c", `rm -rf ${BOX.tests}`], `clearing ${BOX.tests}`);
+    if (existsSync(join(this.req.task.dir, "tests"))) await this.engine.copyIn(this.box, join(this.req.task.dir, "tests"), BOX.tests);
     const timeoutSec = (cfg.verifier.timeout_sec ?? DEFAULT_VERIFIER_TIMEOUT_SEC) * (this.req.timeoutMultiplier || 1);
-    const r = await this.engine.exec(this.box, ["bash", "-c", "bash /tests/test.sh > /logs/verifier/test-stdout.txt 2>&1"], {
+    const r = await this.engine.exec(this.box, ["bash", "-c", VERIFY_COMMAND], {
       user: "root",
       workdir: wd,
       env: { ...this.literals, ...env },
       timeoutMs: timeoutSec * 1000,
     });
     if (this.deps.signal?.aborted) throw new CancelledFailure();
-    const vdir = join(this.path, "verifier");
+    const vdir = trialPaths(this.path).verifier;
     const tail = async (fallback: string) => ((await verifierTail(vdir)).trim() ? await verifierTail(vdir) : fallback);
     if (r.timedOut) {
       const msg = `the verifier ran past its ${timeoutSec} s timeout`;

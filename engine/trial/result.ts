@@ -7,6 +7,7 @@ import { mkdir, readdir, readFile, rename, rm, rmdir, writeFile } from "node:fs/
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
 import { listBoxFiles, redactBoxFile } from "./boxfs.ts";
+import { trialPaths } from "./layout.ts";
 import type { RewardMap } from "./reward.ts";
 import type { Phase, TrialStatus } from "./types.ts";
 import type { TrialRecord } from "../store/index.ts";
@@ -150,8 +151,8 @@ export async function writeJson(path: string, value: unknown): Promise<void> {
 /** Writes result.json, and exception.txt when (and only when) the trial carries an exception. */
 export async function writeResult(trialPath: string, o: TrialOutcome): Promise<void> {
   await mkdir(trialPath, { recursive: true });
-  await writeJson(join(trialPath, "result.json"), resultJson(o, trialPath));
-  const exc = join(trialPath, "exception.txt");
+  await writeJson(trialPaths(trialPath).result, resultJson(o, trialPath));
+  const exc = trialPaths(trialPath).exception;
   if (o.exception) {
     const e = o.exception;
     await writeFile(exc, `${e.type}: ${e.message}\n${e.traceback ? `\n${e.traceback}\n` : ""}`);
@@ -207,7 +208,7 @@ export interface SpendFields {
  */
 export async function writeEvolveJson(trialPath: string, t: SpendFields): Promise<void> {
   const s = t.spend;
-  await writeJson(join(trialPath, "evolve.json"), {
+  await writeJson(trialPaths(trialPath).evolve, {
     spend_source: s?.source ?? "none",
     spent_usd: s ? (s.final_usd ?? s.live_usd) : null,
     lanes: {

@@ -5,6 +5,7 @@
  * verifier's output — never a fabricated zero.
  */
 import type { ExceptionType } from "./outcome.ts";
+import { BOX, TRIAL } from "./layout.ts";
 import { BoxFileRefused, readBoxBytes, readBoxFile } from "./boxfs.ts";
 import { join } from "node:path";
 
@@ -32,7 +33,7 @@ const NUMBER = /^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$/;
 export function parseRewards(files: { json?: string; txt?: string }): RewardParse {
   if (files.json !== undefined) return parseJson(files.json);
   if (files.txt !== undefined) return parseTxt(files.txt);
-  return { ok: false, type: "RewardFileNotFoundError", reason: "the verifier wrote neither /logs/verifier/reward.json nor reward.txt" };
+  return { ok: false, type: "RewardFileNotFoundError", reason: `the verifier wrote neither ${BOX.verifierLogs}/reward.json nor reward.txt` };
 }
 
 function parseTxt(text: string): RewardParse {
@@ -98,7 +99,7 @@ export async function readRewards(verifierDir: string): Promise<RewardParse> {
       }
       if (buf) files[key] = buf.toString("utf8");
     } catch (e) {
-      if (e instanceof BoxFileRefused) return { ok: false, type: "VerifierOutputParseError", reason: `/logs/verifier/${name}: ${e.what}, not a regular file; refused` };
+      if (e instanceof BoxFileRefused) return { ok: false, type: "VerifierOutputParseError", reason: `${BOX.verifierLogs}/${name}: ${e.what}, not a regular file; refused` };
       throw e;
     }
   }
@@ -108,7 +109,7 @@ export async function readRewards(verifierDir: string): Promise<RewardParse> {
 /** The last {@link VERIFIER_TAIL_CHARS} characters of the verifier's log (`test-stdout.txt`), "" when absent or refused. */
 export async function verifierTail(verifierDir: string): Promise<string> {
   try {
-    const text = (await readBoxFile(verifierDir, join(verifierDir, "test-stdout.txt"), { limit: VERIFIER_TAIL_CHARS * 4, tail: true })) ?? "";
+    const text = (await readBoxFile(verifierDir, join(verifierDir, TRIAL.testStdout), { limit: VERIFIER_TAIL_CHARS * 4, tail: true })) ?? "";
     return text.slice(-VERIFIER_TAIL_CHARS);
   } catch (e) {
     if (e instanceof BoxFileRefused) return `(${e.message})`;

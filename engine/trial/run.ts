@@ -16,7 +16,7 @@ import type { Harness, HarnessContext } from "../harness/types.ts";
 import type { TrialRecord } from "../store/index.ts";
 import { baselineNetwork, DEFAULT_AGENT_TIMEOUT_SEC, DEFAULT_VERIFIER_TIMEOUT_SEC, parseTaskToml, verifierMode, type TaskConfig } from "../task/model.ts";
 import { awaitHealthy, boxSpec, ensureBuilt, gpuDevices, removeLabelled, requireImage, requireRunning, taskImageTag } from "./box.ts";
-import { KEPT_DIR, keepChangedFiles, MANIFEST_FILE } from "./changes.ts";
+import { keepChangedFiles } from "./changes.ts";
 import { LABEL_HOME, LABEL_TRIAL } from "../driver/types.ts";
 import { judgeFamily, resolveAgentEnv, resolveVerifierEnv, withJudgeEnv } from "./env.ts";
 import { homeGateway, spendRecord, type BudgetRefusal, type GatewayLease } from "./gateway.ts";
@@ -24,6 +24,7 @@ import { zeroLane } from "../../gateway/meter.ts";
 import { ComposeTask } from "./compose.ts";
 import { TrialNetwork, trialPolicies, type NetPolicy, type TrialPolicies } from "./network.ts";
 import { CancelledFailure, TrialFailure } from "./outcome.ts";
+import { ATTEMPT_OUTPUTS, BOX, TRIAL, collectArtifactCommand, MOUNTED, restoreArtifactCommand, trialPaths, VERIFY_COMMAND, artifactSources } from "./layout.ts";
 import { pruneEmptyDirs, redactTree, writeEvolveJson, writeJson, writeResult, type AgentUsage, type ExceptionRecord, type StepResult, type TimeSpan, type TrialConfigFile } from "./result.ts";
 import { primaryReward, readRewards, verifierTail, type RewardMap } from "./reward.ts";
 import { runRegrade } from "./regrade.ts";
@@ -34,9 +35,6 @@ import { defuseTree, emptyBoxDir } from "./boxfs.ts";
 import { now, TrialRecorder } from "./recorder.ts";
 import type { Phase, TrialDeps, TrialRequest, TrialStatus } from "./types.ts";
 
-
-/** What one attempt writes into the trial folder; a new attempt starts without any of it (trial.log is kept and marked). */
-const ATTEMPT_OUTPUTS = ["agent", "verifier", "artifacts", "steps", KEPT_DIR, MANIFEST_FILE, "result.json", "exception.txt", "evolve.json"] as const;
 
 // container removals run after the trial returns; callers that exit (tests, `evolve run`) await them here
 const removals = new Set<Promise<void>>();
@@ -160,7 +158,7 @@ class TrialRun extends TrialRecorder {
     if (!harness) throw new TrialFailure("UnknownAgentError", `no agent named ${this.req.agent.name} (built-in: oracle, nop)`);
     this.harness = harness;
     this.configFile = this.makeConfig();
-    await writeJson(join(this.path, "config.json"), this.configFile);
+    await writeJson(trialPaths(this.path).config, this.configFile);
 
     const env = resolveAgentEnv(cfg.environment.env, this.req.secrets);
     const sol = resolveAgentEnv(cfg.solution.env, this.req.secrets);
@@ -224,7 +222,7 @@ class TrialRun extends TrialRecorder {
       if (existsSync(join(this.path, name))) stale.push(name);
       await rm(join(this.path, name), { recursive: true, force: true });
     }
-    for (const d of ["agent", "verifier", "artifacts"]) await mkdir(join(this.path, d), { mode: 0o755 });
+    for (const m of MOUNTED) await mkdir(join(this.path, m.name), { mode: 0o755 });
     const removed = left.containers + left.networks > 0 ? `; removed ${left.containers} box(es) and ${left.networks} network(s) an earlier attempt left` : "";
     const cleared = stale.length > 0 ? `; cleared ${stale.join(", ")}` : "";
     this.log(`attempt ${this.req.attempt ?? 1} starts: ${this.attemptReason()}${removed}${cleared}`);
@@ -283,7 +281,7 @@ class TrialRun extends TrialRecorder {
     this.workdir = wd || state.workdir || "/";
     if (wd || user !== undefined) {
       // the agent's log folders are the agent user's own, never world-writable
-      const check = 'if [ -n "$1" ]; then mkdir -p "$1"; fi; if [ -n "$2" ]; then if id -u "$2" >/dev/null 2>&1; then chown "$2" /logs/agent /logs/artifacts; else echo evolve-no-user; fi; fi';
+      const check = `if [ -n "$1" ]; then mkdir -p "$1"; fi; if [ -n "$2" ]; then if id -u "$2" >/dev/null 2>&1; then chown "$2" ${BOX.agentLogs} ${BOX.artifacts}; else echo evolve-no-user; fi; fi`;
       const r = await this.exec(this.agentBox, ["sh", "-c", check, "sh", wd ?? "", user ?? ""], { user: "root" });
       this.userMissing = user !== undefined && (r.exitCode !== 0 || r.stdout.includes("evolve-no-user"));
     }
@@ -412,7 +410,7 @@ class TrialRun extends TrialRecorder {
       const tmp = await mkdtemp(join(tmpdir(), "evolve-pre-"));
       try {
         await copyFile(pre, join(tmp, "pre_artifacts.sh"));
-        await this.engine.copyIn(box, tmp, "/tmp/.evolve");
+        await this.engine.copyIn(box, tmp, BOX.scratch);
       } finally {
         await rm(tmp, { recursive: true, force: true });
       }
@@ -420,7 +418,7 @@ class TrialRun extends TrialRecorder {
         "if git -c safe.directory='*' rev-parse --is-inside-work-tree >/dev/null 2>&1; then " +
         "git -c safe.directory='*' add -A && (git -c safe.directory='*' diff --cached --quiet || " +
         "git -c safe.directory='*' -c user.name=evolve -c user.email=evolve@localhost commit -q -m 'agent work'); fi";
-      const r = await this.exec(box, ["bash", "-c", `${commit}; mkdir -p /logs/artifacts; bash /tmp/.evolve/pre_artifacts.sh`], {
+      const r = await this.exec(box, ["bash", "-c", `${commit}; mkdir -p ${BOX.artifacts}; bash ${BOX.scratch}/pre_artifacts.sh`], {
         user: "root",
         workdir: this.workdir,
         env: this.literals,
@@ -430,7 +428,7 @@ class TrialRun extends TrialRecorder {
       return;
     }
     for (const src of this.artifactSources(plan)) {
-      const r = await this.exec(box, ["sh", "-c", `[ -e '${src}' ] && mkdir -p "$(dirname '/logs/artifacts${src}')" && cp -a '${src}' '/logs/artifacts${src}'`], {
+      const r = await this.exec(box, ["sh", "-c", collectArtifactCommand(src)], {
         user: "root",
       });
       if (r.exitCode !== 0) this.log(`artifact ${src} was not collected (missing?)`);
@@ -445,7 +443,7 @@ class TrialRun extends TrialRecorder {
       else await this.net!.enter(this.agentBox, "verify");
       // nothing of the agent runs any more (endAgentProcesses): what it left in the verifier's folder goes, and
       // only the verifier writes there from now on
-      await emptyBoxDir(join(this.path, "verifier"));
+      await emptyBoxDir(trialPaths(this.path).verifier);
       const box = separate ? await this.separateVerifierBox(plan) : this.agentBox;
       const resolved = resolveVerifierEnv({ ...this.cfg.verifier.env, ...plan.verifierEnv });
       let env = resolved.env;
@@ -458,18 +456,18 @@ class TrialRun extends TrialRecorder {
       // --ve REWARDKIT_JUDGE / REWARDKIT_MODEL: the job's override of the rubric's judge
       env = { ...env, ...(this.req.verifierEnv ?? {}) };
       // a HEAD rather than an exec: /tests is only there when the image or the agent made it
-      if (await this.guard(box, () => this.engine.pathExists(box, "/tests"))) await this.exec(box, ["sh", "-c", "rm -rf /tests"], { user: "root" });
+      if (await this.guard(box, () => this.engine.pathExists(box, BOX.tests))) await this.exec(box, ["sh", "-c", `rm -rf ${BOX.tests}`], { user: "root" });
       const shared = join(this.req.task.dir, "tests");
-      if (existsSync(shared)) await this.engine.copyIn(box, shared, "/tests");
-      if (plan.name !== null && existsSync(join(plan.dir, "tests"))) await this.engine.copyIn(box, join(plan.dir, "tests"), "/tests");
-      const r = await this.exec(box, ["bash", "-c", "bash /tests/test.sh > /logs/verifier/test-stdout.txt 2>&1"], {
+      if (existsSync(shared)) await this.engine.copyIn(box, shared, BOX.tests);
+      if (plan.name !== null && existsSync(join(plan.dir, "tests"))) await this.engine.copyIn(box, join(plan.dir, "tests"), BOX.tests);
+      const r = await this.exec(box, ["bash", "-c", VERIFY_COMMAND], {
         user: "root",
         workdir: this.workdir,
         env: { ...this.literals, ...(separate ? {} : this.net!.execEnv("verify")), ...env },
         timeoutMs: plan.verifierTimeoutSec * 1000,
       });
       this.checkCancelled();
-      const vdir = join(this.path, "verifier");
+      const vdir = trialPaths(this.path).verifier;
       if (r.timedOut) {
         step.exception = this.exc("VerifierTimeoutError", await this.tailOr(vdir, `the verifier ran past its ${plan.verifierTimeoutSec} s timeout`), `the verifier ran past its ${plan.verifierTimeoutSec} s timeout`);
         return { ok: false };
@@ -526,7 +524,7 @@ class TrialRun extends TrialRecorder {
     const box = await this.startBox(image, this.policies.separateVerifier ?? this.policies.baseline, venv, "verifier");
     // the verifier sees /logs/artifacts (mounted) and each listed artifact back at its source path
     for (const src of this.artifactSources(plan)) {
-      await this.exec(box, ["sh", "-c", `[ ! -e '/logs/artifacts${src}' ] || { mkdir -p "$(dirname '${src}')" && rm -rf '${src}' && cp -a '/logs/artifacts${src}' '${src}'; }`], { user: "root" });
+      await this.exec(box, ["sh", "-c", restoreArtifactCommand(src)], { user: "root" });
     }
     return box;
   }
@@ -736,19 +734,14 @@ class TrialRun extends TrialRecorder {
 
   /** Absolute container paths of the task's (and the step's) `artifacts` entries. */
   private artifactSources(plan: StepPlan): string[] {
-    const out: string[] = [];
-    for (const a of [...this.cfg.artifacts, ...plan.artifacts]) {
-      const src = typeof a === "string" ? a : (a as { source?: unknown })?.source;
-      if (typeof src === "string" && src.startsWith("/") && !src.includes("'") && !src.split("/").includes("..")) out.push(src.replace(/\/+$/, ""));
-    }
-    return out;
+    return artifactSources([...this.cfg.artifacts, ...plan.artifacts]);
   }
 
   /** Moves this step's agent and verifier outputs to steps/<name>/ so the next step starts with empty /logs folders. */
   private async archiveStep(name: string): Promise<void> {
-    for (const d of ["agent", "verifier"]) {
+    for (const d of [TRIAL.agent, TRIAL.verifier]) {
       const from = join(this.path, d);
-      const to = join(this.path, "steps", name, d);
+      const to = join(trialPaths(this.path).step(name), d);
       await mkdir(to, { recursive: true });
       for (const f of await readdir(from)) await rename(join(from, f), join(to, f));
     }

@@ -1,0 +1,112 @@
+/**
+ * Where a trial's things live: the trial folder on the host (platform-trial-outputs.md, Harbor's trial layout) and
+ * the paths inside a box (Harbor's `/logs/*`, `/tests`, `/solution`). Every other module asks here instead of
+ * spelling a path, so the two views cannot drift apart.
+ */
+import { join } from "node:path";
+import type { Mount } from "../driver/types.ts";
+
+/** Paths inside a box. */
+export const BOX = {
+  /** The agent's streams and sessions. */
+  agentLogs: "/logs/agent",
+  /** What the verifier writes: reward.json / reward.txt, test-stdout.txt. */
+  verifierLogs: "/logs/verifier",
+  /** Collected artifacts, each at `/logs/artifacts<source path>`. */
+  artifacts: "/logs/artifacts",
+  /** The task's tests/ (the verifier), copied in for the verify phase. */
+  tests: "/tests",
+  /** The task's solution/ (the oracle). */
+  solution: "/solution",
+  /** evolve's own scratch files (pre_artifacts.sh). */
+  scratch: "/tmp/.evolve",
+} as const;
+
+/** Names inside a trial folder. */
+export const TRIAL = {
+  agent: "agent",
+  verifier: "verifier",
+  artifacts: "artifacts",
+  steps: "steps",
+  log: "trial.log",
+  config: "config.json",
+  result: "result.json",
+  exception: "exception.txt",
+  evolve: "evolve.json",
+  /** The kept tree: what the run changed in the box, and its manifest. */
+  kept: "fs",
+  keptManifest: "fs-changes.json",
+  /** The verifier's log, inside `verifier/`. */
+  testStdout: "test-stdout.txt",
+} as const;
+
+/** The folders a box mounts, in the box and in the trial folder. */
+export const MOUNTED = [
+  { name: TRIAL.agent, box: BOX.agentLogs },
+  { name: TRIAL.verifier, box: BOX.verifierLogs },
+  { name: TRIAL.artifacts, box: BOX.artifacts },
+] as const;
+
+/** What one attempt writes into the trial folder; a new attempt starts without any of it (trial.log is kept). */
+export const ATTEMPT_OUTPUTS = [TRIAL.agent, TRIAL.verifier, TRIAL.artifacts, TRIAL.steps, TRIAL.kept, TRIAL.keptManifest, TRIAL.result, TRIAL.exception, TRIAL.evolve] as const;
+
+/** A trial folder's paths. */
+export function trialPaths(dir: string) {
+  return {
+    root: dir,
+    agent: join(dir, TRIAL.agent),
+    verifier: join(dir, TRIAL.verifier),
+    artifacts: join(dir, TRIAL.artifacts),
+    steps: join(dir, TRIAL.steps),
+    /** A finished step's archived outputs (`steps/<name>/agent`, `…/verifier`). */
+    step: (name: string) => join(dir, TRIAL.steps, name),
+    log: join(dir, TRIAL.log),
+    config: join(dir, TRIAL.config),
+    result: join(dir, TRIAL.result),
+    exception: join(dir, TRIAL.exception),
+    evolve: join(dir, TRIAL.evolve),
+    testStdout: join(dir, TRIAL.verifier, TRIAL.testStdout),
+  };
+}
+
+/**
+ * The trial folders a box mounts. A separate verifier runs in a box of its own: the agent's box then never sees
+ * `/logs/verifier` (what the verifier writes is out of the agent's reach), and the verifier's box sees the agent's
+ * logs read-only.
+ */
+export function boxMounts(trialDir: string, role: "agent" | "verifier", separateVerifier: boolean): Mount[] {
+  const p = trialPaths(trialDir);
+  if (!separateVerifier) return MOUNTED.map((m) => ({ host: join(trialDir, m.name), container: m.box }));
+  return role === "agent"
+    ? [{ host: p.agent, container: BOX.agentLogs }, { host: p.artifacts, container: BOX.artifacts }]
+    : [{ host: p.agent, container: BOX.agentLogs, readOnly: true }, { host: p.verifier, container: BOX.verifierLogs }, { host: p.artifacts, container: BOX.artifacts }];
+}
+
+/** The verifier's command line in its box: test.sh with its output as the verifier stream. */
+export const VERIFY_COMMAND = `bash ${BOX.tests}/test.sh > ${BOX.verifierLogs}/${TRIAL.testStdout} 2>&1`;
+
+/** Where an artifact from `src` (absolute, no quote, no `..`; see run.ts) is kept in the box. */
+export const artifactPath = (src: string) => `${BOX.artifacts}${src}`;
+
+/** Copies the artifact at `src` into /logs/artifacts (exit 1 when it is missing). */
+export function collectArtifactCommand(src: string): string {
+  return `[ -e '${src}' ] && mkdir -p "$(dirname '${artifactPath(src)}')" && cp -a '${src}' '${artifactPath(src)}'`;
+}
+
+/** Puts a collected artifact back at its source path (a separate verifier, a regrade); absent is fine. */
+export function restoreArtifactCommand(src: string): string {
+  return `[ ! -e '${artifactPath(src)}' ] || { mkdir -p "$(dirname '${src}')" && rm -rf '${src}' && cp -a '${artifactPath(src)}' '${src}'; }`;
+}
+
+/**
+ * The source paths of a task's (or a step's) `artifacts` entries that can be collected: absolute, no quote, no
+ * `..`, trailing slashes dropped. The validator refuses the others; a stored task is checked again here.
+ */
+export function artifactSources(entries: readonly unknown[]): string[] {
+  const out: string[] = [];
+  for (const a of entries) {
+    const src = typeof a === "string" ? a : (a as { source?: unknown })?.source;
+    if (typeof src === "string" && src.startsWith("/") && !src.includes("'") && !src.split("/").includes("..")) out.push(src.replace(/\/+$/, ""));
+  }
+  return out;
+}
