@@ -6,12 +6,11 @@ import { DatasetInvalidError, importTasks, resolveDataset, type StoredTask } fro
 import { openEngine } from "../engine/driver/select.ts";
 import type { Engine } from "../engine/driver/types.ts";
 import { EvolveError } from "../engine/errors.ts";
-import { checkJobSize, createJob, runJob, type JobConfig, type JobEvent } from "../engine/job/job.ts";
+import { checkJobSize, createJob, type JobConfig, type JobEvent } from "../engine/job/job.ts";
 import { primaryReward, summarizeJob } from "../engine/job/summary.ts";
 import { openStore, taskBlobDir, type JobRecord, type Store, type TrialRecord } from "../engine/store/index.ts";
-import { runTrial, settleRemovals } from "../engine/trial/run.ts";
-import { ModelGateway } from "../engine/trial/gateway.ts";
-import { SETTLED_STATUSES, type TrialStatus } from "../engine/trial/types.ts";
+import { driveJob as runRecordedJob } from "../engine/job/drive.ts";
+import { runsOnResume } from "../engine/trial/outcome.ts";
 import { isTTY } from "../engine/runtime.ts";
 import { out, outJson, outTable, style } from "./output.ts";
 import { printJobSummary } from "./job.ts";
@@ -234,7 +233,7 @@ export async function resumeCommand(id: string, opts: { json?: boolean; engine?:
     const job = store.getJob(id);
     if (!job) throw new EvolveError("job_not_found", `no job ${id}`, "see `evolve job list`");
     const before = store.listTrials(id);
-    const pending = before.filter((t) => !SETTLED_STATUSES.has(t.status as TrialStatus) || t.status === "BUDGET").length;
+    const pending = before.filter((t) => runsOnResume(t.status)).length;
     const engine = await openEngine({ kind: opts.engine, home: config.home });
     if (!opts.json) out(`${style.bold(`job ${id}`)}: resuming ${pending} of ${before.length} trials`);
     const view = progress(pending, opts.json === true);
@@ -254,23 +253,17 @@ export function secretsFromEnv(names: readonly string[]): Record<string, string>
 }
 
 /**
- * Runs a recorded job to its end in this process and closes the engine. The first Ctrl-C stops gracefully
- * (running trials settle CANCELLED), a second exits at once; container removals, which run off each trial's
- * critical path, are awaited before returning so nothing is left behind when the process exits.
+ * Runs a recorded job to its end (engine/job/drive.ts). The first Ctrl-C stops gracefully (running trials settle
+ * CANCELLED), a second exits at once.
  */
 export async function driveJob(o: { store: Store; engine: Engine; home: string; jobId: string; secrets: Record<string, string>; onEvent?: (e: JobEvent) => void }): Promise<TrialRecord[]> {
   const stop = new AbortController();
   const onSigint = () => (stop.signal.aborted ? process.exit(130) : stop.abort());
   process.on("SIGINT", onSigint);
-  // one gateway for the job's trials; it reads gateway.toml only when a trial first needs a model
-  const gateway = new ModelGateway({ home: o.home, store: o.store, warn: (m) => process.stderr.write(`${style.yellow("warning")}: ${m}\n`) });
   try {
-    return await runJob(o.jobId, { store: o.store, engine: o.engine, home: o.home, runTrial, secrets: o.secrets, signal: stop.signal, onEvent: o.onEvent, gateway });
+    return await runRecordedJob({ ...o, signal: stop.signal, warn: (m) => process.stderr.write(`${style.yellow("warning")}: ${m}\n`) });
   } finally {
     process.off("SIGINT", onSigint);
-    await gateway.close();
-    await settleRemovals();
-    await o.engine.close();
   }
 }
 

@@ -8,7 +8,7 @@
 import { EvolveError } from "../errors.ts";
 import { taskBlobDir, type JobRecord, type Store, type TrialRecord } from "../store/index.ts";
 import { regradeRefusal } from "../trial/regrade.ts";
-import { SETTLED_STATUSES, type TrialStatus } from "../trial/types.ts";
+import { isSettledStatus } from "../trial/outcome.ts";
 import { createJob, jobConfig, runnerAlive, type JobConfig } from "./job.ts";
 
 const now = () => new Date().toISOString();
@@ -22,7 +22,7 @@ export function requireTrial(store: Store, id: string): TrialRecord {
 
 /** Whether a trial has reached its final status. */
 export function isSettled(t: TrialRecord): boolean {
-  return SETTLED_STATUSES.has(t.status as TrialStatus);
+  return isSettledStatus(t.status);
 }
 
 function originalJob(store: Store, t: TrialRecord): JobRecord {

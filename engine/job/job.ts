@@ -11,7 +11,7 @@ import { LABEL_HOME, LABEL_JOB, type Engine } from "../driver/types.ts";
 import { removeLabelled } from "../trial/box.ts";
 import { newId, type JobRecord, type Store, type TrialRecord } from "../store/index.ts";
 import { taskBlobDir } from "../store/index.ts";
-import { isDeterministic } from "../trial/outcome.ts";
+import { isDeterministic, runsOnResume } from "../trial/outcome.ts";
 import type { ModelGateway } from "../trial/gateway.ts";
 import { SETTLED_STATUSES, type TrialDeps, type TrialEvent, type TrialRequest, type TrialStatus } from "../trial/types.ts";
 
@@ -171,7 +171,7 @@ export async function runJob(jobId: string, deps: JobDeps): Promise<TrialRecord[
   deps = { ...deps, signal: stop.signal };
   // BUDGET trials are never retried on their own, but run again here: `resume` is how a user goes on once the
   // credits or the budget allow it (platform-trials.md)
-  const pending = store.listTrials(jobId).filter((t) => !SETTLED_STATUSES.has(t.status as TrialStatus) || t.status === "BUDGET");
+  const pending = store.listTrials(jobId).filter((t) => runsOnResume(t.status));
   const byDigest = new Map(config.tasks.map((t) => [t.digest, t.name]));
 
   let next = 0;

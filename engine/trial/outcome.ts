@@ -36,6 +36,22 @@ export const SETTLED_STATUSES: ReadonlySet<TrialStatus> = new Set([
   "CANCELLED",
 ]);
 
+/** Statuses of a trial that is still to run or running: it owns its boxes while its job's runner lives. */
+export const LIVE_STATUSES: ReadonlySet<TrialStatus> = new Set(["QUEUED", "RUNNING", "SCORING"]);
+
+/** Whether a trial in `status` has settled (a stored record may hold any string). */
+export function isSettledStatus(status: string): boolean {
+  return SETTLED_STATUSES.has(status as TrialStatus);
+}
+
+/**
+ * Whether `job resume` runs a trial in `status` again: every trial that has not settled, and those a budget
+ * stopped (BUDGET is never retried on its own; resuming is how a user goes on once the budget allows it).
+ */
+export function runsOnResume(status: string): boolean {
+  return !isSettledStatus(status) || status === "BUDGET";
+}
+
 /** What the registry knows of one exception type. */
 export interface ExceptionInfo {
   /** The status a failure of this type settles; "SCORED" for an agent failure the verifier still scores. */

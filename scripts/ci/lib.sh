@@ -90,6 +90,12 @@ build_binary() {
 example() {
   local tasks=("$EVOLVE_ROOT"/fixtures/tasks/valid/*/)
   (cd "$EVOLVE_ROOT" && dist/evolve task validate "${tasks[@]}" >/dev/null && echo "validated ${#tasks[@]} fixture tasks")
-  (cd "$EVOLVE_ROOT" && dist/evolve dataset publish fixtures/datasets/example --name example --version 1.0)
+  # fixtures/datasets/example links to fixture tasks; a dataset holds its task folders themselves (a linked entry is
+  # refused as task_symlink), so the example publishes a copy with the links resolved
+  local ds
+  ds="$(mktemp -d)/example"
+  cp -rL "$EVOLVE_ROOT/fixtures/datasets/example" "$ds"
+  (cd "$EVOLVE_ROOT" && dist/evolve dataset publish "$ds" --name example --version 1.0)
+  rm -rf "$(dirname "$ds")"
   (cd "$EVOLVE_ROOT" && dist/evolve run -d example@1.0 -a oracle)
 }
