@@ -3,6 +3,7 @@
  * start-up stays cheap. Exit codes: 0 success, 1 the command ran and found problems, 2 usage or environment error.
  */
 import { Command, CommanderError, Option } from "commander";
+import { harnessNames } from "../engine/harness/index.ts";
 import { exitQuietlyOnBrokenPipe } from "../engine/runtime.ts";
 import { formatError, reportError } from "./output.ts";
 import { addTrialCommands } from "./trial-cli.ts";
@@ -112,7 +113,7 @@ export function buildProgram(version: string, setExit: (code: number) => void): 
     program
       .command("run")
       .description("run a job: an agent on every task, in containers; exit 1 if any trial did not score")
-      .option("-a, --agent <agent>", "agent: oracle | nop", "oracle")
+      .option("-a, --agent <agent>", `agent: ${harnessNames().join(" | ")}`, "oracle")
       .option("-m, --model <model>", "model the agent uses")
       .option("-k, --n-attempts <n>", "trials per task (default 1)", int)
       .option("--max-spend-usd <usd>", "cap each trial's agent spend at this many dollars")

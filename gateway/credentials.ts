@@ -76,20 +76,6 @@ export const FAMILY_ROUTES: Record<JudgeFamily, GatewayRoute[]> = {
   openai: ["chat", "responses", "models"],
 };
 
-/** Matches a model against one pattern: exact, or a trailing `*` as a prefix wildcard. */
-function matchPattern(model: string, pattern: string): boolean {
-  return pattern.endsWith("*") ? model.startsWith(pattern.slice(0, -1)) : model === pattern;
-}
-
-/**
- * Whether `cred` admits `model`. An empty list admits any model the gateway has configured; otherwise one
- * pattern must match. A provider-prefixed pattern (`anthropic/*`) never admits another provider's prefix.
- */
-export function admitsModel(cred: Credential, model: string): boolean {
-  if (cred.models.length === 0) return true;
-  return cred.models.some((p) => matchPattern(model, p));
-}
-
 /** The in-memory credential store: issue, authenticate, revoke. */
 export class Credentials {
   private readonly byHash = new Map<string, CredentialRecord>();
@@ -241,12 +227,6 @@ export function agentEnv(key: string, baseUrl: string): Record<string, string> {
     OPENAI_API_BASE: v1,
   };
 }
-
-/** The `[verifier.env]` names that ask for a judge credential, and the family each stands for. */
-export const JUDGE_ENV_NAMES: Record<string, JudgeFamily> = {
-  ANTHROPIC_API_KEY: "anthropic",
-  OPENAI_API_KEY: "openai",
-};
 
 /**
  * The variables a verifier gets for one judge family: the key under the name the task asked for, with both

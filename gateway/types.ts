@@ -32,7 +32,7 @@ export type Authenticate = (key: string) => Credential | undefined;
  * Token counts of one model call, as read from the provider's response or stream, normalized so the input
  * buckets are disjoint (as Anthropic reports them): OpenAI's `prompt_tokens`/`input_tokens` include cached
  * tokens, so the cached share is moved out of `input_tokens`. Build it with `usageFromAnthropic`,
- * `usageFromOpenAIChat` or `usageFromOpenAIResponses` in prices.ts.
+ * `usageFromOpenAIChat` or `usageFromOpenAIResponses` in usage.ts.
  */
 export interface Usage {
   /** Uncached input only (excludes cache reads and cache writes). */

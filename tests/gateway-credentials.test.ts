@@ -1,5 +1,16 @@
 import { describe, expect, it } from "vitest";
-import { admitsModel, agentEnv, Credentials, hashKey, judgeEnv, type CredentialRecord } from "../gateway/credentials.ts";
+import { admits } from "../gateway/app.ts";
+import { agentEnv, Credentials, hashKey, judgeEnv, type CredentialRecord } from "../gateway/credentials.ts";
+import type { Credential } from "../gateway/types.ts";
+import { buildUpstreams, routeModel } from "../gateway/upstreams.ts";
+
+/** Whether the gateway lets `cred` call `model`, routed as a request for it is (claude on Messages, others on chat). */
+const UPSTREAMS = buildUpstreams({}, { ANTHROPIC_API_KEY: "sk-ant", OPENAI_API_KEY: "sk-oai" });
+function admitsModel(cred: Credential, model: string): boolean {
+  const routed = routeModel(UPSTREAMS, model, model.includes("claude") ? "messages" : "chat");
+  if (!routed) throw new Error(`no upstream routes ${model}`);
+  return admits(cred, model, routed);
+}
 
 describe("gateway credentials", () => {
   it("issue → authenticate → revoke → refused; the key is stored only as its hash", () => {

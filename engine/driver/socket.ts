@@ -83,7 +83,10 @@ export async function ensurePodmanSocket(home: string): Promise<string> {
   return startPodmanService(home);
 }
 
-/** Starts `podman system service` detached on `<home>/run/podman.sock` and waits (≤ 5 s) until it answers. */
+/**
+ * Starts `podman system service` detached on the per-user `podmanServiceSocket` (log in `<home>/run`) and waits
+ * (≤ 5 s) until it answers.
+ */
 export async function startPodmanService(home: string): Promise<string> {
   const bin = which("podman");
   if (!bin) throw notFound("podman");

@@ -1,6 +1,7 @@
 /**
  * The container engine behind one interface. Podman and Docker both implement it by speaking the Docker-compatible
- * REST API over a unix socket (fast: no CLI start-up per step); build and compose go through the engine's CLI.
+ * REST API over a unix socket (fast: no CLI start-up per step); only image builds go through the engine's CLI
+ * (build.ts). Compose tasks run over the same REST API (engine/trial/compose.ts).
  * Nothing above this folder knows which engine runs.
  */
 
@@ -111,9 +112,12 @@ export interface Engine {
   imageExists(ref: string): Promise<boolean>;
   /** Labels of a local image, or undefined when absent. */
   imageLabels(ref: string): Promise<Record<string, string> | undefined>;
-  /** Builds `dockerfile` (relative to `context`) as `tag`; output lines go to `log`. Throws EngineError on failure/timeout. */
   /** Removes a local image; missing is fine. */
   removeImage?(ref: string): Promise<void>;
+  /**
+   * Builds `dockerfile` (relative to `context`; default `Dockerfile`) as `tag` with the engine's CLI; output lines
+   * go to `log`. Throws EvolveError `build_timeout` past `timeoutMs`, else `build_failed` with the output's tail.
+   */
   build(opts: { context: string; dockerfile?: string; tag: string; labels: Record<string, string>; timeoutMs: number; log?: (line: string) => void }): Promise<void>;
   /**
    * The network of public boxes and the egress proxy (builds use it too): the internet, but not this host's services

@@ -11,7 +11,7 @@ import { join } from "node:path";
 import type { Engine } from "../driver/types.ts";
 import { loadConfig, type BoxDefaults } from "../config.ts";
 import { firstLine, isDiskFull } from "../errors.ts";
-import { getHarness } from "../harness/index.ts";
+import { getHarness, harnessNames } from "../harness/index.ts";
 import type { Harness, HarnessContext } from "../harness/types.ts";
 import type { TrialRecord } from "../store/index.ts";
 import { baselineNetwork, DEFAULT_AGENT_TIMEOUT_SEC, DEFAULT_VERIFIER_TIMEOUT_SEC, parseTaskToml, verifierMode, type TaskConfig } from "../task/model.ts";
@@ -155,7 +155,7 @@ class TrialRun extends TrialRecorder {
     const cfg = this.cfg;
     this.boxCaps = loadConfig(this.req.home).box;
     const harness = getHarness(this.req.agent.name);
-    if (!harness) throw new TrialFailure("UnknownAgentError", `no agent named ${this.req.agent.name} (built-in: oracle, nop)`);
+    if (!harness) throw new TrialFailure("UnknownAgentError", `no agent named ${this.req.agent.name} (known agents: ${harnessNames().join(", ")})`);
     this.harness = harness;
     this.configFile = this.makeConfig();
     await writeJson(trialPaths(this.path).config, this.configFile);

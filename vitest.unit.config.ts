@@ -1,0 +1,62 @@
+/**
+ * The unit tier (`npm run test:unit`): every test file except the ones that need a container engine, run with no
+ * engine in reach, so that the tier stays fast and a file that quietly needs podman or docker fails instead of
+ * skipping. Podman and docker on PATH are stubs that record every call (tests/support/no-engine), CONTAINER_HOST
+ * and DOCKER_HOST name sockets nothing listens on, and XDG_RUNTIME_DIR is a fresh folder so the podman service
+ * evolve starts per user is not found either. Any recorded call fails the run, naming the file
+ * (tests/support/unit-tier.ts).
+ */
+import { existsSync, mkdtempSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { delimiter, join, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+import { defineConfig, mergeConfig } from "vitest/config";
+import base from "./vitest.config.ts";
+
+/**
+ * The files that need a container engine (they open one, spawn podman or docker, or run trials): `npm test`
+ * only. A new test file is in the unit tier unless it is added here.
+ */
+export const ENGINE_TESTS = [
+  "tests/binary.test.ts",
+  "tests/docker.test.ts",
+  "tests/doctor.test.ts",
+  "tests/driver.test.ts",
+  "tests/run-cli.test.ts",
+  "tests/trial-changes.test.ts",
+  "tests/trial-commands.test.ts",
+  "tests/trial-gateway-net.test.ts",
+  "tests/trial-gateway.test.ts",
+  "tests/trial-hostile.test.ts",
+  "tests/trial-network.test.ts",
+  "tests/trial-run.test.ts",
+];
+
+const root = fileURLToPath(new URL(".", import.meta.url));
+// a renamed file would otherwise drop into the unit tier and fail there for a reason that takes a while to see
+const gone = ENGINE_TESTS.filter((f) => !existsSync(join(root, f)));
+if (gone.length > 0) throw new Error(`vitest.unit.config.ts: ENGINE_TESTS names missing files: ${gone.join(", ")}`);
+
+const scratch = mkdtempSync(join(tmpdir(), "evolve-unit-"));
+
+export default mergeConfig(
+  base,
+  defineConfig({
+    test: {
+      exclude: ENGINE_TESTS,
+      // most of these files wait on child processes and polls rather than compute: more workers than cores overlap them
+      maxWorkers: 3,
+      globalSetup: ["./tests/support/unit-tier.ts"],
+      setupFiles: ["./tests/support/unit-tier-file.ts"],
+      env: {
+        PATH: [resolve(root, "tests/support/no-engine"), process.env.PATH ?? ""].join(delimiter),
+        CONTAINER_HOST: `unix://${join(scratch, "no-podman.sock")}`,
+        DOCKER_HOST: `unix://${join(scratch, "no-docker.sock")}`,
+        XDG_RUNTIME_DIR: scratch,
+        EVOLVE_NO_ENGINE_LOG: join(scratch, "engine-calls.log"),
+        // a quarter of the fuzz cases (the full run keeps 2000); EVOLVE_FUZZ_CASES still overrides
+        EVOLVE_FUZZ_CASES: process.env.EVOLVE_FUZZ_CASES ?? "500",
+      },
+    },
+  }),
+);
