@@ -11,7 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { monthOf } from "../gateway/budget.ts";
 import { buildUpstreams } from "../gateway/upstreams.ts";
 import { openStore, type Store } from "../engine/store/index.ts";
-import { INFLIGHT_SETTING, ModelGateway, STOP_SETTING, type GatewayLease } from "../engine/trial/gateway.ts";
+import { INFLIGHT_SETTING, ModelGateway, STOP_SETTING, type GatewayLease } from "../engine/gateway/model-gateway.ts";
 import { ScriptedUpstream } from "../fixtures/upstream/server.ts";
 
 const upstream = new ScriptedUpstream();

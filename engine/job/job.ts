@@ -12,7 +12,7 @@ import { removeLabelled } from "../trial/box.ts";
 import { newId, type JobRecord, type Store, type TrialRecord } from "../store/index.ts";
 import { taskBlobDir } from "../store/index.ts";
 import { isDeterministic, runsOnResume } from "../trial/outcome.ts";
-import type { ModelGateway } from "../trial/gateway.ts";
+import type { ModelGateway } from "../gateway/model-gateway.ts";
 import { SETTLED_STATUSES, type TrialDeps, type TrialEvent, type TrialRequest, type TrialStatus } from "../trial/types.ts";
 
 /** A job's status: RUNNING while a runner works on it, INTERRUPTED when that runner died, then a final state. */

@@ -19,7 +19,8 @@ import { awaitHealthy, boxSpec, ensureBuilt, gpuDevices, removeLabelled, require
 import { keepChangedFiles } from "./changes.ts";
 import { LABEL_HOME, LABEL_TRIAL } from "../driver/types.ts";
 import { judgeFamily, resolveAgentEnv, resolveVerifierEnv, withJudgeEnv } from "./env.ts";
-import { homeGateway, spendRecord, type BudgetRefusal, type GatewayLease } from "./gateway.ts";
+import { GatewayConfigError, type BudgetRefusal, type GatewayLease } from "../gateway/model-gateway.ts";
+import { homeGateway, spendRecord } from "./spend.ts";
 import { zeroLane } from "../../gateway/meter.ts";
 import { ComposeTask } from "./compose.ts";
 import { TrialNetwork, trialPolicies, type NetPolicy, type TrialPolicies } from "./network.ts";
@@ -177,12 +178,17 @@ class TrialRun extends TrialRecorder {
     const judgeAsked = this.stepPlans().some((p) => resolveVerifierEnv({ ...cfg.verifier.env, ...p.verifierEnv }).judge.length > 0);
     if (harness.usesModel || judgeAsked) {
       const gw = this.deps.gateway ?? homeGateway(this.req.home, this.deps.store);
-      this.lease = await gw.lease({
-        trialId: this.req.trialId,
-        jobId: this.req.jobId,
-        capUsd: gw.trialCap(cfg.agent.max_spend_usd, this.req.maxSpendUsd),
-        onSpend: (t) => this.update(spendRecord(t, false)),
-      });
+      try {
+        this.lease = await gw.lease({
+          trialId: this.req.trialId,
+          jobId: this.req.jobId,
+          capUsd: gw.trialCap(cfg.agent.max_spend_usd, this.req.maxSpendUsd),
+          onSpend: (t) => this.update(spendRecord(t, false)),
+        });
+      } catch (e) {
+        if (e instanceof GatewayConfigError) throw new TrialFailure("GatewayConfigError", e.message);
+        throw e;
+      }
       this.lease.onBudgetRefusal((r) => {
         this.refused = r;
         this.log(`gateway refused a call: ${r.message}; stopping the trial`);

@@ -1,5 +1,6 @@
 /**
- * The LLM gateway as trials use it: one in-process gateway per evolve process (`evolve run`, `job resume`, …),
+ * The process gateway (its own room: trials know it only through the lease it hands them, and `gateway serve`
+ * runs it alone). The LLM gateway as trials use it: one in-process gateway per evolve process (`evolve run`, `job resume`, …),
  * and per trial a lease: the trial's own unix socket, its agent credential (revoked the moment the agent phase
  * ends), judge credentials for an LLM-graded verifier, its spend cap, and the metering that ends in the store.
  *
@@ -28,10 +29,18 @@ import { Prices } from "../../gateway/prices.ts";
 import { serveGateway, type GatewayListenAt, type GatewayListener, type ServeFetch } from "../../gateway/serve.ts";
 import type { BudgetScope, CallRecord } from "../../gateway/types.ts";
 import { loadUpstreams, type Upstreams } from "../../gateway/upstreams.ts";
-import { TrialFailure } from "./outcome.ts";
 import { EvolveError } from "../errors.ts";
 
 /** How often a running trial's `spend.live_usd` is written back (platform-trials.md: about every 30 s). */
+/** gateway.toml or the price overrides cannot be read: the run cannot meter, so no model call may start. */
+export class GatewayConfigError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = "GatewayConfigError";
+  }
+}
+
+/** How often a trial's live spend is written to its record while calls are made. */
 export const LIVE_SPEND_REFRESH_MS = 30_000;
 
 /** The global stop's key among the store's settings (`evolve gateway stop` sets it). */
@@ -267,12 +276,12 @@ export class ModelGateway {
     try {
       this.upstreams = this.opts.upstreams ?? loadUpstreams({ home });
     } catch (e) {
-      throw new TrialFailure("GatewayConfigError", `cannot read the gateway's upstreams (${join(home, "gateway.toml")}): ${(e as Error).message}`);
+      throw new GatewayConfigError(`cannot read the gateway's upstreams (${join(home, "gateway.toml")}): ${(e as Error).message}`);
     }
     try {
       this.prices = Prices.fromHome(home, (m) => this.opts.warn?.(m));
     } catch (e) {
-      throw new TrialFailure("GatewayConfigError", `cannot read the price overrides: ${(e as Error).message}`);
+      throw new GatewayConfigError(`cannot read the price overrides: ${(e as Error).message}`);
     }
     const b = this.budgetCfg;
     if (b.user_credits_usd !== undefined) this.budgets.setUserCredits(b.user, b.user_credits_usd, store.getSpend("user", b.user, ""));
@@ -417,7 +426,7 @@ export class ModelGateway {
     try {
       this.init();
     } catch (e) {
-      if (e instanceof TrialFailure) throw new EvolveError("gateway_config_invalid", e.message, "fix the file named, or move it aside");
+      if (e instanceof GatewayConfigError) throw new EvolveError("gateway_config_invalid", e.message, "fix the file named, or move it aside");
       throw e;
     }
     const b = this.budgetCfg;
@@ -554,43 +563,4 @@ type LedgerScope = "user" | "team" | "job";
 /** A ledger entry's key in `owed` and `booked`: scope, name and period (a team's UTC month, a job's lane; "" for a user). */
 function ledgerKey(scope: LedgerScope, name: string, period: string): string {
   return `${scope}\0${name}\0${period}`;
-}
-
-/** The lane totals as the trial record keeps them (the store's `spend` and `tokens`). */
-export function spendRecord(t: { agent: LaneTotals; judge: LaneTotals }, final: boolean) {
-  const finalOf = (l: LaneTotals) => (final && l.unpricedCalls === 0 ? l.spentUsd : null);
-  const tokens = (l: LaneTotals) => ({
-    input: l.tokens.input_tokens,
-    cached_read: l.tokens.cached_read_tokens,
-    cache_write: l.tokens.cache_write_tokens,
-    output: l.tokens.output_tokens,
-    reasoning: l.tokens.reasoning_tokens,
-  });
-  const agentFinal = finalOf(t.agent);
-  return {
-    spend: {
-      live_usd: t.agent.spentUsd,
-      final_usd: agentFinal,
-      source: agentFinal !== null ? "measured" : final ? "lower_bound" : "live",
-      calls: t.agent.calls,
-      unpriced_calls: t.agent.unpricedCalls,
-      ...(t.judge.calls > 0
-        ? { judge: { live_usd: t.judge.spentUsd, final_usd: finalOf(t.judge), calls: t.judge.calls, unpriced_calls: t.judge.unpricedCalls, tokens: tokens(t.judge) } }
-        : {}),
-    },
-    tokens: tokens(t.agent),
-  };
-}
-
-// keyed by the open store, so a store closed and opened again never hands a trial a gateway bound to the old one
-const shared = new WeakMap<Store, ModelGateway>();
-
-/**
- * The gateway a trial uses when its caller passed none (a trial run on its own, as tests and `trial retry` do):
- * one per home for the life of the process. Its leases end with their trials, so nothing is left listening.
- */
-export function homeGateway(home: string, store: Store): ModelGateway {
-  let gw = shared.get(store);
-  if (!gw) shared.set(store, (gw = new ModelGateway({ home, store })));
-  return gw;
 }
