@@ -1,5 +1,5 @@
 /**
- * The process's gateway as trials lease it (engine/trial/gateway.ts), driven over each lease's real unix socket
+ * The process's gateway as trials lease it (engine/gateway/model-gateway.ts), driven over each lease's real unix socket
  * against the scripted upstream: the global stop, credits and team budgets that carry over through the store's
  * ledger, the smallest of the per-trial caps, and a lease's end (keys dead, socket gone).
  */
