@@ -92,7 +92,8 @@ export class RestClient {
   private once(method: string, path: string, opts: RequestOptions): Promise<RestResponse> {
     const qs = new URLSearchParams();
     for (const [k, v] of Object.entries(opts.query ?? {})) if (v !== undefined) qs.set(k, String(v));
-    const url = `${path.startsWith("/_ping") ? "" : API_PREFIX}${path}${qs.size ? `?${qs}` : ""}`;
+    // a path that names its own version (podman's own API, "/v4.0.0/libpod/…") is sent as it is
+    const url = `${path.startsWith("/_ping") || /^\/v\d/.test(path) ? "" : API_PREFIX}${path}${qs.size ? `?${qs}` : ""}`;
     const headers: Record<string, string> = {};
     let payload: Uint8Array | undefined;
     if (opts.json !== undefined) {
