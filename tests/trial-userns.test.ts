@@ -9,6 +9,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { DEFAULT_USERNS, loadConfig, parseUserns } from "../engine/config.ts";
+import { idClash } from "../engine/doctor.ts";
 import { openEngine } from "../engine/driver/select.ts";
 import { LABEL_TRIAL, type Engine } from "../engine/driver/types.ts";
 import { newId, openStore, type Store, type TrialRecord } from "../engine/store/index.ts";
@@ -149,6 +150,18 @@ describe("[box] userns in config.toml", () => {
     writeFileSync(join(home, "config.toml"), '[box]\nuserns = "root"\n');
     const e = await expectCode(() => loadConfig(home), "config_invalid");
     expect(e.message).toMatch(/box\.userns: "root" is not "0:<host id>:<size>"/);
+  });
+});
+
+describe("evolve doctor's range check", () => {
+  const map = { hostId: 100000, size: 65536 };
+  it("names a subordinate range or an account that shares the box's host ids", () => {
+    expect(idClash(map, { "/etc/subuid": "alice:100000:65536\n" }, {})).toBe("/etc/subuid entry alice (100000…165535)");
+    expect(idClash(map, { "/etc/subgid": "bob:165535:10\n" }, {})).toMatch(/bob/);
+    expect(idClash(map, {}, { "/etc/passwd": "root:x:0:0::/root:/bin/sh\nsvc:x:120000:120000::/:/bin/false\n" })).toBe("/etc/passwd entry svc (120000)");
+  });
+  it("passes ranges and accounts beside it", () => {
+    expect(idClash(map, { "/etc/subuid": "alice:165536:65536\ncarol:34464:65536\n" }, { "/etc/passwd": "nobody:x:65534:65534::/:/bin/false\n" })).toBeUndefined();
   });
 });
 
