@@ -39,7 +39,10 @@ function writeTask(dir: string, compose: boolean): string {
     join(dir, "solution", "solve.sh"),
     `#!/bin/bash\nset -euo pipefail\ntouch /logs/agent/made-by-agent /logs/artifacts/made-by-agent\ncat /proc/self/uid_map > /logs/agent/uid_map\nsleep ${MARKER}\n`,
   );
-  writeFileSync(join(dir, "tests", "test.sh"), "#!/bin/bash\ntouch /logs/verifier/made-by-root\necho 1 > /logs/verifier/reward.txt\n");
+  writeFileSync(
+    join(dir, "tests", "test.sh"),
+    "#!/bin/bash\ntouch /logs/verifier/made-by-root\ncp /bin/sh /logs/verifier/rootsh && chmod 4755 /logs/verifier/rootsh\necho 1 > /logs/verifier/reward.txt\n",
+  );
   return dir;
 }
 
@@ -113,6 +116,7 @@ async function trialIn(config: string, dir = taskDir): Promise<Seen> {
     { engine, store, onEvent },
   );
   await watching;
+  await settleRemovals();
   const path = join(home, "trials", id);
   return { rec, path, boxUids, agentUid, log: readFileSync(join(path, "trial.log"), "utf8") };
 }
@@ -170,8 +174,13 @@ describe.runIf(process.getuid?.() === 0)("trial boxes in a user namespace (rootf
     const s = await trialIn("");
     expect(s.rec.status, s.log).toBe("SCORED");
     expect(s.log).toContain(`box root is host uid ${ROOT}`);
+    // a mapped box goes as fast and as surely as any other: removed before the trial folder is settled
+    expect(s.log).not.toMatch(/could not remove/);
+    expect(await engine.list({ [LABEL_TRIAL]: s.rec.id })).toEqual([]);
     // the verifier ran as box root; the agent as dev (box uid 1000), after the box's root chowned /logs/agent to it
     expect(statSync(join(s.path, "verifier", "made-by-root")).uid).toBe(ROOT);
+    // a "setuid-root" shell box root leaves behind is the mapped id's, whatever its bits were
+    expect(statSync(join(s.path, "verifier", "rootsh")).uid).toBe(ROOT);
     expect(statSync(join(s.path, "agent", "made-by-agent")).uid).toBe(ROOT + 1000);
     expect(readFileSync(join(s.path, "agent", "uid_map"), "utf8").trim().split(/\s+/)).toEqual(["0", String(ROOT), "65536"]);
     expect(s.boxUids.agent).toEqual([ROOT]);
