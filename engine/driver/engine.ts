@@ -40,6 +40,12 @@ function labelFilter(labels: Record<string, string>): string {
   return JSON.stringify({ label: Object.entries(labels).map(([k, v]) => (v === "" ? k : `${k}=${v}`)) });
 }
 
+/** The engine's name for a spec's network, and whether it is a user network (joined with the spec's aliases). */
+function specNetwork(spec: ContainerSpec): { network: string; named: boolean } {
+  const network = spec.network === "default" ? "bridge" : spec.network;
+  return { network, named: network !== "none" && network !== "bridge" && network !== "host" };
+}
+
 /** The exit code in a list entry's Status ("Exited (137) 2 seconds ago"). */
 function exitFromStatus(status: unknown): number | null {
   const m = /Exited \((-?\d+)\)/.exec(String(status ?? ""));
@@ -131,8 +137,7 @@ export class RestEngine implements Engine {
   /** Creates (does not start) a container; returns its id. */
   async create(spec: ContainerSpec): Promise<string> {
     if (spec.userns && this.kind === "podman") return this.createLibpod(spec, spec.userns);
-    const network = spec.network === "default" ? "bridge" : spec.network;
-    const named = network !== "none" && network !== "bridge" && network !== "host";
+    const { network, named } = specNetwork(spec);
     const hostConfig: Record<string, unknown> = {
       NetworkMode: network,
     };
@@ -186,8 +191,7 @@ export class RestEngine implements Engine {
    * create above; only the user namespace is added.
    */
   private async createLibpod(spec: ContainerSpec, map: IdMapping): Promise<string> {
-    const network = spec.network === "default" ? "bridge" : spec.network;
-    const named = network !== "none" && network !== "bridge" && network !== "host";
+    const { network, named } = specNetwork(spec);
     const ids = [{ container_id: 0, host_id: map.hostId, size: map.size }];
     const limits: Record<string, unknown> = {};
     if (spec.pidsLimit) limits.pids = { limit: spec.pidsLimit };
@@ -376,9 +380,21 @@ export class RestEngine implements Engine {
     if (res.status === 404) throw new EvolveError("engine_error", `${this.kind}: container ${id} not found for copy into ${dest}`, "", 2);
   }
 
-  /** Kills and removes a container with its anonymous volumes; missing is fine. */
+  /**
+   * Kills and removes a container with its anonymous volumes; missing is fine. Podman 4.3 races its own cleanup
+   * process when a user-namespaced box is removed right after it is killed ("unlinkat …/userdata/shm: device or
+   * resource busy", about one removal in ten here; podman#11594): the same remove a moment later goes through.
+   */
   async remove(id: string): Promise<void> {
-    await this.rest.request("DELETE", `/containers/${seg(id)}`, { query: { force: true, v: true }, ok: [404] });
+    for (let attempt = 0; ; attempt++) {
+      try {
+        await this.rest.request("DELETE", `/containers/${seg(id)}`, { query: { force: true, v: true }, ok: [404] });
+        return;
+      } catch (e) {
+        if (attempt >= 5 || !/device or resource busy/i.test(String((e as Error).message))) throw e;
+        await new Promise((r) => setTimeout(r, 100 * 2 ** attempt));
+      }
+    }
   }
 
   /** Containers (running or not) carrying every given label. */
