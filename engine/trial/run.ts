@@ -214,7 +214,8 @@ class TrialRun extends TrialRecorder {
    * Every attempt (the first, an automatic retry, `job resume`, `trial retry`) starts from a fresh box and empty
    * output folders: whatever a killed or failed attempt left — a verifier's reward file, a box still running — can
    * never be read as this attempt's. The trial folder is the owner's alone (0700): a file a box made set-id or a
-   * device node is out of other host users' reach.
+   * device node is out of other host users' reach. In a user namespace (`[box] userns`) the three folders the
+   * boxes mount are the box root's host id's, so box root writes them without being host root.
    */
   private async freshAttempt(): Promise<void> {
     await mkdir(this.path, { recursive: true, mode: 0o700 });
