@@ -7,6 +7,7 @@ import { availableParallelism, homedir, totalmem, userInfo } from "node:os";
 import { join } from "node:path";
 import { parse } from "smol-toml";
 import { z } from "zod";
+import type { IdMapping } from "./driver/types.ts";
 import type { Ceilings } from "./task/codes.ts";
 import { EvolveError, firstLine } from "./errors.ts";
 
@@ -55,6 +56,7 @@ const ConfigSchema = z.object({
       pids_limit: z.number().int().positive().optional(),
       memory_mb: z.number().positive().optional(),
       cpus: z.number().positive().optional(),
+      userns: z.union([z.boolean(), z.string()]).optional(),
     })
     .strict()
     .optional(),
@@ -68,6 +70,32 @@ const ConfigSchema = z.object({
 }).passthrough();
 
 /**
+ * The host ids a box's user namespace starts at by default: box root is host uid/gid 2000000000. It lies in the
+ * range systemd's UIDS-GIDS.md leaves unused (1879048192…2130706431), above every range `useradd` hands out in
+ * /etc/subuid (100000…600100000), so a box shares its ids with no account and no rootless user's containers.
+ */
+export const DEFAULT_USERNS: IdMapping = { hostId: 2_000_000_000, size: 65536 };
+
+/**
+ * `[box] userns`: true (or absent) is the default mapping, false runs boxes without a user namespace (box root is
+ * host root on a rootful engine), "0:<host id>:<size>" maps box ids 0…size-1 to host ids from <host id> on.
+ * Returns the mapping, false, or why the value is refused.
+ */
+export function parseUserns(v: boolean | string | undefined): IdMapping | false | string {
+  if (v === undefined || v === true) return { ...DEFAULT_USERNS };
+  if (v === false) return false;
+  const m = /^0:(\d+):(\d+)$/.exec(v.trim());
+  if (!m) return `"${v}" is not "0:<host id>:<size>" (box root first), true or false`;
+  const hostId = Number(m[1]);
+  const size = Number(m[2]);
+  // box root mapped to host root is no namespace at all; the kernel takes 32-bit ids, 4294967295 being "none"
+  if (hostId < 1) return "the host id must be 1 or more: box root mapped to host root (0) keeps box root host root";
+  if (size < 1) return "the size must be 1 or more";
+  if (hostId + size > 4294967295) return `host ids ${hostId}…${hostId + size - 1} run past the largest id (4294967294)`;
+  return { hostId, size };
+}
+
+/**
  * The caps a box gets when its task declares none (`[box]` of config.toml): a fork loop, a memory leak or a busy
  * loop in one trial must not take the machine from the others. A task's own `cpus` / `memory_mb` win; every box
  * always has a pids cap.
@@ -76,11 +104,13 @@ export interface BoxDefaults {
   pids_limit: number;
   memory_mb: number;
   cpus: number;
+  /** The user namespace every agent, verifier and compose service box runs in (parseUserns), or false for none. */
+  userns: IdMapping | false;
 }
 
 /** The built-in box caps, each bounded by what this machine has. */
 export function defaultBoxCaps(): BoxDefaults {
-  return { pids_limit: 4096, memory_mb: Math.min(8192, Math.floor(totalmem() / 1024 / 1024)), cpus: Math.min(4, availableParallelism()) };
+  return { pids_limit: 4096, memory_mb: Math.min(8192, Math.floor(totalmem() / 1024 / 1024)), cpus: Math.min(4, availableParallelism()), userns: { ...DEFAULT_USERNS } };
 }
 
 /**
@@ -174,11 +204,14 @@ export function loadConfig(home: string = evolveHome()): Config {
     const i = r.error.issues[0];
     throw new EvolveError("config_invalid", `${file}: ${i.path.join(".") || "(root)"}: ${i.message}`, "see README: Configuration");
   }
+  const { userns: usernsRaw, ...caps } = r.data.box ?? {};
+  const userns = parseUserns(usernsRaw);
+  if (typeof userns === "string") throw new EvolveError("config_invalid", `${file}: box.userns: ${userns}`, "see README: Configuration");
   return {
     home,
     ceilings: { ...DEFAULT_CEILINGS, ...(r.data.ceilings ?? {}) },
     budget: { user: loginName(), ...(r.data.budget ?? {}) },
-    box: { ...defaultBoxCaps(), ...(r.data.box ?? {}) },
+    box: { ...defaultBoxCaps(), ...caps, userns },
     jobs: { max_trials: r.data.jobs?.max_trials ?? DEFAULT_MAX_TRIALS },
     network: { ...DEFAULT_NETWORK, ...(r.data.network ?? {}) },
   };

@@ -6,10 +6,11 @@
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { loadConfig } from "./config.ts";
 import { firstLine } from "./errors.ts";
 import { openEngine, resolveKind } from "./driver/select.ts";
 import { which } from "./driver/socket.ts";
-import { LABEL_HOME, LABEL_MANAGED, type Engine, type EngineKind } from "./driver/types.ts";
+import { LABEL_HOME, LABEL_MANAGED, type Engine, type EngineKind, type IdMapping } from "./driver/types.ts";
 
 /** One check's outcome; `fix` says what to do when it failed. */
 export interface DoctorCheck {
@@ -123,6 +124,7 @@ export async function runDoctor(opts: { kind?: EngineKind; home: string }): Prom
 
     if (kind === "podman") add(dropInCheck(errors));
     add(await networkCheck(engine, labels, run));
+    add(await usernsCheck(engine, image, labels, opts.home));
   } finally {
     rmSync(scratch, { recursive: true, force: true });
     try {
@@ -191,4 +193,72 @@ async function networkCheck(engine: Engine, labels: Record<string, string>, run:
   } catch (e) {
     return { name, ok: false, detail: firstLine(e) };
   }
+}
+
+/**
+ * Box root as the host sees it: `[box] userns` applied to a real box (its uid_map, its main process's host uid),
+ * and no account or subordinate-id range of this host sharing those ids (a rootless user's containers would share
+ * them with every trial box).
+ */
+async function usernsCheck(engine: Engine, image: string | undefined, labels: Record<string, string>, home: string): Promise<DoctorCheck> {
+  const name = "box user namespace";
+  let map: IdMapping | false;
+  try {
+    map = loadConfig(home).box.userns;
+  } catch (e) {
+    return { name, ok: false, detail: firstLine(e), fix: (e as { hint?: string }).hint };
+  }
+  if (map === false) return { name, ok: true, detail: "off ([box] userns = false): on a rootful engine box root is host root" };
+  const last = map.hostId + map.size - 1;
+  const read = (p: string) => (existsSync(p) ? readFileSync(p, "utf8") : "");
+  const clash = idClash(map, { "/etc/subuid": read("/etc/subuid"), "/etc/subgid": read("/etc/subgid") }, { "/etc/passwd": read("/etc/passwd"), "/etc/group": read("/etc/group") });
+  if (clash) return { name, ok: false, detail: `host ids ${map.hostId}…${last} of [box] userns are also ${clash}`, fix: "set [box] userns in config.toml to a range nothing else on this host uses (see README: Configuration)" };
+  const applied = await engine.boxUserns(map);
+  if (!applied) {
+    return engine.kind === "docker"
+      ? { name, ok: true, detail: "Docker maps ids only daemon-wide: box root is host root unless dockerd runs with userns-remap (daemon.json); evolve leaves the daemon as it is" }
+      : { name, ok: true, detail: "rootless podman: every box already runs in this user's own namespace" };
+  }
+  if (!image) return { name, ok: false, detail: "skipped: no image", fix: BASE_FIX };
+  try {
+    const t0 = Date.now();
+    const id = await engine.create({ image, cmd: ["sleep", "300"], labels, network: "none", userns: applied });
+    await engine.start(id);
+    const r = await engine.exec(id, ["cat", "/proc/self/uid_map"]);
+    const pid = (await engine.inspect(id))?.pid;
+    const status = pid ? read(`/proc/${pid}/status`) : "";
+    const hostUid = /^Uid:\s+(\d+)/m.exec(status)?.[1];
+    const got = r.stdout.trim().split(/\s+/).join(":");
+    const want = `0:${map.hostId}:${map.size}`;
+    if (got !== want || (hostUid !== undefined && Number(hostUid) !== map.hostId)) {
+      return { name, ok: false, detail: `a box's uid_map is ${got || "(none)"} and its root is host uid ${hostUid ?? "unknown"}, not ${want}`, fix: "check that the engine is rootful podman (`podman info`), or set [box] userns = false" };
+    }
+    return { name, ok: true, detail: `box root is host uid ${map.hostId}, ${map.size} ids mapped (a box started in ${Date.now() - t0} ms)` };
+  } catch (e) {
+    return { name, ok: false, detail: firstLine(e), fix: "set [box] userns = false in config.toml to run boxes without a user namespace" };
+  }
+}
+
+/**
+ * What else on the host holds ids of `map`: a subordinate range (name:start:count lines) or an account or group
+ * (name:x:id:… lines), as "<file> entry <name>"; undefined when nothing does.
+ */
+export function idClash(map: IdMapping, ranges: Record<string, string>, accounts: Record<string, string>): string | undefined {
+  const end = map.hostId + map.size;
+  for (const [file, text] of Object.entries(ranges)) {
+    for (const line of text.split("\n")) {
+      const [who, start, count] = line.trim().split(":");
+      const a = Number(start);
+      const n = Number(count);
+      if (who && Number.isFinite(a) && Number.isFinite(n) && a < end && a + n > map.hostId) return `${file} entry ${who} (${a}…${a + n - 1})`;
+    }
+  }
+  for (const [file, text] of Object.entries(accounts)) {
+    for (const line of text.split("\n")) {
+      const f = line.trim().split(":");
+      const id = Number(f[2]);
+      if (f[0] && f.length > 2 && f[2] !== "" && id >= map.hostId && id < end) return `${file} entry ${f[0]} (${id})`;
+    }
+  }
+  return undefined;
 }

@@ -46,6 +46,7 @@ describe("doctor", () => {
       "copy in",
       "podman drop-in",
       "network isolation",
+      "box user namespace",
       "cleanup",
     ]);
     expect(await engine.list({ "dev.evolve.doctor": "" })).toEqual([]);

@@ -6,7 +6,7 @@ describe("exception registry", () => {
   it("skips on retry exactly the failures of the task or the request", () => {
     expect([...DETERMINISTIC_EXCEPTIONS].sort()).toEqual(
       [
-        "AgentUserNotFoundError", "DiskFullError", "EnvironmentBuildError", "GatewayConfigError", "GpuUnavailableError", "ImageNotFoundError",
+        "AgentUserNotFoundError", "BoxUsernsError", "DiskFullError", "EnvironmentBuildError", "GatewayConfigError", "GpuUnavailableError", "ImageNotFoundError",
         "NetworkPolicyUnsupportedError", "RegradeRefusedError", "RegradeRestoreError", "SecretNotAttached", "TaskInvalidError", "UnknownAgentError",
       ].sort(),
     );

@@ -16,7 +16,7 @@ import { DEFAULT_GUARD, guardNames, guardNeeded, helperImage, installGuard, type
 import { RestClient, seg } from "./rest.ts";
 import { Demuxer, TailBuffer } from "./stream.ts";
 import { tarDirectory, tarSingleFile } from "./tar.ts";
-import { LABEL_MANAGED, MOUNT_HARDENING, type ContainerSpec, type ContainerState, type Engine, type EngineKind, type ExecOptions, type ExecResult, type PathStat } from "./types.ts";
+import { LABEL_MANAGED, MOUNT_HARDENING, type ContainerSpec, type ContainerState, type Engine, type EngineKind, type ExecOptions, type ExecResult, type IdMapping, type PathStat } from "./types.ts";
 
 /**
  * A guarded build's download of its ADD URLs (argv: the output folder, then the URLs): each to `<out>/<index>`,
@@ -65,6 +65,12 @@ function envList(env?: Record<string, string>): string[] | undefined {
 
 function labelFilter(labels: Record<string, string>): string {
   return JSON.stringify({ label: Object.entries(labels).map(([k, v]) => (v === "" ? k : `${k}=${v}`)) });
+}
+
+/** The engine's name for a spec's network, and whether it is a user network (joined with the spec's aliases). */
+function specNetwork(spec: ContainerSpec): { network: string; named: boolean } {
+  const network = spec.network === "default" ? "bridge" : spec.network;
+  return { network, named: network !== "none" && network !== "bridge" && network !== "host" };
 }
 
 /** The exit code in a list entry's Status ("Exited (137) 2 seconds ago"). */
@@ -214,10 +220,24 @@ export class RestEngine implements Engine {
     return network;
   }
 
+  private rootless?: Promise<boolean>;
+
+  /** See Engine.boxUserns: podman's own info says whether its service is rootless (asked once per Engine). */
+  async boxUserns(want: IdMapping): Promise<IdMapping | undefined> {
+    if (this.kind !== "podman") return undefined;
+    this.rootless ??= this.rest.json("GET", "/v4.0.0/libpod/info").then(({ data }) => Boolean(data?.host?.security?.rootless));
+    try {
+      return (await this.rootless) ? undefined : want;
+    } catch (e) {
+      this.rootless = undefined;
+      throw e;
+    }
+  }
+
   /** Creates (does not start) a container; returns its id. */
   async create(spec: ContainerSpec): Promise<string> {
-    const network = spec.network === "default" ? "bridge" : spec.network;
-    const named = network !== "none" && network !== "bridge" && network !== "host";
+    if (spec.userns && this.kind === "podman") return this.createLibpod(spec, spec.userns);
+    const { network, named } = specNetwork(spec);
     const hostConfig: Record<string, unknown> = {
       NetworkMode: network,
     };
@@ -262,6 +282,51 @@ export class RestEngine implements Engine {
     if (status === 404) {
       throw new EvolveError("image_missing", `image ${spec.image} is not present locally: ${data?.message ?? "no such image"}`, `build or load ${spec.image} first (no registry may be reachable)`, 1);
     }
+    return String(data.Id);
+  }
+
+  /**
+   * Podman's own create (a specgen), for a box in a user namespace: the compat API has no id-map field, and its
+   * `UsernsMode: "auto"` needs /etc/subuid ranges and has hung the service. Same spec, same meaning as the compat
+   * create above; only the user namespace is added.
+   */
+  private async createLibpod(spec: ContainerSpec, map: IdMapping): Promise<string> {
+    const { network, named } = specNetwork(spec);
+    const ids = [{ container_id: 0, host_id: map.hostId, size: map.size }];
+    const limits: Record<string, unknown> = {};
+    if (spec.pidsLimit) limits.pids = { limit: spec.pidsLimit };
+    if (spec.cpus) limits.cpu = { quota: Math.round(spec.cpus * 100_000), period: 100_000 };
+    if (spec.memoryMb) {
+      const bytes = spec.memoryMb * 1024 * 1024;
+      limits.memory = { limit: bytes, swap: bytes }; // no swap beyond the limit, as in the compat create
+    }
+    const body: Record<string, unknown> = {
+      name: spec.name,
+      image: spec.image,
+      command: spec.cmd.length > 0 ? spec.cmd : undefined,
+      entrypoint: spec.entrypoint,
+      env: spec.env,
+      work_dir: spec.workdir,
+      user: spec.user,
+      labels: spec.labels,
+      // as the compat create does: a remove kills at once (a keep-alive `sleep` as pid 1 ignores SIGTERM)
+      stop_timeout: 0,
+      userns: { nsmode: "private" },
+      idmappings: { uidmap: ids, gidmap: ids },
+      mounts: (spec.mounts ?? []).map((m) => ({ type: "bind", source: m.host, destination: m.container, options: ["rbind", m.readOnly ? "ro" : "rw", ...MOUNT_HARDENING] })),
+      netns: { nsmode: named ? "bridge" : network },
+      ...(named ? { Networks: { [network]: { aliases: spec.aliases ?? [] } } } : {}),
+      hostadd: spec.extraHosts?.length ? spec.extraHosts : undefined,
+      resource_limits: Object.keys(limits).length > 0 ? limits : undefined,
+      // podman resolves CDI names ("nvidia.com/gpu=all") given as device paths
+      devices: spec.devices?.length ? spec.devices.map((d) => ({ path: d })) : undefined,
+    };
+    const { status, data } = await this.rest.json("POST", "/v4.0.0/libpod/containers/create", { json: body, ok: [404, 500] });
+    const message = String(data?.message ?? "");
+    if (status === 404 || (status === 500 && /image not known|no such image/i.test(message))) {
+      throw new EvolveError("image_missing", `image ${spec.image} is not present locally: ${message || "no such image"}`, `build or load ${spec.image} first (no registry may be reachable)`, 1);
+    }
+    if (status !== 201 && status !== 200) throw new EvolveError("engine_error", `podman: creating a container from ${spec.image} failed (${status}): ${message || "no reason given"}`, "", 2);
     return String(data.Id);
   }
 
@@ -415,9 +480,21 @@ export class RestEngine implements Engine {
     if (res.status === 404) throw new EvolveError("engine_error", `${this.kind}: container ${id} not found for copy into ${dest}`, "", 2);
   }
 
-  /** Kills and removes a container with its anonymous volumes; missing is fine. */
+  /**
+   * Kills and removes a container with its anonymous volumes; missing is fine. Podman 4.3 races its own cleanup
+   * process when a user-namespaced box is removed right after it is killed ("unlinkat …/userdata/shm: device or
+   * resource busy", about one removal in ten here; podman#11594): the same remove a moment later goes through.
+   */
   async remove(id: string): Promise<void> {
-    await this.rest.request("DELETE", `/containers/${seg(id)}`, { query: { force: true, v: true }, ok: [404] });
+    for (let attempt = 0; ; attempt++) {
+      try {
+        await this.rest.request("DELETE", `/containers/${seg(id)}`, { query: { force: true, v: true }, ok: [404] });
+        return;
+      } catch (e) {
+        if (attempt >= 5 || !/device or resource busy/i.test(String((e as Error).message))) throw e;
+        await new Promise((r) => setTimeout(r, 100 * 2 ** attempt));
+      }
+    }
   }
 
   /** Containers (running or not) carrying every given label. */

@@ -30,6 +30,16 @@ export interface Mount {
  */
 export const MOUNT_HARDENING = ["nosuid", "nodev"] as const;
 
+/**
+ * A box's user namespace as one range: box ids 0 … size-1 are host ids hostId … hostId+size-1 (uids and gids
+ * alike). Box root is then an unprivileged host id: a setuid shell or a device node it makes gives nothing on the
+ * host, and whatever it writes to a mounted folder is owned there by hostId.
+ */
+export interface IdMapping {
+  hostId: number;
+  size: number;
+}
+
 /** How to create one container. */
 export interface ContainerSpec {
   name?: string;
@@ -55,6 +65,8 @@ export interface ContainerSpec {
   devices?: string[];
   /** Network aliases on a named network (compose-style service names). */
   aliases?: string[];
+  /** Runs the container in a user namespace with this mapping; only where `Engine.boxUserns` gave it (see there). */
+  userns?: IdMapping;
 }
 
 /** The result of a finished exec. */
@@ -124,6 +136,12 @@ export interface Engine {
    * nor private/link-local ranges unless config.toml opens them (hostguard.ts). Throws host_guard_unavailable.
    */
   egressNetwork(): Promise<string>;
+  /**
+   * The mapping `create` applies for a box that asks for `want`, or undefined where it applies none: rootful podman
+   * maps per container; rootless podman already runs every box in the user's own namespace (box root is the user);
+   * Docker can only remap daemon-wide (`userns-remap` in daemon.json), which is the daemon's business, not a box's.
+   */
+  boxUserns(want: IdMapping): Promise<IdMapping | undefined>;
   create(spec: ContainerSpec): Promise<string>;
   start(id: string): Promise<void>;
   inspect(id: string): Promise<ContainerState | undefined>;

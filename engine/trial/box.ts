@@ -8,7 +8,7 @@
  */
 import { existsSync } from "node:fs";
 import { join } from "node:path";
-import { LABEL_HOME, LABEL_JOB, LABEL_MANAGED, LABEL_TASK_DIGEST, LABEL_TRIAL, type ContainerSpec, type ContainerState, type Engine } from "../driver/types.ts";
+import { LABEL_HOME, LABEL_JOB, LABEL_MANAGED, LABEL_TASK_DIGEST, LABEL_TRIAL, type ContainerSpec, type ContainerState, type Engine, type IdMapping } from "../driver/types.ts";
 import type { BoxDefaults } from "../config.ts";
 import type { EnvironmentConfig } from "../task/model.ts";
 import { TrialFailure } from "./outcome.ts";
@@ -110,6 +110,11 @@ export function boxSpec(opts: {
   separateVerifier?: boolean;
   /** Caps for a box whose task declares none (config.toml `[box]`). */
   caps?: BoxDefaults;
+  /**
+   * The box's user namespace, as the engine applies it (Engine.boxUserns of `[box] userns`): box root is then an
+   * unprivileged host id, and the trial's folders must be that id's (the trial runner chowns them).
+   */
+  userns?: IdMapping;
 }): ContainerSpec {
   const t = opts.trialPath;
   const mounts = boxMounts(t, opts.role, !!opts.separateVerifier);
@@ -126,6 +131,7 @@ export function boxSpec(opts: {
     memoryMb: opts.env.memory_mb ?? opts.caps?.memory_mb,
     pidsLimit: opts.caps?.pids_limit,
     devices: gpuDevices(opts.env.gpus),
+    ...(opts.userns ? { userns: opts.userns } : {}),
   };
 }
 

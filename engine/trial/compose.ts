@@ -21,7 +21,7 @@ import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { parse } from "yaml";
 import { buildEscape, interpolate, serviceBuild } from "../task/compose-build.ts";
-import { LABEL_HOME, LABEL_JOB, LABEL_MANAGED, LABEL_TRIAL, type Engine } from "../driver/types.ts";
+import { LABEL_HOME, LABEL_JOB, LABEL_MANAGED, LABEL_TRIAL, type Engine, type IdMapping } from "../driver/types.ts";
 import { ensureBuilt, requireImage, taskImageTag } from "./box.ts";
 import { TrialFailure } from "./outcome.ts";
 import type { TrialNetwork } from "./network.ts";
@@ -199,7 +199,7 @@ export class ComposeTask {
    * Starts the sidecars in depends_on order on the trial's service network, each named by its service; returns
    * once all run. A sidecar that exits at once is logged (one-shot init services exist), not fatal.
    */
-  async start(engine: Engine, net: TrialNetwork, o: { trialId: string; jobId: string; home: string; track: (id: string) => void; log: (l: string) => void }): Promise<void> {
+  async start(engine: Engine, net: TrialNetwork, o: { trialId: string; jobId: string; home: string; userns?: IdMapping; track: (id: string) => void; log: (l: string) => void }): Promise<void> {
     const network = await net.serviceNetwork();
     for (const s of [this.main, ...this.sidecars]) {
       if (s.ignored.length > 0) o.log(`compose: service ${s.name}: ignored keys ${s.ignored.join(", ")}`);
@@ -218,6 +218,8 @@ export class ComposeTask {
           network,
           aliases: [s.name],
           extraHosts: net.hostsForServices(),
+          // the trial's user namespace (run.ts): a service's root is no more host root than the agent's box's
+          ...(o.userns ? { userns: o.userns } : {}),
         });
         o.track(id);
         await engine.start(id);

@@ -79,6 +79,7 @@ export const EXCEPTIONS = {
   AgentUserNotFoundError: infra("the task's [agent] user does not exist in its image", true),
   GatewayConfigError: infra("the gateway's upstreams or prices could not be read", true),
   DiskFullError: infra("the disk holding the trial folders is full", true),
+  BoxUsernsError: infra("the trial folders could not be given to the box's mapped root", true),
   RegradeRefusedError: infra("the trial cannot be regraded", true),
   RegradeRestoreError: infra("the kept files could not be restored for the regrade", true),
   RegradeSourceMissingError: infra("the trial to regrade is gone"),

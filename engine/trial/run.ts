@@ -5,10 +5,10 @@
  * See errors.ts for which failure settles which status.
  */
 import { existsSync, readFileSync } from "node:fs";
-import { chmod, copyFile, mkdir, mkdtemp, readdir, readFile, rename, rm } from "node:fs/promises";
+import { chmod, chown, copyFile, mkdir, mkdtemp, readdir, readFile, rename, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import type { Engine } from "../driver/types.ts";
+import type { Engine, IdMapping } from "../driver/types.ts";
 import { loadConfig, type BoxDefaults } from "../config.ts";
 import { firstLine, isDiskFull } from "../errors.ts";
 import { getHarness, harnessNames } from "../harness/index.ts";
@@ -96,6 +96,8 @@ class TrialRun extends TrialRecorder {
   private readonly startedAt = now();
   /** config.toml `[box]`: caps for boxes whose task declares none. */
   private boxCaps?: BoxDefaults;
+  /** The user namespace the trial's boxes run in (freshAttempt), undefined when none. */
+  private userns?: IdMapping;
   /** The trial's gateway access, when its agent calls a model or its verifier asks for a judge. */
   private lease?: GatewayLease;
   /** A budget above the trial refused a call: the trial stops and settles BUDGET. */
@@ -154,7 +156,6 @@ class TrialRun extends TrialRecorder {
       throw new TrialFailure("TaskInvalidError", `cannot read the task at ${this.req.task.dir}: ${(e as Error).message}`);
     }
     const cfg = this.cfg;
-    this.boxCaps = loadConfig(this.req.home).box;
     const harness = getHarness(this.req.agent.name);
     if (!harness) throw new TrialFailure("UnknownAgentError", `no agent named ${this.req.agent.name} (known agents: ${harnessNames().join(", ")})`);
     this.harness = harness;
@@ -217,21 +218,41 @@ class TrialRun extends TrialRecorder {
    * Every attempt (the first, an automatic retry, `job resume`, `trial retry`) starts from a fresh box and empty
    * output folders: whatever a killed or failed attempt left — a verifier's reward file, a box still running — can
    * never be read as this attempt's. The trial folder is the owner's alone (0700): a file a box made set-id or a
-   * device node is out of other host users' reach.
+   * device node is out of other host users' reach. In a user namespace (`[box] userns`) the three folders the
+   * boxes mount are the box root's host id's, so box root writes them without being host root.
    */
   private async freshAttempt(): Promise<void> {
     await mkdir(this.path, { recursive: true, mode: 0o700 });
     await chmod(this.path, 0o700);
+    this.boxCaps = loadConfig(this.req.home).box;
+    this.userns = this.boxCaps.userns ? await this.engine.boxUserns(this.boxCaps.userns) : undefined;
     const left = await removeLabelled(this.engine, { [LABEL_TRIAL]: this.req.trialId, [LABEL_HOME]: this.req.home });
     const stale: string[] = [];
     for (const name of ATTEMPT_OUTPUTS) {
       if (existsSync(join(this.path, name))) stale.push(name);
       await rm(join(this.path, name), { recursive: true, force: true });
     }
-    for (const m of MOUNTED) await mkdir(join(this.path, m.name), { mode: 0o755 });
+    for (const m of MOUNTED) {
+      await mkdir(join(this.path, m.name), { mode: 0o755 });
+      // box root is the mapped host id: the folders it writes (and chowns to the agent user) must be its own
+      if (this.userns) await this.giveToBoxRoot(join(this.path, m.name), this.userns);
+    }
     const removed = left.containers + left.networks > 0 ? `; removed ${left.containers} box(es) and ${left.networks} network(s) an earlier attempt left` : "";
     const cleared = stale.length > 0 ? `; cleared ${stale.join(", ")}` : "";
-    this.log(`attempt ${this.req.attempt ?? 1} starts: ${this.attemptReason()}${removed}${cleared}`);
+    const ns = this.userns ? `; boxes run in a user namespace (box root is host uid ${this.userns.hostId})` : "";
+    this.log(`attempt ${this.req.attempt ?? 1} starts: ${this.attemptReason()}${removed}${cleared}${ns}`);
+  }
+
+  /** Chowns a trial folder to the box's root; a host that will not let evolve do it is told how to go on. */
+  private async giveToBoxRoot(dir: string, map: IdMapping): Promise<void> {
+    try {
+      await chown(dir, map.hostId, map.hostId);
+    } catch (e) {
+      throw new TrialFailure(
+        "BoxUsernsError",
+        `cannot give ${dir} to the box's root (host uid ${map.hostId}): ${firstLine(e)}; run evolve as root beside rootful podman, or set [box] userns = false in config.toml`,
+      );
+    }
   }
 
   private async build(): Promise<void> {
@@ -272,7 +293,7 @@ class TrialRun extends TrialRecorder {
   private async boot(): Promise<void> {
     const cfg = this.cfg;
     if (this.compose) {
-      await this.compose.start(this.engine, this.net!, { trialId: this.req.trialId, jobId: this.req.jobId, home: this.req.home, track: (id) => this.boxes.add(id), log: (l) => this.log(l) });
+      await this.compose.start(this.engine, this.net!, { trialId: this.req.trialId, jobId: this.req.jobId, home: this.req.home, userns: this.userns, track: (id) => this.boxes.add(id), log: (l) => this.log(l) });
     }
     this.agentBox = await this.startBox(this.image, this.policies.baseline, cfg.environment, "agent");
     if (cfg.environment.healthcheck) {
@@ -646,7 +667,7 @@ class TrialRun extends TrialRecorder {
     const spec = boxSpec({
       image, trialId: this.req.trialId, jobId: this.req.jobId, trialPath: this.path, network, env, literals: this.literals, role, home: this.req.home,
       extraHosts: net.extraHosts, netEnv: { ...(role === "agent" ? this.compose?.main.environment : undefined), ...net.env }, aliases: net.aliases,
-      separateVerifier: verifierMode(this.cfg.verifier) === "separate", caps: this.boxCaps,
+      separateVerifier: verifierMode(this.cfg.verifier) === "separate", caps: this.boxCaps, userns: this.userns,
     });
     let id: string;
     try {
