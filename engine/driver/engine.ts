@@ -455,7 +455,9 @@ export class RestEngine implements Engine {
     await this.rest.request("PUT", `/containers/${seg(id)}/archive`, { query: { path }, body: tar });
   }
 
-  async top(id: string, psArgs: string): Promise<{ titles: string[]; processes: string[][] }> {
+  async top(id: string, columns: string): Promise<{ titles: string[]; processes: string[][] }> {
+    // podman's top takes ps-style descriptors; Docker runs the host's `ps` with the arguments given
+    const psArgs = this.kind === "podman" ? columns : `-o ${columns}`;
     const { data } = await this.rest.json("GET", `/containers/${seg(id)}/top`, { query: { ps_args: psArgs } });
     return { titles: (data?.Titles ?? []).map(String), processes: (data?.Processes ?? []) as string[][] };
   }

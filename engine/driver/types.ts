@@ -160,8 +160,8 @@ export interface Engine {
   archiveGet(id: string, path: string, onChunk: (chunk: Buffer) => unknown, signal?: AbortSignal): Promise<boolean>;
   /** Extracts a tar into the container at `path`, which must exist. */
   archivePut(id: string, path: string, tar: Buffer): Promise<void>;
-  /** The container's processes as the engine lists them (`ps` columns given by `psArgs`). */
-  top(id: string, psArgs: string): Promise<{ titles: string[]; processes: string[][] }>;
+  /** The container's processes as the engine lists them, with the given ps columns ("pid,ppid,user,args"). */
+  top(id: string, columns: string): Promise<{ titles: string[]; processes: string[][] }>;
   /** Copies a host folder's contents into `containerDir` (created if missing), owned by root. */
   copyIn(id: string, hostDir: string, containerDir: string): Promise<void>;
   /** Stops (if running) and removes a container with its anonymous volumes. Missing is fine. */

@@ -151,14 +151,9 @@ export async function boxList(engine: Engine, id: string, dir: string): Promise<
   return { entries };
 }
 
-/**
- * The box's processes. Podman's top takes ps-style descriptors; Docker runs the host's `ps` with the arguments, so
- * each gets its own spelling of the same columns.
- */
+/** The box's processes (the driver spells the columns for its engine). */
 export async function boxProcesses(engine: Engine, id: string): Promise<BoxProcess[]> {
-  const cols = "pid,ppid,user,etime,args";
-  const psArgs = engine.kind === "podman" ? cols : `-o ${cols}`;
-  const data = await engine.top(id, psArgs);
+  const data = await engine.top(id, "pid,ppid,user,etime,args");
   const titles = data.titles.map((t) => t.toUpperCase());
   const at = (row: string[], ...names: string[]) => {
     const i = titles.findIndex((t) => names.includes(t));

@@ -143,7 +143,7 @@ function suite(kind: EngineKind): void {
       await engine.exec(id, ["mkdir", "-p", "/work/copy"], { user: "root" });
       await engine.archivePut(id, "/work/copy", tar);
       expect((await engine.exec(id, ["cat", "/work/copy/f.txt"])).stdout).toBe("hello");
-      const top = await engine.top(id, kind === "podman" ? "pid,args" : "-o pid,args");
+      const top = await engine.top(id, "pid,args");
       expect(top.processes.some((row) => row.join(" ").includes("sleep"))).toBe(true);
     });
   });
