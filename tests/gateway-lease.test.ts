@@ -37,6 +37,12 @@ function call(lease: GatewayLease, key: string, stream = false, model = "claude-
   });
 }
 
+/**
+ * Waits for `n` of the gateways' 1 s store polls (and the 2 s in-flight heartbeat when n = 2), with room for a
+ * loaded 2-core CI machine where a timer may fire late: the tests assert what a poll brings, not its punctuality.
+ */
+const pollsPassed = (n: 1 | 2) => new Promise((r) => setTimeout(r, n === 1 ? 2500 : 4500));
+
 function gateway(budget: ConstructorParameters<typeof ModelGateway>[0]["budget"]): ModelGateway {
   const upstreams = buildUpstreams({ upstreams: { anthropic: { base_url: upstream.url, api_key: "sk-ant-real" } } }, {});
   return new ModelGateway({ home, store, upstreams, budget });
@@ -74,13 +80,13 @@ describe("the process's gateway", () => {
     try {
       expect((await call(lease, key)).status).toBe(200);
       store.putSetting(STOP_SETTING, "maintenance window");
-      await new Promise((r) => setTimeout(r, 1200));
+      await pollsPassed(1);
       const refused = await call(lease, key);
       expect(refused.status).toBe(429);
       expect(refused.body).toEqual({ type: "error", error: { type: "rate_limit_error", message: "other: maintenance window" } });
       expect(lease.budgetRefusal()).toEqual({ scope: "other", message: "other: maintenance window" });
       store.putSetting(STOP_SETTING, undefined);
-      await new Promise((r) => setTimeout(r, 1200));
+      await pollsPassed(1);
       expect((await call(lease, key)).status).toBe(200);
     } finally {
       store.putSetting(STOP_SETTING, undefined);
@@ -137,7 +143,7 @@ describe("the process's gateway", () => {
       expect((await call(la.lease, la.key)).status).toBe(200);
       expect((await call(la.lease, la.key)).status).toBe(200);
       // a's spend reaches the ledger within its batch (50 ms), and b's next poll (1 s) reads it
-      await new Promise((r) => setTimeout(r, 1200));
+      await pollsPassed(1);
       const before = upstream.requests.length;
       const r = await call(lb.lease, lb.key);
       expect(r.status).toBe(429);
@@ -154,10 +160,10 @@ describe("the process's gateway", () => {
     // a call reserves about $0.0016 and settles at $0.000255: $0.0019 of credits holds one call in flight, not two
     const { a, b, la, lb } = await twoProcesses("u-flight", 0.0019);
     try {
-      // a's call streams for about 3 s: published at a's next poll, read at b's (2 s at most)
-      upstream.push({ text: "slow answer", eventDelayMs: 400 });
+      // a's call streams for about 7 s: published at a's next heartbeat, read at b's next poll
+      upstream.push({ text: "slow answer", eventDelayMs: 900 });
       const slow = call(la.lease, la.key, true);
-      await new Promise((r) => setTimeout(r, 2200));
+      await pollsPassed(2);
       const before = upstream.requests.length;
       const r = await call(lb.lease, lb.key);
       expect(r.status).toBe(429);
@@ -165,7 +171,7 @@ describe("the process's gateway", () => {
       expect(upstream.requests.length).toBe(before);
       expect((await slow).status).toBe(200);
       // settled: a's $0.000255 is spent (the ledger), nothing is in flight, and one more call fits again
-      await new Promise((r) => setTimeout(r, 2200));
+      await pollsPassed(2);
       expect((await call(lb.lease, lb.key)).status).toBe(200);
     } finally {
       await a.close();
