@@ -30,6 +30,7 @@ export const ENGINE_TESTS = [
   "tests/trial-hostile.test.ts",
   "tests/trial-network.test.ts",
   "tests/trial-run.test.ts",
+  "tests/trial-userns.test.ts",
 ];
 
 const root = fileURLToPath(new URL(".", import.meta.url));

@@ -15,6 +15,7 @@ import { newId, openStore, type Store, type TrialRecord } from "../engine/store/
 import { taskDigest } from "../engine/task/digest.ts";
 import { killNewProcs, snapshotProcs } from "../engine/trial/procs.ts";
 import { runTrial, settleRemovals } from "../engine/trial/run.ts";
+import type { HarnessContext } from "../engine/harness/index.ts";
 
 const root = join(__dirname, "..");
 const FIXTURES = join(root, "fixtures", "tasks", "hostile");
@@ -188,6 +189,62 @@ describe.skipIf(!hasPodman)("job resume after a SIGKILL", () => {
     expect(log).toMatch(/attempt 1 starts: first attempt/);
     expect(log).toMatch(/attempt 1 starts: the previous attempt was interrupted in phase agent/);
   }, 240_000);
+});
+
+describe.skipIf(!hasPodman)("the harness hook after the agent phase", () => {
+  let h: string;
+  let e: Engine;
+  let st: Store;
+  const seen: { alive: string; out: string; exitCode: number }[] = [];
+  beforeAll(async () => {
+    h = mkdtempSync(join(tmpdir(), "evolve-after-"));
+    e = await openEngine({ home: h });
+    st = openStore(h);
+    const { registerHarness } = await import("../engine/harness/index.ts");
+    const run = async (ctx: HarnessContext) => {
+      const r = await ctx.engine.exec(ctx.containerId, ["sh", "-c", "(setsid sleep 300 &) ; echo parsed-me > /logs/agent/out.txt; exit 3"], { user: "0" });
+      return { exitCode: r.exitCode, timedOut: false };
+    };
+    registerHarness({
+      name: "after-probe",
+      run,
+      async afterAgent(ctx, outcome) {
+        const ps = await ctx.engine.exec(ctx.containerId, ["sh", "-c", "for d in /proc/[0-9]*; do read -r l < $d/stat && echo \"$l\"; done | grep -v '^1 ' | grep -c '(sleep) [^ZX]' || true"], { user: "0" });
+        const out = await ctx.engine.exec(ctx.containerId, ["cat", "/logs/agent/out.txt"], { user: "0" });
+        seen.push({ alive: ps.stdout.trim(), out: out.stdout.trim(), exitCode: outcome.exitCode });
+      },
+    });
+    registerHarness({ name: "after-broken", run, afterAgent: async () => Promise.reject(new Error("parser fell over")) });
+  });
+  afterAll(async () => {
+    await settleRemovals();
+    st?.close();
+    await e?.close();
+    rmSync(h, { recursive: true, force: true });
+  });
+  const go = async (agent: string) => {
+    const dir = join(FIXTURES, "forge-reward-json");
+    const id = newId();
+    const rec = await runTrial(
+      { trialId: id, jobId: "JOB-AFTER", home: h, task: { dir, digest: await taskDigest(dir), name: "after" }, agent: { name: agent }, timeoutMultiplier: 1, secrets: {} },
+      { engine: e, store: st },
+    );
+    return { rec, log: readFileSync(join(h, "trials", id, "trial.log"), "utf8") };
+  };
+
+  it("sees the agent's output and outcome with none of its processes left (the box's own sleep is PID 1), before the verifier", async () => {
+    const { rec } = await go("after-probe");
+    expect(seen).toEqual([{ alive: "0", out: "parsed-me", exitCode: 3 }]);
+    expect(rec.status).toBe("SCORED");
+    expect(rec.exception?.type).toBe("NonZeroAgentExitCodeError");
+  }, 120_000);
+
+  it("a hook that fails is logged and leaves the verdict alone", async () => {
+    const { rec, log } = await go("after-broken");
+    expect(rec.status).toBe("SCORED");
+    expect(rec.rewards).toEqual({ reward: 0 });
+    expect(log).toMatch(/after-broken: reading the agent's output failed: parser fell over/);
+  }, 120_000);
 });
 
 const isRoot = process.getuid?.() === 0;

@@ -48,4 +48,10 @@ export interface Harness {
   install?(ctx: HarnessContext): Promise<void>;
   /** Runs the agent on `ctx.instruction` inside the box; its streams go under /logs/agent. */
   run(ctx: HarnessContext): Promise<AgentOutcome>;
+  /**
+   * Reads what the agent left (its streams and session files) once its phase has ended and every process it
+   * started is gone, before pre_artifacts.sh, artifacts and the verifier: where a harness's parser turns its output
+   * into trace events. A failure here is logged and does not change the trial's verdict.
+   */
+  afterAgent?(ctx: HarnessContext, outcome: AgentOutcome): Promise<void>;
 }

@@ -397,6 +397,14 @@ class TrialRun extends TrialRecorder {
     }
     this.checkCancelled();
     await this.endAgentProcesses(box, before);
+    if (this.harness.afterAgent) {
+      try {
+        await this.guard(box, () => this.harness.afterAgent!(ctx, out));
+      } catch (e) {
+        this.checkCancelled();
+        this.log(`${this.harness.name}: reading the agent's output failed: ${firstLine(e)}`);
+      }
+    }
     if (out.timedOut) {
       step.exception = this.exc("AgentTimeoutError", `the agent ran past its ${plan.agentTimeoutSec} s timeout${plan.name ? ` in step ${plan.name}` : ""}`);
     } else if (this.lease?.capReached()) {
