@@ -23,13 +23,13 @@ import { isJudgeTask } from "../task/rules-env.ts";
 import { awaitHealthy, boxSpec, ensureBuilt, requireImage, taskImageTag } from "./box.ts";
 import { keepChangedFiles, keptFile, readManifest, type KeptManifest } from "./changes.ts";
 import { resolveAgentEnv, resolveVerifierEnv } from "./env.ts";
-import { CancelledFailure, TrialFailure } from "./outcome.ts";
+import { CancelledFailure, isSettledStatus, TrialFailure } from "./outcome.ts";
 import { artifactSources, BOX, restoreArtifactCommand, trialPaths, VERIFY_COMMAND } from "./layout.ts";
 import { boxPutTar } from "./inspect.ts";
 import { pruneEmptyDirs, writeJson, writeResult, type ExceptionRecord, type TimeSpan, type TrialConfigFile } from "./result.ts";
 import { primaryReward, readRewards, verifierTail, type RewardMap } from "./reward.ts";
 import { now, TrialRecorder } from "./recorder.ts";
-import { SETTLED_STATUSES, type TrialDeps, type TrialRequest, type TrialStatus } from "./types.ts";
+import type { TrialDeps, TrialRequest, TrialStatus } from "./types.ts";
 
 
 /**
@@ -38,7 +38,7 @@ import { SETTLED_STATUSES, type TrialDeps, type TrialRequest, type TrialStatus }
  */
 export async function regradeRefusal(home: string, orig: TrialRecord, taskDir: string): Promise<EvolveError | undefined> {
   const id = orig.id;
-  if (!SETTLED_STATUSES.has(orig.status as TrialStatus)) {
+  if (!isSettledStatus(orig.status)) {
     return new EvolveError("trial_not_settled", `trial ${id} is ${orig.status}: only a settled trial can be regraded`, `wait for it, or \`evolve trial stop ${id}\` first`);
   }
   if (!orig.phase_timings.verify) {
