@@ -2,6 +2,7 @@
  * Printing for every command: colour only on a TTY and never with NO_COLOR, one-line errors with a stable code,
  * JSON documents for `--json`. Commands print only through here so the conventions hold everywhere.
  */
+import type { ErrorCode } from "../engine/error-codes.ts";
 import { EvolveError } from "../engine/errors.ts";
 import { isTTY } from "../engine/runtime.ts";
 
@@ -44,7 +45,7 @@ export function outTable(header: string[], rows: (string | number | null | undef
 }
 
 /** Formats an error as the CLI convention's `error[CODE]: message` line plus an optional hint line. */
-export function formatError(code: string, message: string, hint?: string): string {
+export function formatError(code: ErrorCode, message: string, hint?: string): string {
   const red = paint(31, process.stderr);
   const dim = paint(2, process.stderr);
   const first = `${red(`error[${code}]`)}: ${message.split("\n")[0]}`;

@@ -83,7 +83,7 @@ async function resolveTasks(store: Store, home: string, opts: RunOptions): Promi
     } catch (e) {
       if (e instanceof DatasetInvalidError) {
         printReports(e.reports, { onlyProblems: true });
-        throw new EvolveError("task_invalid", e.message.replace("nothing was published", "nothing was run"), e.hint, 1);
+        throw new EvolveError("task_invalid", e.message.replace("nothing was published", "nothing was run"), e.hint);
       }
       throw e;
     }

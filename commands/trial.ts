@@ -118,7 +118,7 @@ function notRecorded(t: TrialRecord, stream: LogStream): EvolveError {
         ? "its agent never wrote output"
         : "it kept no system log"
     : "nothing is recorded yet";
-  return new EvolveError("stream_not_recorded", `trial ${t.id} has no ${stream} stream: ${why} (${where})`, isSettled(t) ? "see `evolve trial show` for what happened" : `follow it as it arrives: evolve trial logs ${t.id} --stream ${stream} --follow`, 1);
+  return new EvolveError("stream_not_recorded", `trial ${t.id} has no ${stream} stream: ${why} (${where})`, isSettled(t) ? "see `evolve trial show` for what happened" : `follow it as it arrives: evolve trial logs ${t.id} --stream ${stream} --follow`);
 }
 
 /** `evolve trial logs <id> --stream S [--follow]` */
@@ -127,7 +127,7 @@ export async function logsCommand(id: string, opts: { stream?: string; follow?: 
     return await printLogs(id, opts);
   } catch (e) {
     // a link, FIFO or device planted at a stream's name by the box: refused, naming the file and never its target
-    if (e instanceof BoxFileRefused) throw new EvolveError("stream_refused", e.message, "the box planted it; the trial's other outputs are unaffected", 1);
+    if (e instanceof BoxFileRefused) throw new EvolveError("stream_refused", e.message, "the box planted it; the trial's other outputs are unaffected");
     throw e;
   }
 }
@@ -221,7 +221,7 @@ async function withSource<T>(id: string, engineKind: EngineKind | undefined, fn:
 }
 
 function requireReadable(s: Source): asserts s is Exclude<Source, { kind: "none" }> {
-  if (s.kind === "none") throw new EvolveError("files_unavailable", `trial ${s.trial.id} has no files to read: ${s.reason}`, "see `evolve trial files status <id>`", 1);
+  if (s.kind === "none") throw new EvolveError("files_unavailable", `trial ${s.trial.id} has no files to read: ${s.reason}`, "see `evolve trial files status <id>`");
 }
 
 const UNTOUCHED_NOTE = "files the run never touched are not listed: the image holds them (the kept tree is only what the run added, modified or deleted)";
@@ -294,12 +294,12 @@ export async function filesCatCommand(id: string, path: string, opts: { json?: b
       const e = s.manifest.files.find((x) => x.path === p);
       const skipped = s.manifest.skipped.find((x) => x.path === p);
       const excluded = s.manifest.excluded.find((x) => p === x.path || p.startsWith(`${x.path}/`));
-      if (skipped) throw new EvolveError("file_not_kept", `${p} was changed by the run but not kept: ${skipped.reason}`, "", 1);
-      if (!e && excluded) throw new EvolveError("file_not_kept", `${p} is not kept: ${excluded.path} is left out (${excluded.reason})`, "", 1);
-      if (!e) throw new EvolveError("file_not_kept", `${p} was not changed by the run: only the image holds it`, `see what changed: evolve trial files changes ${id}`, 1);
-      if (e.kind === "deleted") throw new EvolveError("file_deleted", `${p} was deleted by the run`, "", 1);
-      if (e.type === "dir") throw new EvolveError("not_a_file", `${p} is a folder`, `list it: evolve trial files ls ${id} ${p}`, 1);
-      if (e.type !== "file") throw new EvolveError("not_a_file", `${p} is a ${e.type}${e.target ? ` to ${e.target}` : ""}`, "", 1);
+      if (skipped) throw new EvolveError("file_not_kept", `${p} was changed by the run but not kept: ${skipped.reason}`, "");
+      if (!e && excluded) throw new EvolveError("file_not_kept", `${p} is not kept: ${excluded.path} is left out (${excluded.reason})`, "");
+      if (!e) throw new EvolveError("file_not_kept", `${p} was not changed by the run: only the image holds it`, `see what changed: evolve trial files changes ${id}`);
+      if (e.kind === "deleted") throw new EvolveError("file_deleted", `${p} was deleted by the run`, "");
+      if (e.type === "dir") throw new EvolveError("not_a_file", `${p} is a folder`, `list it: evolve trial files ls ${id} ${p}`);
+      if (e.type !== "file") throw new EvolveError("not_a_file", `${p} is a ${e.type}${e.target ? ` to ${e.target}` : ""}`, "");
       data = await readKeptFile(s.dir, p, s.manifest.cap_bytes);
     }
     if (opts.json) outJson({ trial: id, source: s.kind, path: p, size: data.length, text: data.toString("utf8") });
@@ -349,10 +349,10 @@ export async function filesArchiveCommand(id: string, opts: { path?: string; out
     await mkdir(outDir, { recursive: true });
     const file = join(outDir, `${id}${p === "/" ? "" : `-${p.slice(1).replace(/\//g, "_")}`}.tar.gz`);
     if (s.kind === "live") {
-      if (!(await archiveLive(s.engine, s.box.id, p, file, opts.maxBytes))) throw new EvolveError("file_not_found", `${p} does not exist in the live box`, "", 1);
+      if (!(await archiveLive(s.engine, s.box.id, p, file, opts.maxBytes))) throw new EvolveError("file_not_found", `${p} does not exist in the live box`, "");
     } else {
       const has = s.manifest.files.some((e) => e.kind !== "deleted" && (p === "/" || e.path === p || e.path.startsWith(`${p}/`)));
-      if (!has) throw new EvolveError("file_not_kept", `the run changed nothing under ${p}: the kept tree has nothing to archive there`, `see what changed: evolve trial files changes ${id}`, 1);
+      if (!has) throw new EvolveError("file_not_kept", `the run changed nothing under ${p}: the kept tree has nothing to archive there`, `see what changed: evolve trial files changes ${id}`);
       await archiveKept(s.dir, s.manifest, p, file);
     }
     const bytes = (await stat(file)).size;
@@ -369,12 +369,12 @@ export async function procsCommand(id: string, opts: { json?: boolean; engine?: 
   return withStore(async (store, home) => {
     const t = requireTrial(store, id);
     if (isSettled(t)) {
-      throw new EvolveError("trial_not_live", `trial ${id} settled ${t.status}: its box is gone, there are no processes to list`, `read what it left: evolve trial files changes ${id}`, 1);
+      throw new EvolveError("trial_not_live", `trial ${id} settled ${t.status}: its box is gone, there are no processes to list`, `read what it left: evolve trial files changes ${id}`);
     }
     const engine = await openEngine({ kind: opts.engine, home });
     try {
       const box = await findLiveBox(engine, id);
-      if (!box) throw new EvolveError("trial_not_live", `trial ${id} is ${t.status}${t.attempt_phase ? ` in phase ${t.attempt_phase}` : ""} and has no running box yet`, "try again once it boots", 1);
+      if (!box) throw new EvolveError("trial_not_live", `trial ${id} is ${t.status}${t.attempt_phase ? ` in phase ${t.attempt_phase}` : ""} and has no running box yet`, "try again once it boots");
       const procs = await boxProcesses(engine, box.id);
       if (opts.json) return outJson({ trial: id, box: box.id, role: box.role, processes: procs }), 0;
       outTable(["PID", "PPID", "USER", "ELAPSED", "COMMAND"], procs.map((p) => [p.pid, p.ppid, p.user, p.elapsed, p.command]));

@@ -26,7 +26,6 @@ export class DatasetInvalidError extends EvolveError {
       "dataset_invalid",
       `${bad} of ${reports.length} task${reports.length === 1 ? "" : "s"} ${bad === 1 ? "has" : "have"} errors; nothing was published`,
       "fix the findings listed above, or check one task with `evolve task validate <dir>`",
-      1,
     );
     this.name = "DatasetInvalidError";
   }
@@ -112,7 +111,6 @@ async function findTaskDirs(dir: string): Promise<string[]> {
       "task_symlink",
       `${link.name} in ${dir} is a symbolic link to a folder; a dataset holds its task folders themselves`,
       "replace the link with a copy of the task folder",
-      1,
     );
   }
   // Every visible subfolder counts, task.toml or not: a task with a misspelt task.toml must be refused, not
@@ -155,7 +153,7 @@ async function storeBlob(home: string, t: PreparedTask): Promise<void> {
     }
     const copied = await digestFiles(await listTaskFiles(tmp));
     if (copied !== t.digest) {
-      throw new EvolveError("task_changed", `${t.dir} changed while it was being published`, "retry once nothing is writing to the task", 2);
+      throw new EvolveError("task_changed", `${t.dir} changed while it was being published`, "retry once nothing is writing to the task");
     }
     try {
       await rename(tmp, final);
@@ -183,7 +181,6 @@ async function prepareTasks(dirs: readonly string[]): Promise<PreparedTask[]> {
         "dataset_task_duplicate",
         `two tasks are named ${name}: ${other} and ${d}`,
         "give each task a distinct [task] name (or folder name)",
-        1,
       );
     }
     seen.set(name, d);
@@ -232,7 +229,7 @@ async function commitTasks<R>(store: Store, home: string, tasks: readonly Prepar
       return { value: then() };
     });
     if (result !== "retry") return result.value;
-    if (attempt >= 3) throw new EvolveError("store_busy", "task files kept disappearing while being stored", "retry", 2);
+    if (attempt >= 3) throw new EvolveError("store_busy", "task files kept disappearing while being stored", "retry");
   }
 }
 
@@ -264,7 +261,6 @@ export async function publishDataset(store: Store, home: string, dir: string, op
       "dataset_version_exists",
       `${opts.name}@${opts.version} is already published with different content`,
       "publish under a new version (e.g. bump it); a published version never changes",
-      1,
     );
   };
   const early = settled(store.getDataset(opts.name, opts.version));
@@ -324,7 +320,7 @@ export function resolveDataset(store: Store, ref: string): DatasetRecord[] {
       ? [store.getDataset(r.name, r.version)].filter((d): d is DatasetRecord => d !== undefined)
       : store.listDatasets(r.name).sort((a, b) => cmp(b.created_at, a.created_at) || cmp(b.version, a.version));
   if (found.length === 0) {
-    throw new EvolveError("dataset_not_found", `no dataset ${ref}`, "see `evolve dataset list`", 2);
+    throw new EvolveError("dataset_not_found", `no dataset ${ref}`, "see `evolve dataset list`");
   }
   return found;
 }

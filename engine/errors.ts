@@ -1,14 +1,16 @@
+import { ERROR_CODES, type ErrorCode } from "./error-codes.ts";
+
 /**
- * The one error type that crosses from engine to CLI. `code` is stable (scripts match on it), `message` is one
- * line, `hint` tells the user what to do next. `exit` follows the CLI convention: 1 = ran and found problems,
- * 2 = usage or environment error.
+ * The one error type that crosses from engine to CLI. `code` is stable (scripts match on it) and registered in
+ * engine/error-codes.ts, `message` is one line, `hint` tells the user what to do next. `exit` follows the CLI
+ * convention (1 = ran and found problems, 2 = usage or environment error) and defaults to the code's registered one.
  */
 export class EvolveError extends Error {
   constructor(
-    readonly code: string,
+    readonly code: ErrorCode,
     message: string,
     readonly hint = "",
-    readonly exit: 1 | 2 = 2,
+    readonly exit: 1 | 2 = ERROR_CODES[code].exit,
   ) {
     super(message);
     this.name = "EvolveError";

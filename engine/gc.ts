@@ -6,7 +6,7 @@
  */
 import { LABEL_JOB, LABEL_MANAGED, LABEL_TRIAL, type Engine } from "./driver/types.ts";
 import { runnerAlive } from "./job/job.ts";
-import { LIVE_STATUSES, type TrialStatus } from "./trial/outcome.ts";
+import { isLiveStatus, LIVE_STATUSES } from "./trial/outcome.ts";
 import type { Store } from "./store/index.ts";
 
 /** Trial statuses that still own their containers (outcome.ts decides them). */
@@ -38,13 +38,13 @@ export async function gc(engine: Engine, store: Store, opts: { dryRun?: boolean;
   const isTrialLive = (id: string) => {
     if (!trialLive.has(id)) {
       const t = store.getTrial(id);
-      trialLive.set(id, t !== undefined && LIVE_STATUSES.has(t.status.toUpperCase() as TrialStatus) && isRunnerLive(t.job_id));
+      trialLive.set(id, t !== undefined && isLiveStatus(t.status.toUpperCase()) && isRunnerLive(t.job_id));
     }
     return trialLive.get(id)!;
   };
   const jobLive = new Map<string, boolean>();
   const isJobLive = (id: string) => {
-    if (!jobLive.has(id)) jobLive.set(id, isRunnerLive(id) && store.listTrials(id).some((t) => LIVE_STATUSES.has(t.status.toUpperCase() as TrialStatus)));
+    if (!jobLive.has(id)) jobLive.set(id, isRunnerLive(id) && store.listTrials(id).some((t) => isLiveStatus(t.status.toUpperCase())));
     return jobLive.get(id)!;
   };
   const owned = (labels: Record<string, string>) => {

@@ -149,9 +149,9 @@ describe("store records", () => {
         store.transaction(() => {
           store.putJob({ id, created_at: now(), status: "running", config: null });
           store.appendEvents(id, [{ type: "a", data: 1 }]);
-          throw new EvolveError("boom", "boom");
+          throw new EvolveError("internal", "boom");
         }),
-      "boom",
+      "internal",
     );
     expect(store.getJob(id)).toBeUndefined();
     expect(store.readEvents(id)).toEqual([]);

@@ -122,7 +122,7 @@ export async function stageRemoteAdds(context: string, dockerfile: string, fetch
   const adds = addInstructions(text).filter((a) => a.args.slice(0, -1).some((s) => REMOTE.test(s)));
   if (adds.length === 0) return undefined;
   const refuse = (a: AddInstruction, why: string) =>
-    new EvolveError("build_failed", `${dockerfile} line ${a.start + 1}: ${why}`, "download it in a RUN step instead (curl/wget/git run on the build's guarded network)", 1);
+    new EvolveError("build_failed", `${dockerfile} line ${a.start + 1}: ${why}`, "download it in a RUN step instead (curl/wget/git run on the build's guarded network)");
   const urls: string[] = [];
   for (const a of adds) {
     const sources = a.args.slice(0, -1);
@@ -145,7 +145,6 @@ export async function stageRemoteAdds(context: string, dockerfile: string, fetch
         "build_failed",
         `${dockerfile} line ${first.start + 1}: ADD of a URL is fetched on the build's guarded network (no host services, no private ranges), and that failed: ${firstLine(e)}`,
         "make the URL reachable from the internet, or open [network] in $EVOLVE_HOME/config.toml (README: Configuration)",
-        1,
       );
     }
     const lines = text.split(/\r?\n/);
@@ -259,7 +258,6 @@ async function runBuild(kind: EngineKind, socket: string, opts: BuildOptions, do
       "build_timeout",
       `building ${opts.tag} took longer than ${Math.round(opts.timeoutMs / 1000)} s and was stopped`,
       "raise [environment] build_timeout_sec in task.toml, or make the Dockerfile faster (e.g. a prebuilt base image)",
-      1,
     );
   }
   if (code !== 0) {
@@ -267,7 +265,6 @@ async function runBuild(kind: EngineKind, socket: string, opts: BuildOptions, do
       "build_failed",
       `building ${opts.tag} failed (exit ${code}):\n${tail.join("\n")}`,
       `fix environment/Dockerfile; reproduce with: ${kind} ${args.map(shellQuote).join(" ")}`,
-      1,
     );
   }
 }

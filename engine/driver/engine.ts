@@ -280,7 +280,7 @@ export class RestEngine implements Engine {
     if (named) body.NetworkingConfig = { EndpointsConfig: { [network]: { Aliases: spec.aliases ?? [] } } };
     const { status, data } = await this.rest.json("POST", "/containers/create", { query: { name: spec.name }, json: body, ok: [404] });
     if (status === 404) {
-      throw new EvolveError("image_missing", `image ${spec.image} is not present locally: ${data?.message ?? "no such image"}`, `build or load ${spec.image} first (no registry may be reachable)`, 1);
+      throw new EvolveError("image_missing", `image ${spec.image} is not present locally: ${data?.message ?? "no such image"}`, `build or load ${spec.image} first (no registry may be reachable)`);
     }
     return String(data.Id);
   }
@@ -324,9 +324,9 @@ export class RestEngine implements Engine {
     const { status, data } = await this.rest.json("POST", "/v4.0.0/libpod/containers/create", { json: body, ok: [404, 500] });
     const message = String(data?.message ?? "");
     if (status === 404 || (status === 500 && /image not known|no such image/i.test(message))) {
-      throw new EvolveError("image_missing", `image ${spec.image} is not present locally: ${message || "no such image"}`, `build or load ${spec.image} first (no registry may be reachable)`, 1);
+      throw new EvolveError("image_missing", `image ${spec.image} is not present locally: ${message || "no such image"}`, `build or load ${spec.image} first (no registry may be reachable)`);
     }
-    if (status !== 201 && status !== 200) throw new EvolveError("engine_error", `podman: creating a container from ${spec.image} failed (${status}): ${message || "no reason given"}`, "", 2);
+    if (status !== 201 && status !== 200) throw new EvolveError("engine_error", `podman: creating a container from ${spec.image} failed (${status}): ${message || "no reason given"}`, "");
     return String(data.Id);
   }
 
@@ -479,7 +479,7 @@ export class RestEngine implements Engine {
     }
     const dirs = missing.map((_, i) => missing.slice(0, i + 1).join("/"));
     const res = await put(at, missing.join("/"), dirs);
-    if (res.status === 404) throw new EvolveError("engine_error", `${this.kind}: container ${id} not found for copy into ${dest}`, "", 2);
+    if (res.status === 404) throw new EvolveError("engine_error", `${this.kind}: container ${id} not found for copy into ${dest}`, "");
   }
 
   /**

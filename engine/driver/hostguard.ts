@@ -132,7 +132,6 @@ function unavailable(bridge: string, why: string): EvolveError {
     "host_guard_unavailable",
     `cannot install the firewall rules that keep public boxes and builds off this host's services and private ranges (bridge ${bridge}): ${why}`,
     "run evolve as root with a rootful engine (iptables needed), or open what boxes may reach in $EVOLVE_HOME/config.toml [network] (README: Configuration)",
-    2,
   );
 }
 

@@ -60,7 +60,7 @@ export class RestClient {
       try {
         const res = await this.once(method, path, opts);
         if (res.status >= 400 && !(opts.ok ?? []).includes(res.status)) {
-          throw new EvolveError("engine_error", `${this.describe} ${method} ${path}: ${res.status} ${apiMessage(res.body)}`, "", 2);
+          throw new EvolveError("engine_error", `${this.describe} ${method} ${path}: ${res.status} ${apiMessage(res.body)}`, "");
         }
         return res;
       } catch (e) {
@@ -73,7 +73,7 @@ export class RestClient {
             await this.reconnect();
             continue;
           }
-          throw new EvolveError("engine_unavailable", `cannot reach ${this.describe} at ${this.socketPath} (${code})`, this.hint, 2);
+          throw new EvolveError("engine_unavailable", `cannot reach ${this.describe} at ${this.socketPath} (${code})`, this.hint);
         }
         throw e;
       }
@@ -152,12 +152,12 @@ export class RestClient {
       const onAbort = () => {
         req.destroy();
         if (status) done(null, { status, body: Buffer.concat(chunks), headers: resHeaders });
-        else done(new EvolveError("engine_aborted", `${this.describe} ${method} ${path}: aborted`, "", 2));
+        else done(new EvolveError("engine_aborted", `${this.describe} ${method} ${path}: aborted`, ""));
       };
       opts.signal?.addEventListener("abort", onAbort);
       const timer = setTimeout(() => {
         req.destroy();
-        done(new EvolveError("engine_timeout", `${this.describe} ${method} ${path}: no answer within ${timeoutMs} ms`, "", 2));
+        done(new EvolveError("engine_timeout", `${this.describe} ${method} ${path}: no answer within ${timeoutMs} ms`, ""));
       }, timeoutMs || 2 ** 31 - 1);
       req.on("error", (e: NodeJS.ErrnoException) => {
         if (req.reusedSocket && (e.code === "ECONNRESET" || e.code === "EPIPE") && status === 0) {

@@ -12,11 +12,11 @@ export function resolveKind(kind?: string): EngineKind {
   const chosen = kind ?? process.env.EVOLVE_ENGINE;
   if (chosen) {
     if (chosen === "podman" || chosen === "docker") return chosen;
-    throw new EvolveError("engine_unknown", `unknown engine "${chosen}"`, "use --engine podman or --engine docker (or EVOLVE_ENGINE)", 2);
+    throw new EvolveError("engine_unknown", `unknown engine "${chosen}"`, "use --engine podman or --engine docker (or EVOLVE_ENGINE)");
   }
   if (which("podman")) return "podman";
   if (which("docker")) return "docker";
-  throw new EvolveError("engine_not_found", "no container engine found: neither podman nor docker is on PATH", "install one: apt-get install -y podman runc", 2);
+  throw new EvolveError("engine_not_found", "no container engine found: neither podman nor docker is on PATH", "install one: apt-get install -y podman runc");
 }
 
 /**

@@ -50,7 +50,7 @@ export function podmanServiceSocket(_home: string): string {
   mkdirSync(dir, { recursive: true, mode: 0o700 });
   const st = statSync(dir);
   if (st.uid !== uid || (st.mode & 0o077) !== 0) {
-    throw new EvolveError("engine_unavailable", `${dir} is not a private folder of this user`, `remove ${dir} (it must be owned by uid ${uid}, mode 0700)`, 2);
+    throw new EvolveError("engine_unavailable", `${dir} is not a private folder of this user`, `remove ${dir} (it must be owned by uid ${uid}, mode 0700)`);
   }
   return join(dir, "podman.sock");
 }
@@ -74,11 +74,11 @@ function podmanCandidates(home: string): string[] {
 export async function ensurePodmanSocket(home: string): Promise<string> {
   const envSocket = unixPath(process.env.CONTAINER_HOST);
   if (process.env.CONTAINER_HOST && !envSocket) {
-    throw new EvolveError("engine_unavailable", `CONTAINER_HOST=${process.env.CONTAINER_HOST} is not a unix:// socket`, "unset CONTAINER_HOST or point it at a local unix:// socket", 2);
+    throw new EvolveError("engine_unavailable", `CONTAINER_HOST=${process.env.CONTAINER_HOST} is not a unix:// socket`, "unset CONTAINER_HOST or point it at a local unix:// socket");
   }
   for (const s of podmanCandidates(home)) if (await ping(s, 500)) return s;
   if (envSocket) {
-    throw new EvolveError("engine_unavailable", `nothing answers on CONTAINER_HOST=${process.env.CONTAINER_HOST}`, `start it: podman system service --time=300 ${process.env.CONTAINER_HOST} & (or unset CONTAINER_HOST)`, 2);
+    throw new EvolveError("engine_unavailable", `nothing answers on CONTAINER_HOST=${process.env.CONTAINER_HOST}`, `start it: podman system service --time=300 ${process.env.CONTAINER_HOST} & (or unset CONTAINER_HOST)`);
   }
   return startPodmanService(home);
 }
@@ -113,7 +113,6 @@ export async function startPodmanService(home: string): Promise<string> {
     "engine_unavailable",
     `podman system service did not answer on ${socket} within 5 s`,
     `see ${join(runDir, "podman-service.log")}; run \`podman info\` to check podman works, then \`evolve doctor\``,
-    2,
   );
 }
 
@@ -121,13 +120,13 @@ export async function startPodmanService(home: string): Promise<string> {
 export async function ensureDockerSocket(): Promise<string> {
   const host = process.env.DOCKER_HOST;
   const socket = host ? unixPath(host) : "/var/run/docker.sock";
-  if (!socket) throw new EvolveError("engine_unavailable", `DOCKER_HOST=${host} is not a unix:// socket`, DOCKERD_HINT, 2);
+  if (!socket) throw new EvolveError("engine_unavailable", `DOCKER_HOST=${host} is not a unix:// socket`, DOCKERD_HINT);
   if (await ping(socket, 1000)) return socket;
-  throw new EvolveError("engine_unavailable", `no Docker daemon answers on ${socket}`, DOCKERD_HINT, 2);
+  throw new EvolveError("engine_unavailable", `no Docker daemon answers on ${socket}`, DOCKERD_HINT);
 }
 
 /** The error for a missing engine binary, naming how to install it. */
 export function notFound(kind: EngineKind): EvolveError {
   const pkg = kind === "podman" ? "podman runc" : "docker.io";
-  return new EvolveError("engine_not_found", `${kind} is not installed (not on PATH)`, `install it: apt-get install -y ${pkg}${kind === "podman" ? " (then `evolve doctor`)" : ""}`, 2);
+  return new EvolveError("engine_not_found", `${kind} is not installed (not on PATH)`, `install it: apt-get install -y ${pkg}${kind === "podman" ? " (then `evolve doctor`)" : ""}`);
 }

@@ -27,7 +27,7 @@ export function isSettled(t: TrialRecord): boolean {
 
 function originalJob(store: Store, t: TrialRecord): JobRecord {
   const job = store.getJob(t.job_id);
-  if (!job) throw new EvolveError("job_not_found", `trial ${t.id} names job ${t.job_id}, which is not in the store`, "", 2);
+  if (!job) throw new EvolveError("job_not_found", `trial ${t.id} names job ${t.job_id}, which is not in the store`, "");
   return job;
 }
 
@@ -55,10 +55,10 @@ function newJobWith(store: Store, job: JobRecord, config: JobConfig, lineage: Pi
 export function createRetry(store: Store, id: string): { job: JobRecord; trial: TrialRecord } {
   const t = requireTrial(store, id);
   if (!isSettled(t)) {
-    throw new EvolveError("trial_not_settled", `trial ${id} is ${t.status}: only a settled trial can be retried`, `wait for it, or \`evolve trial stop ${id}\` first`, 2);
+    throw new EvolveError("trial_not_settled", `trial ${id} is ${t.status}: only a settled trial can be retried`, `wait for it, or \`evolve trial stop ${id}\` first`);
   }
   if (!store.getTask(t.task_digest)) {
-    throw new EvolveError("task_missing", `the task of trial ${id} (${t.task_digest}) is no longer stored`, "publish or run the task again", 2);
+    throw new EvolveError("task_missing", `the task of trial ${id} (${t.task_digest}) is no longer stored`, "publish or run the task again");
   }
   const job = originalJob(store, t);
   return newJobWith(store, job, singleTrialConfig(job, t), { retry_of: id });

@@ -11,9 +11,9 @@ import { LABEL_HOME, LABEL_JOB, type Engine } from "../driver/types.ts";
 import { removeLabelled } from "../trial/box.ts";
 import { newId, type JobRecord, type Store, type TrialRecord } from "../store/index.ts";
 import { taskBlobDir } from "../store/index.ts";
-import { isDeterministic, runsOnResume } from "../trial/outcome.ts";
+import { isDeterministic, isSettledStatus, runsOnResume } from "../trial/outcome.ts";
 import type { ModelGateway } from "../gateway/model-gateway.ts";
-import { SETTLED_STATUSES, type TrialDeps, type TrialEvent, type TrialRequest, type TrialStatus } from "../trial/types.ts";
+import type { TrialDeps, TrialEvent, TrialRequest } from "../trial/types.ts";
 
 /** A job's status: RUNNING while a runner works on it, INTERRUPTED when that runner died, then a final state. */
 export type JobStatus = "RUNNING" | "INTERRUPTED" | "COMPLETED" | "CANCELLED";
@@ -314,7 +314,7 @@ export function cancelJob(store: Store, jobId: string): { cancelled: number; run
     const at = now();
     const settled = store
       .listTrials(jobId)
-      .filter((t) => t.status === "QUEUED" || (!live && !SETTLED_STATUSES.has(t.status as TrialStatus)))
+      .filter((t) => t.status === "QUEUED" || (!live && !isSettledStatus(t.status)))
       .map((t) => cancelledRecord(t, at));
     store.putTrials(settled);
     store.putJob({ ...job, status: "CANCELLED", updated_at: at, finished_at: at, runner: live ? job.runner : null });

@@ -43,7 +43,7 @@ export async function listTaskFiles(dir: string): Promise<TaskFile[]> {
   try {
     if (!(await stat(dir)).isDirectory()) throw new Error("not a directory");
   } catch (e) {
-    throw new EvolveError("task_unreadable", `cannot read task directory ${dir}: ${firstLine(e)}`, "check the path", 2);
+    throw new EvolveError("task_unreadable", `cannot read task directory ${dir}: ${firstLine(e)}`, "check the path");
   }
   const out: TaskFile[] = [];
   await collect(dir, out);
@@ -110,10 +110,10 @@ async function collect(root: string, out: TaskFile[]): Promise<void> {
       out.push({ path, abs: full, size: st.size, executable: (st.mode & 0o111) !== 0 });
     },
     problem: (p) => {
-      throw new EvolveError(p.code, `${p.path} in ${root} ${p.what}`, p.hint, 1);
+      throw new EvolveError(p.code, `${p.path} in ${root} ${p.what}`, p.hint);
     },
     unreadable: (abs, e) => {
-      throw new EvolveError("task_unreadable", `cannot read ${abs}: ${firstLine(e)}`, "check the folder's permissions", 2);
+      throw new EvolveError("task_unreadable", `cannot read ${abs}: ${firstLine(e)}`, "check the folder's permissions");
     },
   });
 }
@@ -141,7 +141,7 @@ async function hashFile(hash: Hash, f: TaskFile): Promise<void> {
     hash.update(chunk as Buffer);
   }
   if (n !== f.size) {
-    throw new EvolveError("task_changed", `${f.abs} changed while it was being read`, "retry once nothing is writing to the task", 2);
+    throw new EvolveError("task_changed", `${f.abs} changed while it was being read`, "retry once nothing is writing to the task");
   }
 }
 

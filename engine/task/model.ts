@@ -154,12 +154,12 @@ export function parseTaskToml(text: string): TaskConfig {
   try {
     raw = parse(text);
   } catch (e) {
-    throw new EvolveError("task_invalid", `task.toml is not valid TOML: ${firstLine(e)}`, "run `evolve task validate`", 1);
+    throw new EvolveError("task_invalid", `task.toml is not valid TOML: ${firstLine(e)}`, "run `evolve task validate`");
   }
   const r = TaskSchema.safeParse(raw);
   if (!r.success) {
     const i = r.error.issues[0];
-    throw new EvolveError("task_invalid", `task.toml: ${i.path.join(".") || "(root)"}: ${i.message}`, "run `evolve task validate`", 1);
+    throw new EvolveError("task_invalid", `task.toml: ${i.path.join(".") || "(root)"}: ${i.message}`, "run `evolve task validate`");
   }
   return r.data;
 }
@@ -216,7 +216,7 @@ export async function summarizeTask(dir: string): Promise<TaskSummary> {
   try {
     text = await readFile(join(dir, "task.toml"), "utf8");
   } catch {
-    throw new EvolveError("task_invalid", `${dir} has no readable task.toml`, "run `evolve task validate`", 1);
+    throw new EvolveError("task_invalid", `${dir} has no readable task.toml`, "run `evolve task validate`");
   }
   const cfg = parseTaskToml(text);
   return {

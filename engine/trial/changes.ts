@@ -529,12 +529,12 @@ export async function readKeptFile(trialPath: string, path: string, limit = KEPT
   } catch (e) {
     const code = (e as NodeJS.ErrnoException).code;
     const why = code === "ELOOP" ? "is a link" : code === "ENOENT" ? "is missing" : `cannot be opened (${code})`;
-    throw new EvolveError("kept_file_unreadable", `the kept copy of ${path} ${why} in ${join(trialPath, KEPT_DIR)}`, "the trial folder was changed after the trial; see `evolve trial files changes <id>`", 1);
+    throw new EvolveError("kept_file_unreadable", `the kept copy of ${path} ${why} in ${join(trialPath, KEPT_DIR)}`, "the trial folder was changed after the trial; see `evolve trial files changes <id>`");
   }
   try {
     const st = await fh.stat();
-    if (!st.isFile()) throw new EvolveError("kept_file_unreadable", `the kept copy of ${path} is not a regular file`, "the trial folder was changed after the trial", 1);
-    if (st.size > limit) throw new EvolveError("kept_file_unreadable", `the kept copy of ${path} is ${st.size} bytes, over the ${limit}-byte cap it was kept under`, "the trial folder was changed after the trial", 1);
+    if (!st.isFile()) throw new EvolveError("kept_file_unreadable", `the kept copy of ${path} is not a regular file`, "the trial folder was changed after the trial");
+    if (st.size > limit) throw new EvolveError("kept_file_unreadable", `the kept copy of ${path} is ${st.size} bytes, over the ${limit}-byte cap it was kept under`, "the trial folder was changed after the trial");
     const buf = Buffer.alloc(st.size);
     let at = 0;
     while (at < buf.length) {
@@ -621,7 +621,7 @@ export async function archiveLive(engine: Engine, id: string, path: string, file
     found = await engine.archiveGet(id, path, (chunk) => {
       bytes += chunk.length;
       if (bytes > maxBytes) {
-        return Promise.reject(new EvolveError("archive_too_large", `${path} in the live box is over the ${maxBytes}-byte limit of an archive`, "archive a smaller subtree with --path, or raise --max-bytes", 1));
+        return Promise.reject(new EvolveError("archive_too_large", `${path} in the live box is over the ${maxBytes}-byte limit of an archive`, "archive a smaller subtree with --path, or raise --max-bytes"));
       }
       return write(chunk);
     });

@@ -41,7 +41,7 @@ export interface BoxProcess {
 export function boxPath(p: string | undefined, dflt = "/"): string {
   const raw = p === undefined || p === "" ? dflt : p;
   if (raw.includes("\0") || raw.split("/").includes("..")) {
-    throw new EvolveError("path_outside_tree", `path ${JSON.stringify(raw)} leaves the box's file tree`, "give an absolute path inside the box, without '..', e.g. /app/main.py", 2);
+    throw new EvolveError("path_outside_tree", `path ${JSON.stringify(raw)} leaves the box's file tree`, "give an absolute path inside the box, without '..', e.g. /app/main.py");
   }
   const abs = posix.normalize(raw.startsWith("/") ? raw : `/${raw}`);
   return abs.length > 1 ? abs.replace(/\/+$/, "") : "/";
@@ -105,11 +105,11 @@ export async function boxReadFile(engine: Engine, id: string, path: string, limi
     },
     stop.signal,
   );
-  if (!found || !first) throw new EvolveError("file_not_found", `${path} does not exist in the live box`, "list the folder with `evolve trial files ls <id> <dir>`", 1);
-  if (first.type === "dir") throw new EvolveError("not_a_file", `${path} is a folder`, `list it with \`evolve trial files ls <id> ${path}\``, 1);
-  if (first.type === "symlink") throw new EvolveError("not_a_file", `${path} is a symlink to ${first.linkname}`, `read the target instead`, 1);
-  if (first.type !== "file") throw new EvolveError("not_a_file", `${path} is not a regular file`, "", 1);
-  if (first.size > limit) throw new EvolveError("file_too_large", `${path} is ${first.size} bytes, over the ${limit}-byte limit of cat`, "fetch it with `evolve trial files archive`", 1);
+  if (!found || !first) throw new EvolveError("file_not_found", `${path} does not exist in the live box`, "list the folder with `evolve trial files ls <id> <dir>`");
+  if (first.type === "dir") throw new EvolveError("not_a_file", `${path} is a folder`, `list it with \`evolve trial files ls <id> ${path}\``);
+  if (first.type === "symlink") throw new EvolveError("not_a_file", `${path} is a symlink to ${first.linkname}`, `read the target instead`);
+  if (first.type !== "file") throw new EvolveError("not_a_file", `${path} is not a regular file`, "");
+  if (first.size > limit) throw new EvolveError("file_too_large", `${path} is ${first.size} bytes, over the ${limit}-byte limit of cat`, "fetch it with `evolve trial files archive`");
   return { data: Buffer.concat(parts, size), header: first };
 }
 
@@ -128,10 +128,10 @@ const LS_SCRIPT = [
 export async function boxList(engine: Engine, id: string, dir: string): Promise<{ entries: DirEntry[]; raw?: string }> {
   const r = await engine.exec(id, ["/bin/sh", "-c", LS_SCRIPT, "sh", dir], { user: "root", timeoutMs: 30_000 });
   if (r.exitCode === 3) {
-    throw new EvolveError("file_not_found", `${dir} is not a folder in the live box`, "read a file with `evolve trial files cat <id> <path>`", 1);
+    throw new EvolveError("file_not_found", `${dir} is not a folder in the live box`, "read a file with `evolve trial files cat <id> <path>`");
   }
   if (r.exitCode === 4) return { entries: [], raw: r.stdout };
-  if (r.exitCode !== 0 && !r.stdout) throw new EvolveError("box_read_failed", `listing ${dir} failed: ${(r.stderr || `exit ${r.exitCode}`).trim().split("\n")[0]}`, "", 1);
+  if (r.exitCode !== 0 && !r.stdout) throw new EvolveError("box_read_failed", `listing ${dir} failed: ${(r.stderr || `exit ${r.exitCode}`).trim().split("\n")[0]}`, "");
   const entries: DirEntry[] = [];
   for (const line of r.stdout.split("\n")) {
     const m = /^([^|]*)\|(\d+)\|([0-7]+)\|(\d+)\|(.*)$/.exec(line);

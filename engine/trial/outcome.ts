@@ -44,6 +44,11 @@ export function isSettledStatus(status: string): boolean {
   return SETTLED_STATUSES.has(status as TrialStatus);
 }
 
+/** Whether a trial in `status` is still to run or running (a stored record may hold any string). */
+export function isLiveStatus(status: string): boolean {
+  return LIVE_STATUSES.has(status as TrialStatus);
+}
+
 /**
  * Whether `job resume` runs a trial in `status` again: every trial that has not settled, and those a budget
  * stopped (BUDGET is never retried on its own; resuming is how a user goes on once the budget allows it).

@@ -92,8 +92,11 @@ export abstract class TrialRecorder {
     if (this.deps.signal?.aborted) throw new CancelledFailure();
   }
 
-  /** Writes the record with `fields` and the phase clocks; tells listeners when the status changed. */
-  protected update(fields: Partial<TrialRecord>): void {
+  /**
+   * Writes the record with `fields` and the phase clocks; tells listeners when the status changed. The record's
+   * schema takes any status string (older stores hold others); what this trial writes is always a TrialStatus.
+   */
+  protected update(fields: Partial<TrialRecord> & { status?: TrialStatus }): void {
     const prevStatus = this.rec.status;
     const store = this.deps.store;
     store.transaction(() => {
@@ -104,7 +107,7 @@ export abstract class TrialRecorder {
       store.putTrial(this.rec);
     });
     if (fields.status && fields.status !== prevStatus) {
-      this.deps.onEvent?.({ kind: "status", trialId: this.req.trialId, status: fields.status as TrialStatus });
+      this.deps.onEvent?.({ kind: "status", trialId: this.req.trialId, status: fields.status });
     }
   }
 

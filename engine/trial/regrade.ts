@@ -23,13 +23,13 @@ import { isJudgeTask } from "../task/rules-env.ts";
 import { awaitHealthy, boxSpec, ensureBuilt, requireImage, taskImageTag } from "./box.ts";
 import { keepChangedFiles, keptFile, readManifest, type KeptManifest } from "./changes.ts";
 import { resolveAgentEnv, resolveVerifierEnv } from "./env.ts";
-import { CancelledFailure, TrialFailure } from "./outcome.ts";
+import { CancelledFailure, isSettledStatus, TrialFailure } from "./outcome.ts";
 import { artifactSources, BOX, restoreArtifactCommand, trialPaths, VERIFY_COMMAND } from "./layout.ts";
 import { boxPutTar } from "./inspect.ts";
 import { pruneEmptyDirs, writeJson, writeResult, type ExceptionRecord, type TimeSpan, type TrialConfigFile } from "./result.ts";
 import { primaryReward, readRewards, verifierTail, type RewardMap } from "./reward.ts";
 import { now, TrialRecorder } from "./recorder.ts";
-import { SETTLED_STATUSES, type TrialDeps, type TrialRequest, type TrialStatus } from "./types.ts";
+import type { TrialDeps, TrialRequest, TrialStatus } from "./types.ts";
 
 
 /**
@@ -38,33 +38,33 @@ import { SETTLED_STATUSES, type TrialDeps, type TrialRequest, type TrialStatus }
  */
 export async function regradeRefusal(home: string, orig: TrialRecord, taskDir: string): Promise<EvolveError | undefined> {
   const id = orig.id;
-  if (!SETTLED_STATUSES.has(orig.status as TrialStatus)) {
-    return new EvolveError("trial_not_settled", `trial ${id} is ${orig.status}: only a settled trial can be regraded`, `wait for it, or \`evolve trial stop ${id}\` first`, 2);
+  if (!isSettledStatus(orig.status)) {
+    return new EvolveError("trial_not_settled", `trial ${id} is ${orig.status}: only a settled trial can be regraded`, `wait for it, or \`evolve trial stop ${id}\` first`);
   }
   if (!orig.phase_timings.verify) {
-    return new EvolveError("regrade_never_verified", `trial ${id} never reached its verifier (${orig.status}${orig.exception ? `, ${orig.exception.type}` : ""}): there is nothing to regrade`, `run it again instead: \`evolve trial retry ${id}\``, 1);
+    return new EvolveError("regrade_never_verified", `trial ${id} never reached its verifier (${orig.status}${orig.exception ? `, ${orig.exception.type}` : ""}): there is nothing to regrade`, `run it again instead: \`evolve trial retry ${id}\``);
   }
   let text: string;
   try {
     text = await readFile(join(taskDir, "task.toml"), "utf8");
   } catch {
-    return new EvolveError("task_missing", `the task of trial ${id} (${orig.task_digest}) is no longer stored`, "publish or run the task again", 2);
+    return new EvolveError("task_missing", `the task of trial ${id} (${orig.task_digest}) is no longer stored`, "publish or run the task again");
   }
   const raw = parseToml(text) as Record<string, unknown>;
   if (isJudgeTask(raw)) {
-    return new EvolveError("regrade_judge_task", `trial ${id}'s task grades with an LLM judge: a regrade would ask the judge again, not re-score the same run`, "judge tasks are not regradable yet: `evolve trial retry` runs the trial again", 1);
+    return new EvolveError("regrade_judge_task", `trial ${id}'s task grades with an LLM judge: a regrade would ask the judge again, not re-score the same run`, "judge tasks are not regradable yet: `evolve trial retry` runs the trial again");
   }
   const cfg = parseTaskToml(text);
   if (cfg.steps && cfg.steps.length > 0) {
-    return new EvolveError("regrade_multi_step", `trial ${id}'s task has ${cfg.steps.length} steps: each step's verifier saw a different box, and only the last one is kept`, "run it again instead: `evolve trial retry`", 1);
+    return new EvolveError("regrade_multi_step", `trial ${id}'s task has ${cfg.steps.length} steps: each step's verifier saw a different box, and only the last one is kept`, "run it again instead: `evolve trial retry`");
   }
   if (verifierMode(cfg.verifier) === "shared") {
     const m = await readManifest(trialDir(home, id));
     if (!m) {
-      return new EvolveError("regrade_no_kept_files", `trial ${id} kept no files (its box was gone before the end of the run, or it ran before evolve kept them)`, `run it again instead: \`evolve trial retry ${id}\``, 1);
+      return new EvolveError("regrade_no_kept_files", `trial ${id} kept no files (its box was gone before the end of the run, or it ran before evolve kept them)`, `run it again instead: \`evolve trial retry ${id}\``);
     }
     if (m.skipped.length > 0) {
-      return new EvolveError("regrade_files_incomplete", `trial ${id} could not keep ${m.skipped.length} changed path(s) (first: ${m.skipped[0].path}: ${m.skipped[0].reason}): its verifier would see a different box`, `see \`evolve trial files changes ${id}\``, 1);
+      return new EvolveError("regrade_files_incomplete", `trial ${id} could not keep ${m.skipped.length} changed path(s) (first: ${m.skipped[0].path}: ${m.skipped[0].reason}): its verifier would see a different box`, `see \`evolve trial files changes ${id}\``);
     }
   }
   return undefined;

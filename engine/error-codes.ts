@@ -1,0 +1,123 @@
+/**
+ * Every code an {@link EvolveError} can carry (what `error[CODE]` prints and `--json` consumers match on), with the
+ * exit status it gives by default and one line on what it means for a user. Codes are a stable contract: a code is
+ * never renamed once shipped, and everything that raises one goes through {@link ErrorCode}, so a misspelt code is
+ * a compile error rather than a code no script knows.
+ *
+ * Exit policy (README "Conventions for every command"): 1 = the command ran and found problems (the task, the
+ * trial or the data in question is at fault), 2 = usage or environment error (the command line, the machine, the
+ * engine or the store). A code whose cause can be either names the other case in `otherExit`; its call sites pass
+ * that exit explicitly, and only those do.
+ */
+
+/** What the registry knows of one error code. */
+export interface ErrorCodeInfo {
+  /** The exit status an error with this code gives unless its call site passes another. */
+  exit: 1 | 2;
+  /** One line for people: what went wrong. */
+  summary: string;
+  /** Why some call sites give the other exit status; present only on codes that take both. */
+  otherExit?: string;
+}
+
+const ran = (summary: string, otherExit?: string): ErrorCodeInfo => ({ exit: 1, summary, ...(otherExit ? { otherExit } : {}) });
+const env = (summary: string, otherExit?: string): ErrorCodeInfo => ({ exit: 2, summary, ...(otherExit ? { otherExit } : {}) });
+
+/** Every EvolveError code. */
+export const ERROR_CODES = {
+  // The command line and the CLI itself
+  usage: env("the command line is wrong: a missing or malformed argument, or a flag out of range"),
+  internal: env("an unexpected failure inside evolve (a bug); EVOLVE_DEBUG=1 prints the stack"),
+  ve_key_unsupported: env("--ve names a verifier setting other than the few a run may override"),
+  config_invalid: env("$EVOLVE_HOME/config.toml is not valid TOML or does not match its schema"),
+  disk_full: env("the disk (or a quota) holding a file evolve must write is full; what was stored before is intact"),
+
+  // The store
+  store_unavailable: env("the store under EVOLVE_HOME cannot be opened"),
+  store_read_only: env("the store is on a read-only file system and the command would write (or must record a reader)"),
+  store_corrupt: env("a store record, or the store's schema version, cannot be read; restore a backup"),
+  store_too_new: env("the store was written by a newer evolve"),
+  store_busy: env("task files kept changing while they were being stored; retry"),
+  store_record_invalid: env("evolve refused to write a record that does not match the store's schema"),
+  backup_failed: env("`evolve store backup` could not write its file"),
+
+  // The container engine and the host
+  engine_not_found: env("neither podman nor docker is on PATH"),
+  engine_unknown: env("--engine or EVOLVE_ENGINE names an engine other than podman or docker"),
+  engine_unavailable: env("the container engine's socket does not answer (or is not a local unix socket)"),
+  engine_error: env("the container engine refused a request"),
+  engine_timeout: env("the container engine did not answer a request in time"),
+  engine_aborted: env("a request to the container engine was aborted"),
+  host_guard_unavailable: env("the firewall rules that keep boxes off this host's services and private ranges cannot be installed"),
+  image_missing: ran("the task's image is not present locally (no registry may be reachable)"),
+  build_failed: ran(
+    "the task's image did not build",
+    "exit 2 when the engine's build command itself cannot be started: the machine is at fault, not the Dockerfile",
+  ),
+  build_timeout: ran("the task's image took longer than its build_timeout_sec to build"),
+
+  // Tasks
+  task_invalid: ran("task.toml is missing, not valid TOML, or does not match the task schema"),
+  task_unreadable: env("a task directory or one of its files cannot be read"),
+  task_symlink: ran("a task (or a dataset's task folder) is a symbolic link; tasks are stored as plain files"),
+  task_special_file: ran("a task holds a FIFO, socket or device file"),
+  task_changed: env("a task's files changed while it was being published; retry once nothing writes to it"),
+  task_missing: env("the task a trial ran is no longer in the store"),
+  task_init_exists: env("`task init` was given a directory that exists and is not empty"),
+  task_init_steps_invalid: env("`task init --steps` is not a whole number from 1 to 50"),
+  task_name_invalid: env("`task init --name` is not `org/name`"),
+
+  // Datasets
+  dataset_invalid: ran("some of a dataset's tasks have error findings; nothing was published"),
+  dataset_dir_invalid: env("the dataset path is not a readable directory"),
+  dataset_empty: env("the dataset folder holds no task directories"),
+  dataset_name_invalid: env("a dataset name has characters outside lowercase letters, digits and . _ / -"),
+  dataset_version_invalid: env("a dataset version is empty or holds spaces or @"),
+  dataset_not_found: env("no dataset by that name (and version) is stored"),
+  dataset_task_duplicate: ran("two of a dataset's tasks have the same name"),
+  dataset_version_exists: ran("that dataset version is already published with different content"),
+
+  // Jobs
+  job_not_found: env("no job by that id is stored"),
+  job_empty: env("the job selects no tasks"),
+  job_too_large: env("the job would hold more trials than [jobs] max_trials allows"),
+  job_busy: env("another live process is running the job"),
+  job_cancelled: env("the job was cancelled and cannot be resumed"),
+  job_settled: env("the job has completed; a finished job is not rewritten"),
+  secret_not_attached: env("a secret the run needs is not set in this environment"),
+
+  // Trials
+  trial_not_found: env("no trial by that id is stored"),
+  trial_not_settled: env("the trial is still running; only a settled trial can be retried"),
+  trial_not_live: ran("the trial has no running box (it settled, or has not booted yet)"),
+  stream_not_recorded: ran("the trial recorded no such log stream"),
+  stream_refused: ran("a log stream's file is not a regular file the box wrote (a link, a FIFO, a device) and is not read"),
+  regrade_never_verified: ran("the trial never reached its verifier: there is nothing to regrade"),
+  regrade_judge_task: ran("the trial's task grades with an LLM judge, which a regrade would ask again"),
+  regrade_multi_step: ran("the trial's task has several steps, and only the last step's box is kept"),
+  regrade_no_kept_files: ran("the trial kept no files for a verifier to see again"),
+  regrade_files_incomplete: ran("the trial could not keep every changed path, so its verifier would see a different box"),
+
+  // A trial's files
+  path_outside_tree: env("a path given for a box's files climbs out of the box's file tree"),
+  files_unavailable: ran("the trial has no files to read (no live box and no kept tree)"),
+  file_not_found: ran("the path does not exist in the live box"),
+  file_not_kept: ran("the path was not kept from the run (unchanged, left out, or over a cap)"),
+  file_deleted: ran("the run deleted the path"),
+  not_a_file: ran("the path is a folder, a link or a special file, not a regular file"),
+  file_too_large: ran("the file is over the size limit of `trial files cat`"),
+  kept_file_unreadable: ran("the kept copy of a file is missing or changed since the trial"),
+  box_read_failed: ran("listing a folder in the live box failed"),
+  archive_too_large: ran("the live box's tar is over the --max-bytes limit of `trial files archive`"),
+
+  // The gateway
+  gateway_config_invalid: env("the gateway's upstreams or prices file cannot be read"),
+} as const satisfies Record<string, ErrorCodeInfo>;
+
+/** A code an EvolveError can carry. */
+export type ErrorCode = keyof typeof ERROR_CODES;
+
+/** Whether `code` is a registered error code (for text that comes from outside, e.g. a README or a script). */
+export function isErrorCode(code: string): code is ErrorCode {
+  return Object.hasOwn(ERROR_CODES, code);
+}
