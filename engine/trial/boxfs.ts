@@ -8,6 +8,7 @@
  * A refusal names the path and what it is, never the content of what a link points at.
  */
 import { constants } from "node:fs";
+import type { Dirent } from "node:fs";
 import { lstat, open, readdir, readlink, realpath, rename, rm, type FileHandle } from "node:fs/promises";
 import { basename, dirname, join, relative, sep } from "node:path";
 
@@ -114,17 +115,6 @@ export async function readBoxBytes(root: string, path: string, opts: { limit?: n
   }
 }
 
-/** The size of a box-written regular file inside `root`, undefined when absent; refuses like {@link openBoxFile}. */
-export async function boxFileSize(root: string, path: string): Promise<number | undefined> {
-  const fh = await openBoxFile(root, path);
-  if (!fh) return undefined;
-  try {
-    return (await fh.stat()).size;
-  } finally {
-    await fh.close();
-  }
-}
-
 /**
  * Empties a folder a box could write, without following any link in it (rm removes links, never their targets).
  * The folder itself stays (it is a mount point of the box).
@@ -221,36 +211,35 @@ function replaceAll(buf: Buffer, needle: Buffer, by: Buffer): Buffer {
 }
 
 /**
- * Every regular file under `dir`, not descending into linked folders (lstat-based entries); paths are absolute.
- * Bounded: at most `max` files.
+ * Visits every entry under `dir`, depth first, never descending into a linked folder (dirents are lstat-based);
+ * `visit` returns false to stop the walk. An unreadable folder is skipped.
  */
-export async function listBoxFiles(dir: string, max = 200_000): Promise<string[]> {
-  const out: string[] = [];
-  const walk = async (d: string): Promise<void> => {
-    let entries;
+async function walkBox(dir: string, visit: (path: string, entry: Dirent) => Promise<boolean | void>): Promise<void> {
+  const walk = async (d: string): Promise<boolean> => {
+    let entries: Dirent[];
     try {
       entries = await readdir(d, { withFileTypes: true });
     } catch {
-      return;
+      return true;
     }
     for (const e of entries) {
-      if (out.length >= max) return;
       const p = join(d, e.name);
-      if (e.isDirectory()) await walk(p);
-      else if (e.isFile()) out.push(p);
+      if ((await visit(p, e)) === false) return false;
+      if (e.isDirectory() && !(await walk(p))) return false;
     }
+    return true;
   };
   await walk(dir);
-  return out;
 }
 
-/** Whether `path` is itself a symbolic link (lstat), for callers that must tell a planted link apart. */
-export async function isLink(path: string): Promise<boolean> {
-  try {
-    return (await lstat(path)).isSymbolicLink();
-  } catch {
-    return false;
-  }
+/** Every regular file under `dir` (absolute paths), links and special files left out; at most `max` of them. */
+export async function listBoxFiles(dir: string, max = 200_000): Promise<string[]> {
+  const out: string[] = [];
+  await walkBox(dir, async (p, e) => {
+    if (e.isFile()) out.push(p);
+    return out.length < max;
+  });
+  return out;
 }
 
 /** `path` relative to `root` for messages, so a refusal names the trial's file and not an absolute host path. */
@@ -290,36 +279,29 @@ export async function streamBoxFile(root: string, path: string, onChunk: (b: Buf
  */
 export async function defuseTree(dir: string): Promise<{ setid: string[]; special: string[] }> {
   const out = { setid: [] as string[], special: [] as string[] };
-  const walk = async (d: string): Promise<void> => {
-    let entries;
-    try {
-      entries = await readdir(d, { withFileTypes: true });
-    } catch {
-      return;
+  await walkBox(dir, async (p, e) => {
+    if (e.isFile()) {
+      if (await clearSetId(p)) out.setid.push(shown(dir, p));
+    } else if (e.isCharacterDevice() || e.isBlockDevice() || e.isFIFO() || e.isSocket()) {
+      await rm(p, { force: true });
+      out.special.push(shown(dir, p));
     }
-    for (const e of entries) {
-      const p = join(d, e.name);
-      if (e.isDirectory()) await walk(p);
-      else if (e.isFile()) {
-        const st = await lstat(p).catch(() => undefined);
-        if (!st || (st.mode & 0o6000) === 0) continue;
-        const fh = await open(p, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK).catch(() => undefined);
-        if (!fh) continue;
-        try {
-          const fst = await fh.stat();
-          if (fst.isFile()) {
-            await fh.chmod(fst.mode & 0o1777);
-            out.setid.push(shown(dir, p));
-          }
-        } finally {
-          await fh.close();
-        }
-      } else if (e.isCharacterDevice() || e.isBlockDevice() || e.isFIFO() || e.isSocket()) {
-        await rm(p, { force: true });
-        out.special.push(shown(dir, p));
-      }
-    }
-  };
-  await walk(dir);
+  });
   return out;
+}
+
+/** Clears the set-id bits of one regular file through a no-follow descriptor; whether it had any. */
+async function clearSetId(p: string): Promise<boolean> {
+  const st = await lstat(p).catch(() => undefined);
+  if (!st || (st.mode & 0o6000) === 0) return false;
+  const fh = await open(p, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK).catch(() => undefined);
+  if (!fh) return false;
+  try {
+    const fst = await fh.stat();
+    if (!fst.isFile()) return false;
+    await fh.chmod(fst.mode & 0o1777);
+    return true;
+  } finally {
+    await fh.close();
+  }
 }
