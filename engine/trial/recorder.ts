@@ -7,7 +7,13 @@ import { appendFileSync } from "node:fs";
 import { join } from "node:path";
 import { trialDir, type TrialRecord } from "../store/index.ts";
 import { CancelledFailure, type ExceptionType } from "./outcome.ts";
-import { trialPaths } from "./layout.ts";
+import { BOX, trialPaths, VERIFY_COMMAND } from "./layout.ts";
+import { existsSync } from "node:fs";
+import type { ExecOptions, ExecResult } from "../driver/types.ts";
+import { firstLine, isDiskFull } from "../errors.ts";
+import { defuseTree } from "./boxfs.ts";
+import { pruneEmptyDirs, redactTree } from "./result.ts";
+import { primaryReward, readRewards, verifierTail, type RewardMap } from "./reward.ts";
 import type { ExceptionRecord, TimeSpan } from "./result.ts";
 import type { Phase, TrialDeps, TrialRequest, TrialStatus } from "./types.ts";
 
@@ -142,5 +148,101 @@ export abstract class TrialRecorder {
   protected redact(s: string): string {
     for (const v of this.secretValues) if (v.length >= 4) s = s.split(v).join("[redacted]");
     return s;
+  }
+
+  // ---- the verify and persist steps every kind of run shares -------------------------------------------------
+
+  /**
+   * Runs the verifier in `box`: the task's tests (each of `testsDirs` laid over the last) replace whatever /tests
+   * held, test.sh runs with its output as the verifier stream, and the reward files are read the one way
+   * (reward.ts). Returns the scores, or the exception of a verifier that gave no valid verdict.
+   */
+  protected async runVerifier(
+    box: string,
+    o: {
+      /** Wraps each engine call (the full run turns a box that died under it into the entrypoint's death). */
+      guard?: <T>(fn: () => Promise<T>) => Promise<T>;
+      testsDirs: string[];
+      workdir?: string;
+      env: Record<string, string>;
+      timeoutSec: number;
+    },
+  ): Promise<{ rewards: RewardMap; primary: number | null } | { exception: ExceptionRecord }> {
+    const engine = this.deps.engine;
+    const guard = o.guard ?? (<T>(fn: () => Promise<T>) => fn());
+    const exec = (cmd: string[], opts: ExecOptions): Promise<ExecResult> => guard(() => engine.exec(box, cmd, opts));
+    // a HEAD rather than an exec: /tests is only there when the image or the agent made it
+    if (await guard(() => engine.pathExists(box, BOX.tests))) await exec(["sh", "-c", `rm -rf ${BOX.tests}`], { user: "root" });
+    for (const dir of o.testsDirs) if (existsSync(dir)) await guard(() => engine.copyIn(box, dir, BOX.tests));
+    const r = await exec(["bash", "-c", VERIFY_COMMAND], { user: "root", workdir: o.workdir, env: o.env, timeoutMs: o.timeoutSec * 1000 });
+    this.checkCancelled();
+    const vdir = trialPaths(this.path).verifier;
+    const tailOr = async (fallback: string) => {
+      const tail = await verifierTail(vdir);
+      return tail.trim() ? tail : fallback;
+    };
+    if (r.timedOut) {
+      const msg = `the verifier ran past its ${o.timeoutSec} s timeout`;
+      return { exception: this.exc("VerifierTimeoutError", await tailOr(msg), msg) };
+    }
+    const parsed = await readRewards(vdir);
+    if (!parsed.ok) return { exception: this.exc(parsed.type, await tailOr(parsed.reason), `${parsed.reason} (test.sh exited ${r.exitCode})`) };
+    this.log(`verifier: ${JSON.stringify(parsed.rewards)} from ${parsed.file}`);
+    return { rewards: parsed.rewards, primary: parsed.primary };
+  }
+
+  /** Starts the persist phase: recorded as the trial's phase, with its clock. */
+  protected beginPersist(): TimeSpan {
+    const span: TimeSpan = { started_at: now() };
+    this.timings.persist = span;
+    this.update({ attempt_phase: "persist" });
+    this.deps.onEvent?.({ kind: "phase", trialId: this.req.trialId, phase: "persist", at: span.started_at });
+    return span;
+  }
+
+  /** What redaction replaces in the trial tree; runs that issue credentials add theirs. */
+  protected redactionValues(): string[] {
+    return this.secretValues;
+  }
+
+  /**
+   * Ends the persist phase the same way for every run: once every box that mounts the trial's folders is gone
+   * (`boxesGone`), the tree is made inert (boxfs.ts defuseTree) and redacted; then `write` writes the run's own
+   * files. A tree that cannot be written is said in the verdict (a full disk is DiskFullError and takes the reward
+   * with it: it explains whatever the run saw), and the record settles with the verdict and `fields`.
+   */
+  protected async finishPersist(
+    span: TimeSpan,
+    verdict: { status: TrialStatus; rewards: RewardMap | null; exception: ExceptionRecord | null },
+    o: { boxesGone: boolean; finishedAt: string; write: (reward: number | null) => Promise<void>; fields?: Omit<Partial<TrialRecord>, "status"> },
+  ): Promise<TrialRecord> {
+    let { status, rewards, exception } = verdict;
+    let reward = primaryReward(rewards);
+    try {
+      if (o.boxesGone) {
+        const d = await defuseTree(this.path);
+        if (d.setid.length > 0) this.log(`cleared set-id bits on ${d.setid.length} file(s) a box wrote: ${d.setid.slice(0, 10).join(", ")}`);
+        if (d.special.length > 0) this.log(`removed ${d.special.length} device node(s), FIFO(s) or socket(s) a box wrote: ${d.special.slice(0, 10).join(", ")}`);
+        await redactTree(this.path, this.redactionValues());
+        await pruneEmptyDirs(this.path);
+      } else {
+        this.log("warning: a box of this trial could not be removed; its folders are left as it wrote them (not redacted)");
+      }
+      span.finished_at = now();
+      await o.write(reward);
+    } catch (e) {
+      if (isDiskFull(e)) {
+        exception = this.exc("DiskFullError", `no space left on the device holding ${this.path}: ${firstLine(e)}`);
+        status = "INFRASTRUCTURE_ERROR";
+        rewards = null;
+        reward = null;
+      } else {
+        exception ??= this.exc("TrialPersistError", `could not write the trial tree: ${(e as Error).message}`);
+        if (status === "SCORED") status = "INFRASTRUCTURE_ERROR";
+      }
+    }
+    span.finished_at ??= now();
+    this.update({ ...o.fields, status, rewards, reward, exception, finished_at: o.finishedAt });
+    return this.rec;
   }
 }

@@ -243,68 +243,52 @@ class Regrade extends TrialRecorder {
     const wd = cfg.environment.workdir || (await this.root(["pwd"], "reading the working directory")).stdout.trim() || "/";
     // judge tasks are refused before a regrade starts (refusal above), so no judge credential is ever asked for here
     const { env } = resolveVerifierEnv(cfg.verifier.env);
-    await this.root(["sh", "-c", `rm -rf ${BOX.tests}`], `clearing ${BOX.tests}`);
-    if (existsSync(join(this.req.task.dir, "tests"))) await this.engine.copyIn(this.box, join(this.req.task.dir, "tests"), BOX.tests);
-    const timeoutSec = (cfg.verifier.timeout_sec ?? DEFAULT_VERIFIER_TIMEOUT_SEC) * (this.req.timeoutMultiplier || 1);
-    const r = await this.engine.exec(this.box, ["bash", "-c", VERIFY_COMMAND], {
-      user: "root",
+    const v = await this.runVerifier(this.box, {
+      testsDirs: [join(this.req.task.dir, "tests")],
       workdir: wd,
       env: { ...this.literals, ...env },
-      timeoutMs: timeoutSec * 1000,
+      timeoutSec: (cfg.verifier.timeout_sec ?? DEFAULT_VERIFIER_TIMEOUT_SEC) * (this.req.timeoutMultiplier || 1),
     });
-    if (this.deps.signal?.aborted) throw new CancelledFailure();
-    const vdir = trialPaths(this.path).verifier;
-    const tail = async (fallback: string) => ((await verifierTail(vdir)).trim() ? await verifierTail(vdir) : fallback);
-    if (r.timedOut) {
-      const msg = `the verifier ran past its ${timeoutSec} s timeout`;
-      return { rewards: null, exception: this.exc("VerifierTimeoutError", await tail(msg), msg) };
-    }
-    const parsed = await readRewards(vdir);
-    if (!parsed.ok) return { rewards: null, exception: this.exc(parsed.type, await tail(parsed.reason), `${parsed.reason} (test.sh exited ${r.exitCode})`) };
-    this.log(`verifier: ${JSON.stringify(parsed.rewards)} from ${parsed.file}`);
-    return { rewards: parsed.rewards, exception: null };
+    return "exception" in v ? { rewards: null, exception: v.exception } : { rewards: v.rewards, exception: null };
   }
 
   private async persist(status: TrialStatus, rewards: RewardMap | null, exception: ExceptionRecord | null): Promise<TrialRecord> {
-    const span: TimeSpan = { started_at: now() };
-    this.timings.persist = span;
-    this.update({ attempt_phase: "persist" });
-    this.deps.onEvent?.({ kind: "phase", trialId: this.req.trialId, phase: "persist", at: span.started_at });
+    const span = this.beginPersist();
     if (this.box && status !== "CANCELLED" && this.cfg && !this.separate()) {
       await keepChangedFiles(this.engine, this.box, this.path, (l) => this.log(l));
     }
-    if (this.box) await this.engine.remove(this.box).catch((e: unknown) => this.log(`could not remove box ${this.box.slice(0, 12)}: ${(e as Error).message}; \`evolve gc\` will`));
-    const finished = now();
-    const reward = primaryReward(rewards);
-    try {
-      await pruneEmptyDirs(this.path);
-      span.finished_at = now();
-      await writeResult(this.path, {
-        id: this.req.trialId,
-        taskName: this.req.task.name,
-        taskDir: this.req.task.dir,
-        taskDigest: this.req.task.digest,
-        source: this.req.task.source ?? null,
-        config: this.config ?? ({ trial_name: this.req.trialId, job_id: this.req.jobId, regrade_of: this.origId } as unknown as TrialConfigFile),
-        agent: this.req.agent,
-        status,
-        attemptPhase: "persist",
-        phaseTimings: this.timings,
-        rewards,
-        reward,
-        exception,
-        startedAt: this.startedAt,
-        finishedAt: finished,
-        stepResults: null,
-        attempt: this.req.attempt ?? 1,
+    let boxesGone = true;
+    if (this.box) {
+      await this.engine.remove(this.box).catch((e: unknown) => {
+        boxesGone = false;
+        this.log(`could not remove box ${this.box.slice(0, 12)}: ${(e as Error).message}; \`evolve gc\` will`);
       });
-    } catch (e) {
-      exception ??= this.exc("TrialPersistError", `could not write the trial tree: ${(e as Error).message}`);
-      if (status === "SCORED") status = "INFRASTRUCTURE_ERROR";
     }
-    span.finished_at ??= now();
-    this.update({ status, rewards, reward, exception, finished_at: finished });
-    return this.rec;
+    const finished = now();
+    return this.finishPersist(span, { status, rewards, exception }, {
+      boxesGone,
+      finishedAt: finished,
+      write: (reward) =>
+        writeResult(this.path, {
+          id: this.req.trialId,
+          taskName: this.req.task.name,
+          taskDir: this.req.task.dir,
+          taskDigest: this.req.task.digest,
+          source: this.req.task.source ?? null,
+          config: this.config ?? ({ trial_name: this.req.trialId, job_id: this.req.jobId, regrade_of: this.origId } as unknown as TrialConfigFile),
+          agent: this.req.agent,
+          status,
+          attemptPhase: "persist",
+          phaseTimings: this.timings,
+          rewards,
+          reward,
+          exception,
+          startedAt: this.startedAt,
+          finishedAt: finished,
+          stepResults: null,
+          attempt: this.req.attempt ?? 1,
+        }),
+    });
   }
 
   private async root(cmd: string[], what: string) {

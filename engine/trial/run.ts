@@ -490,31 +490,19 @@ class TrialRun extends TrialRecorder {
       }
       // --ve REWARDKIT_JUDGE / REWARDKIT_MODEL: the job's override of the rubric's judge
       env = { ...env, ...(this.req.verifierEnv ?? {}) };
-      // a HEAD rather than an exec: /tests is only there when the image or the agent made it
-      if (await this.guard(box, () => this.engine.pathExists(box, BOX.tests))) await this.exec(box, ["sh", "-c", `rm -rf ${BOX.tests}`], { user: "root" });
-      const shared = join(this.req.task.dir, "tests");
-      if (existsSync(shared)) await this.engine.copyIn(box, shared, BOX.tests);
-      if (plan.name !== null && existsSync(join(plan.dir, "tests"))) await this.engine.copyIn(box, join(plan.dir, "tests"), BOX.tests);
-      const r = await this.exec(box, ["bash", "-c", VERIFY_COMMAND], {
-        user: "root",
+      const v = await this.runVerifier(box, {
+        guard: (fn) => this.guard(box, fn),
+        testsDirs: [join(this.req.task.dir, "tests"), ...(plan.name !== null ? [join(plan.dir, "tests")] : [])],
         workdir: this.workdir,
         env: { ...this.literals, ...(separate ? {} : this.net!.execEnv("verify")), ...env },
-        timeoutMs: plan.verifierTimeoutSec * 1000,
+        timeoutSec: plan.verifierTimeoutSec,
       });
-      this.checkCancelled();
-      const vdir = trialPaths(this.path).verifier;
-      if (r.timedOut) {
-        step.exception = this.exc("VerifierTimeoutError", await this.tailOr(vdir, `the verifier ran past its ${plan.verifierTimeoutSec} s timeout`), `the verifier ran past its ${plan.verifierTimeoutSec} s timeout`);
+      if ("exception" in v) {
+        step.exception = v.exception;
         return { ok: false };
       }
-      const parsed = await readRewards(vdir);
-      if (!parsed.ok) {
-        step.exception = this.exc(parsed.type, await this.tailOr(vdir, parsed.reason), `${parsed.reason} (test.sh exited ${r.exitCode})`);
-        return { ok: false };
-      }
-      step.rewards = parsed.rewards;
-      step.reward = parsed.primary;
-      this.log(`verifier: ${JSON.stringify(parsed.rewards)} from ${parsed.file}`);
+      step.rewards = v.rewards;
+      step.reward = v.primary;
       return { ok: true };
     } finally {
       this.lease?.endJudge();
@@ -565,30 +553,20 @@ class TrialRun extends TrialRecorder {
   }
 
   private async persist(status: TrialStatus, rewards: RewardMap | null, exception: ExceptionRecord | null, steps: StepResult[] | null): Promise<TrialRecord> {
-    const span: TimeSpan = { started_at: now() };
-    this.timings.persist = span;
-    this.update({ attempt_phase: "persist" });
-    this.deps.onEvent?.({ kind: "phase", trialId: this.req.trialId, phase: "persist", at: span.started_at });
+    const span = this.beginPersist();
     // the kept tree (`trial files` after the run, `trial regrade`): what the run changed, copied out before the box goes
     if (this.agentBox && !this.keptTaken && status !== "CANCELLED") await keepChangedFiles(this.engine, this.agentBox, this.path, (l) => this.log(l));
     // every box that mounts a trial folder is gone before evolve writes into those folders (boxfs.ts)
     const boxesGone = await this.removeMountedBoxes();
     this.scheduleRemoval();
     const spent = await this.settleSpend();
-    let reward = primaryReward(rewards);
     const finished = now();
-    try {
-      if (boxesGone) {
-        const d = await defuseTree(this.path);
-        if (d.setid.length > 0) this.log(`cleared set-id bits on ${d.setid.length} file(s) a box wrote: ${d.setid.slice(0, 10).join(", ")}`);
-        if (d.special.length > 0) this.log(`removed ${d.special.length} device node(s), FIFO(s) or socket(s) a box wrote: ${d.special.slice(0, 10).join(", ")}`);
-        await redactTree(this.path, this.redactionValues());
-        await pruneEmptyDirs(this.path);
-      } else {
-        this.log("warning: a box of this trial could not be removed; its folders are left as it wrote them (not redacted)");
-      }
-      span.finished_at = now();
-      if (this.configFile) {
+    const rec = await this.finishPersist(span, { status, rewards, exception }, {
+      boxesGone,
+      finishedAt: finished,
+      fields: { step_results: steps?.map((s) => ({ ...s })), ...spent.fields },
+      write: async (reward) => {
+        if (!this.configFile) return writeResult(this.path, this.minimalOutcome(status, exception, finished));
         await writeResult(this.path, {
           id: this.req.trialId,
           taskName: this.req.task.name,
@@ -610,34 +588,10 @@ class TrialRun extends TrialRecorder {
           ...(spent.agentUsage ? { agentUsage: spent.agentUsage } : {}),
         });
         await writeEvolveJson(this.path, { ...spent.fields, retry_of: this.rec.retry_of, regrade_of: this.rec.regrade_of });
-      } else {
-        await writeResult(this.path, this.minimalOutcome(status, exception, finished));
-      }
-    } catch (e) {
-      // the record below still settles the trial; a tree that could not be written is said in the exception
-      if (isDiskFull(e)) {
-        // a full disk also explains a verifier that "wrote no reward" or an agent that failed: it is the cause
-        exception = this.exc("DiskFullError", `no space left on the device holding ${this.path}: ${firstLine(e)}`);
-        status = "INFRASTRUCTURE_ERROR";
-        rewards = null;
-        reward = null;
-      } else {
-        exception ??= this.exc("TrialPersistError", `could not write the trial tree: ${(e as Error).message}`);
-        if (status === "SCORED") status = "INFRASTRUCTURE_ERROR";
-      }
-    }
-    span.finished_at ??= now();
-    this.update({
-      status,
-      rewards,
-      reward,
-      exception,
-      step_results: steps?.map((s) => ({ ...s })),
-      finished_at: finished,
-      ...spent.fields,
+      },
     });
     this.lease?.forget();
-    return this.rec;
+    return rec;
   }
 
   /**
@@ -830,11 +784,6 @@ class TrialRun extends TrialRecorder {
     };
   }
 
-  private async tailOr(vdir: string, fallback: string): Promise<string> {
-    const tail = await verifierTail(vdir);
-    return tail.trim() ? tail : fallback;
-  }
-
   private toException(e: unknown): ExceptionRecord {
     // a full disk fails the same way on every retry: one deterministic type, whichever step ran out of space
     if (isDiskFull(e)) return this.exc("DiskFullError", `no space left on the device: ${firstLine(e)}`, String((e as Error)?.stack ?? ""));
@@ -863,7 +812,7 @@ class TrialRun extends TrialRecorder {
   }
 
   /** Every value redaction replaces: attached secrets, the gateway and judge credentials, the provider keys. */
-  private redactionValues(): string[] {
+  protected override redactionValues(): string[] {
     return [...this.secretValues, ...(this.lease?.secretValues() ?? [])];
   }
 
