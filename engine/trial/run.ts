@@ -29,6 +29,7 @@ import { ATTEMPT_OUTPUTS, BOX, TRIAL, collectArtifactCommand, MOUNTED, restoreAr
 import { pruneEmptyDirs, redactTree, writeEvolveJson, writeJson, writeResult, type AgentUsage, type ExceptionRecord, type StepResult, type TimeSpan, type TrialConfigFile } from "./result.ts";
 import { primaryReward, readRewards, verifierTail, type RewardMap } from "./reward.ts";
 import { runRegrade } from "./regrade.ts";
+import { stepPlans, trialConfigFile, type StepPlan } from "./plan.ts";
 import { aggregateStepRewards, passesMinReward, type MinReward } from "./steps.ts";
 import { watchStopRequest } from "./stop.ts";
 import { killNewProcs, snapshotProcs, type ProcSnapshot } from "./procs.ts";
@@ -59,17 +60,6 @@ export async function runTrial(req: TrialRequest, deps: TrialDeps): Promise<Tria
   }
 }
 
-/** One step as the runner walks it; a single-step task is one unnamed step at the task root. */
-interface StepPlan {
-  name: string | null;
-  dir: string;
-  agentTimeoutSec: number;
-  verifierTimeoutSec: number;
-  verifierEnv: Record<string, string>;
-  minReward?: MinReward;
-  healthcheck?: TaskConfig["environment"]["healthcheck"];
-  artifacts: unknown[];
-}
 
 class TrialRun extends TrialRecorder {
   private readonly engine: Engine;
@@ -702,24 +692,9 @@ class TrialRun extends TrialRecorder {
   }
 
   private stepPlans(): StepPlan[] {
-    const cfg = this.cfg;
-    const m = this.req.timeoutMultiplier || 1;
-    const agentSec = (cfg.agent.timeout_sec ?? DEFAULT_AGENT_TIMEOUT_SEC) * m;
-    const verSec = (cfg.verifier.timeout_sec ?? DEFAULT_VERIFIER_TIMEOUT_SEC) * m;
-    if (!cfg.steps || cfg.steps.length === 0) {
-      return [{ name: null, dir: this.req.task.dir, agentTimeoutSec: agentSec, verifierTimeoutSec: verSec, verifierEnv: {}, artifacts: [] }];
-    }
-    return cfg.steps.map((s) => ({
-      name: s.name,
-      dir: join(this.req.task.dir, "steps", s.name),
-      agentTimeoutSec: s.agent.timeout_sec !== undefined ? s.agent.timeout_sec * m : agentSec,
-      verifierTimeoutSec: s.verifier.timeout_sec !== undefined ? s.verifier.timeout_sec * m : verSec,
-      verifierEnv: s.verifier.env,
-      minReward: s.min_reward as MinReward | undefined,
-      healthcheck: s.healthcheck,
-      artifacts: s.artifacts,
-    }));
+    return stepPlans(this.cfg, this.req.task.dir, this.req.timeoutMultiplier);
   }
+
 
   /** Absolute container paths of the task's (and the step's) `artifacts` entries. */
   private artifactSources(plan: StepPlan): string[] {
@@ -737,45 +712,12 @@ class TrialRun extends TrialRecorder {
   }
 
   private makeConfig(): TrialConfigFile {
-    const cfg = this.cfg;
-    const m = this.req.timeoutMultiplier || 1;
-    return {
-      trial_name: this.req.trialId,
-      job_id: this.req.jobId,
-      task: { path: this.req.task.dir, name: this.req.task.name, digest: this.req.task.digest, source: this.req.task.source ?? null },
-      agent: { name: this.req.agent.name, model_name: this.req.agent.model ?? null },
-      timeout_multiplier: m,
-      timeouts: {
-        agent_sec: (cfg.agent.timeout_sec ?? DEFAULT_AGENT_TIMEOUT_SEC) * m,
-        verifier_sec: (cfg.verifier.timeout_sec ?? DEFAULT_VERIFIER_TIMEOUT_SEC) * m,
-        build_sec: cfg.environment.build_timeout_sec,
-      },
-      environment: {
-        force_build: !!this.req.forceBuild,
-        network_mode: baselineNetwork(cfg.environment),
-        verifier_mode: verifierMode(cfg.verifier),
-        cpus: cfg.environment.cpus ?? null,
-        memory_mb: cfg.environment.memory_mb ?? null,
-        storage_mb: cfg.environment.storage_mb ?? null,
-        gpus: cfg.environment.gpus ?? null,
-      },
-      secret_names: Object.keys(this.req.secrets).sort(),
-      attempt: this.req.attempt ?? 1,
-    };
+    return trialConfigFile(this.req, this.cfg);
   }
 
+
   private minimalOutcome(status: TrialStatus, exception: ExceptionRecord | null, finished: string) {
-    const config: TrialConfigFile = {
-      trial_name: this.req.trialId,
-      job_id: this.req.jobId,
-      task: { path: this.req.task.dir, name: this.req.task.name, digest: this.req.task.digest, source: this.req.task.source ?? null },
-      agent: { name: this.req.agent.name, model_name: this.req.agent.model ?? null },
-      timeout_multiplier: this.req.timeoutMultiplier,
-      timeouts: { agent_sec: 0, verifier_sec: 0, build_sec: 0 },
-      environment: { force_build: !!this.req.forceBuild, network_mode: "", verifier_mode: "", cpus: null, memory_mb: null, storage_mb: null, gpus: null },
-      secret_names: Object.keys(this.req.secrets).sort(),
-      attempt: this.req.attempt ?? 1,
-    };
+    const config = trialConfigFile(this.req);
     return {
       id: this.req.trialId, taskName: this.req.task.name, taskDir: this.req.task.dir, taskDigest: this.req.task.digest,
       source: this.req.task.source ?? null, config, agent: this.req.agent, status, attemptPhase: "persist" as Phase,

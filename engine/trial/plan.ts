@@ -1,0 +1,73 @@
+/**
+ * What a trial will do, worked out from its task.toml and the request before anything runs: its steps with their
+ * timeouts and verifier settings, and config.json (what ran). Pure: no engine, no files.
+ */
+import { join } from "node:path";
+import { baselineNetwork, DEFAULT_AGENT_TIMEOUT_SEC, DEFAULT_VERIFIER_TIMEOUT_SEC, verifierMode, type TaskConfig } from "../task/model.ts";
+import type { TrialConfigFile } from "./result.ts";
+import type { MinReward } from "./steps.ts";
+import type { TrialRequest } from "./types.ts";
+
+/** One step as the runner walks it; a single-step task is one unnamed step at the task root. */
+export interface StepPlan {
+  name: string | null;
+  /** Host folder with the step's own files (instruction, solution, tests, workdir). */
+  dir: string;
+  agentTimeoutSec: number;
+  verifierTimeoutSec: number;
+  verifierEnv: Record<string, string>;
+  minReward?: MinReward;
+  healthcheck?: TaskConfig["environment"]["healthcheck"];
+  artifacts: unknown[];
+}
+
+/** The steps of a task, timeouts multiplied (`--timeout-multiplier`); a step's own timeout beats the task's. */
+export function stepPlans(cfg: TaskConfig, taskDir: string, multiplier: number): StepPlan[] {
+  const m = multiplier || 1;
+  const agentSec = (cfg.agent.timeout_sec ?? DEFAULT_AGENT_TIMEOUT_SEC) * m;
+  const verSec = (cfg.verifier.timeout_sec ?? DEFAULT_VERIFIER_TIMEOUT_SEC) * m;
+  if (!cfg.steps || cfg.steps.length === 0) {
+    return [{ name: null, dir: taskDir, agentTimeoutSec: agentSec, verifierTimeoutSec: verSec, verifierEnv: {}, artifacts: [] }];
+  }
+  return cfg.steps.map((s) => ({
+    name: s.name,
+    dir: join(taskDir, "steps", s.name),
+    agentTimeoutSec: s.agent.timeout_sec !== undefined ? s.agent.timeout_sec * m : agentSec,
+    verifierTimeoutSec: s.verifier.timeout_sec !== undefined ? s.verifier.timeout_sec * m : verSec,
+    verifierEnv: s.verifier.env,
+    minReward: s.min_reward as MinReward | undefined,
+    healthcheck: s.healthcheck,
+    artifacts: s.artifacts,
+  }));
+}
+
+/**
+ * config.json: the trial's identity and settings (attached secrets by name only). Without `cfg` (the task could
+ * not be read) the task's own settings are left empty.
+ */
+export function trialConfigFile(req: TrialRequest, cfg?: TaskConfig): TrialConfigFile {
+  const m = req.timeoutMultiplier || 1;
+  return {
+    trial_name: req.trialId,
+    job_id: req.jobId,
+    task: { path: req.task.dir, name: req.task.name, digest: req.task.digest, source: req.task.source ?? null },
+    agent: { name: req.agent.name, model_name: req.agent.model ?? null },
+    timeout_multiplier: cfg ? m : req.timeoutMultiplier,
+    timeouts: cfg
+      ? { agent_sec: (cfg.agent.timeout_sec ?? DEFAULT_AGENT_TIMEOUT_SEC) * m, verifier_sec: (cfg.verifier.timeout_sec ?? DEFAULT_VERIFIER_TIMEOUT_SEC) * m, build_sec: cfg.environment.build_timeout_sec }
+      : { agent_sec: 0, verifier_sec: 0, build_sec: 0 },
+    environment: cfg
+      ? {
+          force_build: !!req.forceBuild,
+          network_mode: baselineNetwork(cfg.environment),
+          verifier_mode: verifierMode(cfg.verifier),
+          cpus: cfg.environment.cpus ?? null,
+          memory_mb: cfg.environment.memory_mb ?? null,
+          storage_mb: cfg.environment.storage_mb ?? null,
+          gpus: cfg.environment.gpus ?? null,
+        }
+      : { force_build: !!req.forceBuild, network_mode: "", verifier_mode: "", cpus: null, memory_mb: null, storage_mb: null, gpus: null },
+    secret_names: Object.keys(req.secrets).sort(),
+    attempt: req.attempt ?? 1,
+  };
+}
