@@ -37,15 +37,18 @@ function call(lease: GatewayLease, key: string, stream = false, model = "claude-
   });
 }
 
+/** The gateways here poll the store every 250 ms (1 s in a run), so the cross-process tests take a few seconds. */
+const POLL_MS = 250;
+
 /**
- * Waits for `n` of the gateways' 1 s store polls (and the 2 s in-flight heartbeat when n = 2), with room for a
- * loaded 2-core CI machine where a timer may fire late: the tests assert what a poll brings, not its punctuality.
+ * Waits for `n` polls of the gateways (one to publish, one to read), with room for a loaded 2-core CI machine where
+ * a timer may fire late: the tests assert what a poll brings, not its punctuality.
  */
-const pollsPassed = (n: 1 | 2) => new Promise((r) => setTimeout(r, n === 1 ? 2500 : 4500));
+const pollsPassed = (n: 1 | 2) => new Promise((r) => setTimeout(r, n * 4 * POLL_MS));
 
 function gateway(budget: ConstructorParameters<typeof ModelGateway>[0]["budget"]): ModelGateway {
   const upstreams = buildUpstreams({ upstreams: { anthropic: { base_url: upstream.url, api_key: "sk-ant-real" } } }, {});
-  return new ModelGateway({ home, store, upstreams, budget });
+  return new ModelGateway({ home, store, upstreams, budget, pollMs: POLL_MS });
 }
 
 /** Two gateways on the one store, as two processes billing `user` against the same credits would run them. */
@@ -160,8 +163,8 @@ describe("the process's gateway", () => {
     // a call reserves about $0.0016 and settles at $0.000255: $0.0019 of credits holds one call in flight, not two
     const { a, b, la, lb } = await twoProcesses("u-flight", 0.0019);
     try {
-      // a's call streams for about 7 s: published at a's next heartbeat, read at b's next poll
-      upstream.push({ text: "slow answer", eventDelayMs: 900 });
+      // a's call streams for about 5 s: published at a's next poll (its reservation is new), read at b's next one
+      upstream.push({ text: "slow answer", eventDelayMs: 700 });
       const slow = call(la.lease, la.key, true);
       await pollsPassed(2);
       const before = upstream.requests.length;

@@ -81,6 +81,8 @@ export interface ModelGatewayOptions {
   serve?: ServeFetch;
   /** Live spend refresh period (ms); tests shorten it. */
   refreshMs?: number;
+  /** How often the store is polled for the global stop and other processes' spend (ms, default 1000); tests shorten it. */
+  pollMs?: number;
   /** Warnings (an unknown model's price) for the process's log. */
   warn?: (message: string) => void;
 }
@@ -313,7 +315,7 @@ export class ModelGateway {
       }
     };
     poll();
-    this.stopPoll = setInterval(poll, 1000);
+    this.stopPoll = setInterval(poll, this.opts.pollMs ?? 1000);
     this.stopPoll.unref?.();
   }
 
