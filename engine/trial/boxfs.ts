@@ -101,18 +101,22 @@ export async function readBoxBytes(root: string, path: string, opts: { limit?: n
     const limit = opts.limit ?? BOX_READ_LIMIT;
     const size = (await fh.stat()).size;
     const start = opts.from !== undefined ? Math.min(opts.from, size) : opts.tail ? Math.max(0, size - limit) : 0;
-    const n = Math.min(limit, size - start);
-    const buf = Buffer.alloc(n);
-    let got = 0;
-    while (got < n) {
-      const { bytesRead } = await fh.read(buf, got, n - got, start + got);
-      if (bytesRead === 0) break;
-      got += bytesRead;
-    }
-    return buf.subarray(0, got);
+    return await readRange(fh, start, Math.min(limit, size - start));
   } finally {
     await fh.close();
   }
+}
+
+/** Up to `n` bytes of an open file from byte `start` (fewer when the file ends first). */
+export async function readRange(fh: FileHandle, start: number, n: number): Promise<Buffer> {
+  const buf = Buffer.alloc(n);
+  let got = 0;
+  while (got < n) {
+    const { bytesRead } = await fh.read(buf, got, n - got, start + got);
+    if (bytesRead === 0) break;
+    got += bytesRead;
+  }
+  return buf.subarray(0, got);
 }
 
 /**

@@ -16,6 +16,7 @@
  * link, and read back the same way (`readKeptFile`).
  */
 import { TRIAL } from "./layout.ts";
+import { BoxFileRefused, openBoxFile, readRange } from "./boxfs.ts";
 import { createHash, type Hash } from "node:crypto";
 import { constants, createWriteStream } from "node:fs";
 import { mkdir, open, readFile, rm } from "node:fs/promises";
@@ -458,7 +459,6 @@ async function captureChanges(engine: Engine, id: string, trialPath: string, cap
 }
 
 const WRITE_FLAGS = constants.O_WRONLY | constants.O_CREAT | constants.O_TRUNC | constants.O_NOFOLLOW | constants.O_NONBLOCK;
-const READ_FLAGS = constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK;
 
 /** Writes one kept file through a descriptor that follows no link and is a regular file. */
 async function writeKept(root: string, path: string, data: Buffer, made: Set<string>): Promise<void> {
@@ -522,27 +522,21 @@ export function keptFile(trialPath: string, path: string): string {
  * `limit` bytes (the manifest's cap), so a tampered trial folder cannot make a reader block on a FIFO or fill memory.
  */
 export async function readKeptFile(trialPath: string, path: string, limit = KEPT_CAP_BYTES): Promise<Buffer> {
-  const file = keptFile(trialPath, path);
+  const root = join(trialPath, KEPT_DIR);
+  const hint = "the trial folder was changed after the trial; see `evolve trial files changes <id>`";
   let fh;
   try {
-    fh = await open(file, READ_FLAGS);
+    fh = await openBoxFile(root, keptFile(trialPath, path));
   } catch (e) {
-    const code = (e as NodeJS.ErrnoException).code;
-    const why = code === "ELOOP" ? "is a link" : code === "ENOENT" ? "is missing" : `cannot be opened (${code})`;
-    throw new EvolveError("kept_file_unreadable", `the kept copy of ${path} ${why} in ${join(trialPath, KEPT_DIR)}`, "the trial folder was changed after the trial; see `evolve trial files changes <id>`");
+    if (!(e instanceof BoxFileRefused)) throw new EvolveError("kept_file_unreadable", `the kept copy of ${path} cannot be opened in ${root} (${firstLine(e)})`, hint);
+    const why = e.what.includes("link") ? "is a link" : "is not a regular file";
+    throw new EvolveError("kept_file_unreadable", `the kept copy of ${path} ${why} in ${root}`, hint);
   }
+  if (!fh) throw new EvolveError("kept_file_unreadable", `the kept copy of ${path} is missing in ${root}`, hint);
   try {
-    const st = await fh.stat();
-    if (!st.isFile()) throw new EvolveError("kept_file_unreadable", `the kept copy of ${path} is not a regular file`, "the trial folder was changed after the trial");
-    if (st.size > limit) throw new EvolveError("kept_file_unreadable", `the kept copy of ${path} is ${st.size} bytes, over the ${limit}-byte cap it was kept under`, "the trial folder was changed after the trial");
-    const buf = Buffer.alloc(st.size);
-    let at = 0;
-    while (at < buf.length) {
-      const { bytesRead } = await fh.read(buf, at, buf.length - at, at);
-      if (bytesRead === 0) break;
-      at += bytesRead;
-    }
-    return buf.subarray(0, at);
+    const size = (await fh.stat()).size;
+    if (size > limit) throw new EvolveError("kept_file_unreadable", `the kept copy of ${path} is ${size} bytes, over the ${limit}-byte cap it was kept under`, hint);
+    return await readRange(fh, 0, size);
   } finally {
     await fh.close();
   }

@@ -3,18 +3,15 @@
  * keep its store record current, time its phases, write its system log and shape its exceptions, with the
  * attached secrets redacted from every line and message.
  */
-import { appendFileSync } from "node:fs";
-import { join } from "node:path";
+import { appendFileSync, existsSync } from "node:fs";
 import { trialDir, type TrialRecord } from "../store/index.ts";
 import { CancelledFailure, type ExceptionType } from "./outcome.ts";
 import { BOX, trialPaths, VERIFY_COMMAND } from "./layout.ts";
-import { existsSync } from "node:fs";
 import type { ExecOptions, ExecResult } from "../driver/types.ts";
 import { firstLine, isDiskFull } from "../errors.ts";
 import { defuseTree } from "./boxfs.ts";
-import { pruneEmptyDirs, redactTree } from "./result.ts";
+import { pruneEmptyDirs, redactTree, type ExceptionRecord, type TimeSpan, type TrialOutcome } from "./result.ts";
 import { primaryReward, readRewards, verifierTail, type RewardMap } from "./reward.ts";
-import type { ExceptionRecord, TimeSpan } from "./result.ts";
 import type { Phase, TrialDeps, TrialRequest, TrialStatus } from "./types.ts";
 
 /**
@@ -35,6 +32,8 @@ export abstract class TrialRecorder {
   protected readonly path: string;
   protected rec: TrialRecord;
   protected readonly timings: Partial<Record<Phase, TimeSpan>> = {};
+  /** When this run started (result.json's `started_at`). */
+  protected readonly startedAt = now();
   protected readonly secretValues: string[];
   /** The record as the previous attempt left it (undefined for a trial never recorded): why this attempt runs. */
   protected readonly previous: TrialRecord | undefined;
@@ -189,6 +188,26 @@ export abstract class TrialRecorder {
     if (!parsed.ok) return { exception: this.exc(parsed.type, await tailOr(parsed.reason), `${parsed.reason} (test.sh exited ${r.exitCode})`) };
     this.log(`verifier: ${JSON.stringify(parsed.rewards)} from ${parsed.file}`);
     return { rewards: parsed.rewards, primary: parsed.primary };
+  }
+
+  /** result.json's outcome of this run: the request's identity and this run's clocks around the verdict given. */
+  protected outcome(
+    v: Pick<TrialOutcome, "config" | "status" | "rewards" | "reward" | "exception" | "finishedAt" | "stepResults" | "agentUsage">,
+  ): TrialOutcome {
+    const { task } = this.req;
+    return {
+      id: this.req.trialId,
+      taskName: task.name,
+      taskDir: task.dir,
+      taskDigest: task.digest,
+      source: task.source ?? null,
+      agent: this.req.agent,
+      attemptPhase: "persist",
+      phaseTimings: this.timings,
+      startedAt: this.startedAt,
+      attempt: this.req.attempt ?? 1,
+      ...v,
+    };
   }
 
   /** Starts the persist phase: recorded as the trial's phase, with its clock. */

@@ -82,7 +82,6 @@ class Regrade extends TrialRecorder {
   private box = "";
   private image = "";
   private literals: Record<string, string> = {};
-  private readonly startedAt = now();
 
   constructor(
     req: TrialRequest,
@@ -269,25 +268,18 @@ class Regrade extends TrialRecorder {
       boxesGone,
       finishedAt: finished,
       write: (reward) =>
-        writeResult(this.path, {
-          id: this.req.trialId,
-          taskName: this.req.task.name,
-          taskDir: this.req.task.dir,
-          taskDigest: this.req.task.digest,
-          source: this.req.task.source ?? null,
-          config: this.config ?? ({ trial_name: this.req.trialId, job_id: this.req.jobId, regrade_of: this.origId } as unknown as TrialConfigFile),
-          agent: this.req.agent,
-          status,
-          attemptPhase: "persist",
-          phaseTimings: this.timings,
-          rewards,
-          reward,
-          exception,
-          startedAt: this.startedAt,
-          finishedAt: finished,
-          stepResults: null,
-          attempt: this.req.attempt ?? 1,
-        }),
+        writeResult(
+          this.path,
+          this.outcome({
+            config: this.config ?? ({ trial_name: this.req.trialId, job_id: this.req.jobId, regrade_of: this.origId } as unknown as TrialConfigFile),
+            status,
+            rewards,
+            reward,
+            exception,
+            finishedAt: finished,
+            stepResults: null,
+          }),
+        ),
     });
   }
 

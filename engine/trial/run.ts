@@ -83,7 +83,6 @@ class TrialRun extends TrialRecorder {
   private net?: TrialNetwork;
   private compose?: ComposeTask;
   private policies!: TrialPolicies;
-  private readonly startedAt = now();
   /** config.toml `[box]`: caps for boxes whose task declares none. */
   private boxCaps?: BoxDefaults;
   /** The user namespace the trial's boxes run in (freshAttempt), undefined when none. */
@@ -556,27 +555,10 @@ class TrialRun extends TrialRecorder {
       finishedAt: finished,
       fields: { step_results: steps?.map((s) => ({ ...s })), ...spent.fields },
       write: async (reward) => {
-        if (!this.configFile) return writeResult(this.path, this.minimalOutcome(status, exception, finished));
-        await writeResult(this.path, {
-          id: this.req.trialId,
-          taskName: this.req.task.name,
-          taskDir: this.req.task.dir,
-          taskDigest: this.req.task.digest,
-          source: this.req.task.source ?? null,
-          config: this.configFile,
-          agent: this.req.agent,
-          status,
-          attemptPhase: "persist",
-          phaseTimings: this.timings,
-          rewards,
-          reward,
-          exception,
-          startedAt: this.startedAt,
-          finishedAt: finished,
-          stepResults: steps,
-          attempt: this.req.attempt ?? 1,
-          ...(spent.agentUsage ? { agentUsage: spent.agentUsage } : {}),
-        });
+        // without a config.json (the task could not be read) the outcome says only what is known
+        const config = this.configFile ?? trialConfigFile(this.req);
+        await writeResult(this.path, this.outcome({ config, status, rewards, reward, exception, finishedAt: finished, stepResults: steps, agentUsage: spent.agentUsage }));
+        if (!this.configFile) return;
         await writeEvolveJson(this.path, { ...spent.fields, retry_of: this.rec.retry_of, regrade_of: this.rec.regrade_of });
       },
     });
@@ -715,16 +697,6 @@ class TrialRun extends TrialRecorder {
     return trialConfigFile(this.req, this.cfg);
   }
 
-
-  private minimalOutcome(status: TrialStatus, exception: ExceptionRecord | null, finished: string) {
-    const config = trialConfigFile(this.req);
-    return {
-      id: this.req.trialId, taskName: this.req.task.name, taskDir: this.req.task.dir, taskDigest: this.req.task.digest,
-      source: this.req.task.source ?? null, config, agent: this.req.agent, status, attemptPhase: "persist" as Phase,
-      phaseTimings: this.timings, rewards: null, reward: null, exception, startedAt: this.startedAt, finishedAt: finished,
-      stepResults: null, attempt: this.req.attempt ?? 1,
-    };
-  }
 
   private toException(e: unknown): ExceptionRecord {
     // a full disk fails the same way on every retry: one deterministic type, whichever step ran out of space
