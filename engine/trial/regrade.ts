@@ -21,7 +21,7 @@ import { trialDir, type TrialRecord } from "../store/index.ts";
 import { baselineNetwork, DEFAULT_VERIFIER_TIMEOUT_SEC, parseTaskToml, verifierMode, type TaskConfig } from "../task/model.ts";
 import { isJudgeTask } from "../task/rules-env.ts";
 import { awaitHealthy, boxSpec, ensureBuilt, requireImage, taskImageTag } from "./box.ts";
-import { keepChangedFiles, keptFile, readManifest, type KeptManifest } from "./changes.ts";
+import { keepChangedFiles, readKeptFile, readManifest, type KeptManifest } from "./changes.ts";
 import { resolveAgentEnv, resolveVerifierEnv } from "./env.ts";
 import { CancelledFailure, isSettledStatus, TrialFailure } from "./outcome.ts";
 import { artifactSources, BOX, restoreArtifactCommand, trialPaths, VERIFY_COMMAND } from "./layout.ts";
@@ -221,7 +221,7 @@ class Regrade extends TrialRecorder {
       const name = e.path.replace(/^\/+/, "");
       if (e.type === "dir") blocks.push(...entryBlocks({ name, type: "dir", mode }));
       else if (e.type === "symlink") blocks.push(...entryBlocks({ name, type: "symlink", mode: 0o777, linkname: e.target ?? "" }));
-      else if (e.type === "file") blocks.push(...entryBlocks({ name, type: "file", mode, data: await readFile(keptFile(origPath, e.path)) }));
+      else if (e.type === "file") blocks.push(...entryBlocks({ name, type: "file", mode, data: await this.keptBytes(origPath, e.path) }));
       else continue;
       n++;
       if ((e.uid ?? 0) !== 0 || (e.gid ?? 0) !== 0) owners.push(`${e.uid ?? 0}:${e.gid ?? 0}`, e.path);
@@ -230,6 +230,15 @@ class Regrade extends TrialRecorder {
     if (blocks.length) await boxPutTar(this.engine, this.box, "/", Buffer.concat([...blocks, endBlocks()]));
     if (owners.length) await this.root(["sh", "-c", 'while [ $# -gt 1 ]; do chown -h "$1" "$2" || exit 1; shift 2; done', "sh", ...owners], "restoring owners");
     this.log(`restored ${n} kept path(s) and ${deleted.length} deletion(s) from trial ${this.origId}`);
+  }
+
+  /** A kept file of the original, read the one way kept files are (no link followed, bounded); a tampered one refuses the regrade. */
+  private async keptBytes(origPath: string, path: string): Promise<Buffer> {
+    try {
+      return await readKeptFile(origPath, path);
+    } catch (e) {
+      throw new TrialFailure("RegradeRestoreError", (e as Error).message);
+    }
   }
 
   /** Puts each listed artifact back at its source path, as the original's separate verifier box had it. */
