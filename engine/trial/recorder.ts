@@ -143,9 +143,9 @@ export abstract class TrialRecorder {
     return { type, message: this.redact(message), traceback: this.redact(traceback), occurred_at: now() };
   }
 
-  /** `s` with every attached secret value (4 characters or more) replaced by `[redacted]`. */
+  /** `s` with every secret this run knows (redactionValues, 4 characters or more) replaced by `[redacted]`. */
   protected redact(s: string): string {
-    for (const v of this.secretValues) if (v.length >= 4) s = s.split(v).join("[redacted]");
+    for (const v of this.redactionValues()) if (v.length >= 4) s = s.split(v).join("[redacted]");
     return s;
   }
 

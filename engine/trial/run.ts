@@ -371,7 +371,6 @@ class TrialRun extends TrialRecorder {
     if (this.lease && this.harness.usesModel) {
       // a fresh credential per agent phase, alive a minute past the phase's timeout at most
       gatewayEnv = this.lease.agentEnv(this.gatewayUrl(), plan.agentTimeoutSec * 1000 + 60_000);
-      this.secretValues.push(gatewayEnv.ANTHROPIC_API_KEY);
     }
     const ctx = this.context(plan, { ...this.net!.execEnv("agent"), ...gatewayEnv });
     // what runs in the box now is the image's (its ENTRYPOINT's services) and the task's own setup: it stays
@@ -473,7 +472,6 @@ class TrialRun extends TrialRecorder {
       let env = resolved.env;
       if (resolved.judge.length > 0 && this.lease) {
         const vars = this.lease.judgeEnv(resolved.judge.map((j) => judgeFamily(j.name)), this.gatewayUrl(), plan.verifierTimeoutSec * 1000 + 60_000);
-        for (const [k, v] of Object.entries(vars)) if (k.endsWith("_API_KEY")) this.secretValues.push(v);
         env = withJudgeEnv(env, resolved.judge, vars);
         this.log(`judge credential for ${resolved.judge.map((j) => j.key).join(", ")} issued through the gateway`);
       }
