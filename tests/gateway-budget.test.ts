@@ -163,21 +163,39 @@ describe("budget reservations", () => {
   });
 });
 
+/** The gateway app served on a port in front of a scripted upstream, with its parts for a test to set and read. */
+async function overTheWire() {
+  const { ScriptedUpstream } = await import("../fixtures/upstream/server.ts");
+  const { serveGateway } = await import("../gateway/serve.ts");
+  const { serveFetch } = await import("../engine/runtime.ts");
+  const { CallMeter } = await import("../gateway/meter.ts");
+  const { Credentials } = await import("../gateway/credentials.ts");
+  const { buildUpstreams } = await import("../gateway/upstreams.ts");
+  const upstream = new ScriptedUpstream();
+  await upstream.start();
+  const prices = new Prices();
+  const credentials = new Credentials();
+  const budgets = new Budgets();
+  const meter = new CallMeter();
+  const serve = () =>
+    serveGateway(
+      {
+        upstreams: buildUpstreams({ upstreams: { anthropic: { base_url: upstream.url, api_key: "sk-ant-real" } } }, {}),
+        authenticate: credentials.authenticate,
+        meter: meter.meter,
+        budget: budgets,
+        prices: (m, u) => prices.priceOf(m, u) ?? undefined,
+      },
+      { port: 0 },
+      serveFetch,
+    );
+  return { upstream, prices, credentials, budgets, meter, serve };
+}
+
 describe("budget over the wire", () => {
   it("100 concurrent SDK requests through the gateway against a cap that admits about 10: metered spend stays under the cap", async () => {
     const { default: Anthropic } = await import("@anthropic-ai/sdk");
-    const { ScriptedUpstream } = await import("../fixtures/upstream/server.ts");
-    const { serveGateway } = await import("../gateway/serve.ts");
-    const { serveFetch } = await import("../engine/runtime.ts");
-    const { CallMeter } = await import("../gateway/meter.ts");
-    const { Credentials } = await import("../gateway/credentials.ts");
-    const { buildUpstreams } = await import("../gateway/upstreams.ts");
-    const upstream = new ScriptedUpstream();
-    await upstream.start();
-    const prices = new Prices();
-    const credentials = new Credentials();
-    const budgets = new Budgets();
-    const meter = new CallMeter();
+    const { upstream, prices, credentials, budgets, meter, serve } = await overTheWire();
     const { key } = credentials.issueAgent({ trialId: "wire" });
     // each answer costs nearly its worst case (1000 output tokens of 1000 allowed), so ~10 fit whatever the timing
     for (let i = 0; i < 100; i++) upstream.push({ text: "ok", usage: { input_tokens: 25, output_tokens: 1000 } });
@@ -185,17 +203,7 @@ describe("budget over the wire", () => {
     const worst = requestWorstCase(prices.priceOf("claude-sonnet-4-5"), body, JSON.stringify(body), JSON.stringify(body).length).usd!;
     const cap = 10.5 * worst;
     budgets.setTrial("wire", { capUsd: cap });
-    const gw = await serveGateway(
-      {
-        upstreams: buildUpstreams({ upstreams: { anthropic: { base_url: upstream.url, api_key: "sk-ant-real" } } }, {}),
-        authenticate: credentials.authenticate,
-        meter: meter.meter,
-        budget: budgets,
-        prices: (m) => prices.priceOf(m) ?? undefined,
-      },
-      { port: 0 },
-      serveFetch,
-    );
+    const gw = await serve();
     try {
       const client = new Anthropic({ apiKey: key, baseURL: gw.url });
       const results = await Promise.all(
@@ -224,32 +232,11 @@ describe("budget over the wire", () => {
 
   it("a $0.02 credit refuses a call that can cost $0.024 (1h cache writes of a 12 KB prompt), and admits one whose worst case fits", async () => {
     const { default: Anthropic } = await import("@anthropic-ai/sdk");
-    const { ScriptedUpstream } = await import("../fixtures/upstream/server.ts");
-    const { serveGateway } = await import("../gateway/serve.ts");
-    const { serveFetch } = await import("../engine/runtime.ts");
-    const { CallMeter } = await import("../gateway/meter.ts");
-    const { Credentials } = await import("../gateway/credentials.ts");
-    const { buildUpstreams } = await import("../gateway/upstreams.ts");
-    const upstream = new ScriptedUpstream();
-    await upstream.start();
-    const prices = new Prices();
-    const credentials = new Credentials();
-    const budgets = new Budgets();
-    const meter = new CallMeter();
+    const { upstream, prices, credentials, budgets, meter, serve } = await overTheWire();
     const { key } = credentials.issueAgent({ trialId: "credit" });
     budgets.setUserCredits("u-credit", 0.02);
     budgets.setTrial("credit", { user: "u-credit" });
-    const gw = await serveGateway(
-      {
-        upstreams: buildUpstreams({ upstreams: { anthropic: { base_url: upstream.url, api_key: "sk-ant-real" } } }, {}),
-        authenticate: credentials.authenticate,
-        meter: meter.meter,
-        budget: budgets,
-        prices: (m, u) => prices.priceOf(m, u) ?? undefined,
-      },
-      { port: 0 },
-      serveFetch,
-    );
+    const gw = await serve();
     // what the provider bills for this prompt written to the 1-hour cache: 11,000 tokens (fewer than its bytes) at
     // $2e-6 and 512 output tokens at $5e-6 = $0.02456, over the credit
     const billed = {

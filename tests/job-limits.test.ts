@@ -8,7 +8,8 @@ import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { DEFAULT_MAX_TRIALS, loadConfig } from "../engine/config.ts";
-import { cancelJob, createJob, type JobConfig } from "../engine/job/job.ts";
+import { cancelJob, createJob } from "../engine/job/job.ts";
+import { jobConfig } from "./support/job-config.ts";
 import { openStore } from "../engine/store/index.ts";
 import { expectCode } from "./support/expect-code.ts";
 
@@ -28,30 +29,18 @@ function evolve(home: string, args: string[]) {
   return { code: r.status, stdout: r.stdout, stderr: r.stderr };
 }
 
-const config = (tasks: number, attempts: number): JobConfig => ({
-  agent: { name: "oracle" },
-  attempts,
-  concurrency: 1,
-  timeout_multiplier: 1,
-  secret_names: [],
-  force_build: false,
-  max_retries: 0,
-  source: { kind: "path", path: "/nowhere" },
-  tasks: Array.from({ length: tasks }, (_, i) => ({ name: `t${i}`, digest: `sha256:${String(i).padStart(64, "0")}` })),
-});
-
 describe("job size limit", () => {
   it("refuses a job above [jobs] max_trials before anything is recorded", async () => {
     const home = fresh();
     const store = openStore(home);
     try {
-      const e = await expectCode(() => createJob(store, config(2, 6), undefined, 10), "job_too_large");
+      const e = await expectCode(() => createJob(store, jobConfig(2, 6), undefined, 10), "job_too_large");
       expect(e.message).toBe("the job would hold 12 trials (2 tasks × 6 attempts); a job holds at most 10");
       expect(e.hint).toMatch(/\[jobs\] max_trials/);
       expect(e.exit).toBe(2);
       expect(store.listJobs()).toEqual([]);
       expect(store.listTrials()).toEqual([]);
-      expect(createJob(store, config(2, 5), undefined, 10)).toBeTruthy();
+      expect(createJob(store, jobConfig(2, 5), undefined, 10)).toBeTruthy();
     } finally {
       await store.close();
     }
@@ -87,7 +76,7 @@ describe("job size limit", () => {
     const home = fresh();
     const store = openStore(home);
     let t0 = Date.now();
-    const job = createJob(store, config(100, DEFAULT_MAX_TRIALS / 100));
+    const job = createJob(store, jobConfig(100, DEFAULT_MAX_TRIALS / 100));
     expect(Date.now() - t0).toBeLessThan(10_000);
     await store.close();
 
@@ -110,7 +99,7 @@ describe("cancelling a settled job", () => {
   it("refuses a COMPLETED job and leaves it and its trials as they were", async () => {
     const home = fresh();
     const store = openStore(home);
-    const job = createJob(store, config(2, 1));
+    const job = createJob(store, jobConfig(2, 1));
     const done = { ...store.getJob(job.id)!, status: "COMPLETED", finished_at: "2026-01-01T00:00:00.000Z", updated_at: "2026-01-01T00:00:00.000Z" };
     store.putJob(done);
     const trials = store.listTrials(job.id);
@@ -131,7 +120,7 @@ describe("cancelling a settled job", () => {
   it("says a CANCELLED job is already cancelled, exit 0, and writes nothing", async () => {
     const home = fresh();
     const store = openStore(home);
-    const job = createJob(store, config(1, 2));
+    const job = createJob(store, jobConfig(1, 2));
     expect(cancelJob(store, job.id).cancelled).toBe(2);
     const cancelled = store.getJob(job.id);
     await store.close();

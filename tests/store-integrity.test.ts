@@ -9,7 +9,8 @@ import { chmodSync, copyFileSync, cpSync, existsSync, mkdirSync, mkdtempSync, re
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createJob, type JobConfig } from "../engine/job/job.ts";
+import { createJob } from "../engine/job/job.ts";
+import { jobConfig } from "./support/job-config.ts";
 import { isDiskFull } from "../engine/errors.ts";
 import { openStore, STORE_MARKER } from "../engine/store/index.ts";
 import { expectCode } from "./support/expect-code.ts";
@@ -29,23 +30,11 @@ function evolve(home: string, args: string[]) {
   return { code: r.status, signal: r.signal, stdout: r.stdout, stderr: r.stderr };
 }
 
-const config = (tasks = 1, attempts = 1): JobConfig => ({
-  agent: { name: "oracle" },
-  attempts,
-  concurrency: 1,
-  timeout_multiplier: 1,
-  secret_names: [],
-  force_build: false,
-  max_retries: 0,
-  source: { kind: "path", path: "/nowhere" },
-  tasks: Array.from({ length: tasks }, (_, i) => ({ name: `t${i}`, digest: `sha256:${String(i).padStart(64, "0")}` })),
-});
-
 /** A home whose store holds a few jobs of many trials, so data.mdb spans hundreds of pages. */
 async function seeded(): Promise<{ home: string; jobs: string[] }> {
   const home = join(dir, `home-${++n}`);
   const store = openStore(home);
-  const jobs = [1, 2, 3].map(() => createJob(store, config(40, 20)).id);
+  const jobs = [1, 2, 3].map(() => createJob(store, jobConfig(40, 20)).id);
   await store.close();
   return { home, jobs };
 }
@@ -158,7 +147,7 @@ describe("damaged values", () => {
   it("are store_corrupt from every read, naming db and key, and listed by store verify", async () => {
     const home = join(dir, `home-${++n}`);
     const store = openStore(home);
-    const job = createJob(store, config());
+    const job = createJob(store, jobConfig());
     await store.close();
     const file = dataFile(home);
     const b = readFileSync(file);
@@ -228,7 +217,7 @@ describe.skipIf(!canMount)("the machine refuses", () => {
     const mnt = tmpfs("8m")!;
     try {
       const store = openStore(mnt);
-      const job = createJob(store, config(3));
+      const job = createJob(store, jobConfig(3));
       await store.close();
       expect(spawnSync("mount", ["-o", "remount,ro", mnt]).status).toBe(0);
       const list = evolve(mnt, ["job", "list", "--json"]);
