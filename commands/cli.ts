@@ -5,6 +5,7 @@
 import { Command, CommanderError, Option } from "commander";
 import { harnessNames } from "../engine/harness/index.ts";
 import { exitQuietlyOnBrokenPipe } from "../engine/runtime.ts";
+import { COUNT, numberFlag, PORT, POSITIVE, POSITIVE_INT } from "./flags.ts";
 import { formatError, reportError } from "./output.ts";
 import { addTrialCommands } from "./trial-cli.ts";
 
@@ -54,7 +55,7 @@ export function buildProgram(version: string, setExit: (code: number) => void): 
     .command("init")
     .description("write a new task that validates")
     .argument("<dir>", "directory to create (must not exist or be empty)")
-    .option("--steps <n>", "make a multi-step task with N steps", (v) => Number(v))
+    .option("--steps <n>", "make a multi-step task with N steps", numberFlag("--steps", { what: "whole number from 1 to 50", integer: true, min: 1, max: 50, example: "2", code: "task_init_steps_invalid" }))
     .option("--name <org/name>", "the task's [task] name (default: local/<dir name>)")
     .addHelpText("after", examples(["evolve task init hello", "evolve task init migrate --steps 2 --name acme/migrate"]))
     .action(async (dir: string, opts) => setExit(await (await import("./task.ts")).initCommand(dir, opts)));
@@ -95,17 +96,16 @@ export function buildProgram(version: string, setExit: (code: number) => void): 
       "podman",
       "docker",
     ]);
-  const int = (v: string) => Number(v);
   const addRunOptions = (cmd: Command) =>
     cmd
       .option("-p, --path <dir>", "a task directory, or a folder of task directories")
       .option("-d, --dataset <name@version>", "a published dataset (newest version when no @version)")
-      .option("-l, --n-tasks <n>", "run only the first N tasks", int)
-      .option("-n, --n-concurrent <n>", "trials at once (default 4)", int)
-      .option("--timeout-multiplier <x>", "multiply agent and verifier timeouts", Number)
+      .option("-l, --n-tasks <n>", "run only the first N tasks", numberFlag("-l", POSITIVE_INT))
+      .option("-n, --n-concurrent <n>", "trials at once (default 4)", numberFlag("-n", POSITIVE_INT))
+      .option("--timeout-multiplier <x>", "multiply agent and verifier timeouts", numberFlag("--timeout-multiplier", POSITIVE))
       .option("--secret <name>", "attach secret NAME from this environment; repeatable", collect, [])
       .option("--force-build", "rebuild task images even when cached")
-      .option("--max-retries <n>", "automatic re-runs of a trial lost to an infrastructure error (default 2)", int)
+      .option("--max-retries <n>", "automatic re-runs of a trial lost to an infrastructure error (default 2)", numberFlag("--max-retries", COUNT))
       .addOption(engineOpt())
       .option("--json", "stream one JSON line per trial event, then the summary");
 
@@ -115,7 +115,7 @@ export function buildProgram(version: string, setExit: (code: number) => void): 
       .description("run a job: an agent on every task, in containers; exit 1 if any trial did not score")
       .option("-a, --agent <agent>", `agent: ${harnessNames().join(" | ")}`, "oracle")
       .option("-m, --model <model>", "model the agent uses")
-      .option("-k, --n-attempts <n>", "trials per task (default 1)", int)
+      .option("-k, --n-attempts <n>", "trials per task (default 1)", numberFlag("-k", POSITIVE_INT))
       .option("--max-spend-usd <usd>", "cap each trial's agent spend at this many dollars")
       .option("--ve <KEY=VALUE>", "override the LLM judge for this job: REWARDKIT_JUDGE or REWARDKIT_MODEL; repeatable", collect, []),
   )
@@ -125,7 +125,7 @@ export function buildProgram(version: string, setExit: (code: number) => void): 
         "evolve run -p fixtures/tasks/valid/minimal -a oracle",
         "evolve run -d example@1.0 -a nop -n 8 -k 3",
         "evolve run -p tasks/ --secret GITHUB_TOKEN --json | jq -c 'select(.kind==\"trial_settled\")'",
-        "evolve run -p tasks/ -a claude-code --max-spend-usd 2 --ve REWARDKIT_MODEL=anthropic/claude-sonnet-4-6",
+        "evolve run -p tasks/ -a nop --max-spend-usd 2 --ve REWARDKIT_MODEL=anthropic/claude-sonnet-4-6",
       ]),
     )
     .action(async (opts) => setExit(await (await import("./run.ts")).runCommand(opts)));
@@ -196,7 +196,7 @@ export function buildProgram(version: string, setExit: (code: number) => void): 
   gateway
     .command("serve")
     .description("serve the gateway on loopback, with one local credential printed once")
-    .option("--port <port>", "port to listen on (0 = any free port)", int, 4000)
+    .option("--port <port>", "port to listen on (0 = any free port)", numberFlag("--port", PORT), 4000)
     .option("--host <host>", "address to bind (default 127.0.0.1: it spends real money)")
     .option("--config <file>", "upstreams file (default $EVOLVE_HOME/gateway.toml)")
     .addHelpText(

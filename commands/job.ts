@@ -3,7 +3,17 @@
  */
 import { EvolveError } from "../engine/errors.ts";
 import { cancelJob, effectiveStatus, jobConfig } from "../engine/job/job.ts";
-import { jobSpend, primaryReward, summarizeJob, trialSpendFields, type JobSpend, type JobSummary } from "../engine/job/summary.ts";
+import {
+  jobSpend,
+  measuredLane,
+  PASS_AT_K_LEFT_OUT_TEXT,
+  primaryReward,
+  summarizeJob,
+  trialSpendFields,
+  type JobSpend,
+  type JobSummary,
+  type PassAtKLeftOut,
+} from "../engine/job/summary.ts";
 import { trialDir, type TrialRecord } from "../engine/store/index.ts";
 import { withStore } from "./store.ts";
 import { out, outJson, outTable, style, when } from "./output.ts";
@@ -28,7 +38,13 @@ export function printJobSummary(s: JobSummary, trials: readonly TrialRecord[], s
   if (keys.length > 1 || (keys.length === 1 && keys[0][0] !== "reward")) {
     out(`metrics: ${keys.map(([k, m]) => `${k} ${fmt(m.mean)} (n=${m.n})`).join(", ")}`);
   }
-  if (s.pass_at_k) out(`pass@k: ${Object.entries(s.pass_at_k).map(([k, v]) => `@${k} ${fmt(v)}`).join("  ")}`);
+  const left = s.pass_at_k_left_out;
+  if (s.pass_at_k || left.tasks > 0) {
+    const ks = s.pass_at_k ? Object.entries(s.pass_at_k).map(([k, v]) => `@${k} ${fmt(v)}`).join("  ") : "-";
+    const why = Object.entries(left.reasons).map(([r, n]) => `${n} with ${PASS_AT_K_LEFT_OUT_TEXT[r as PassAtKLeftOut]}`).join(", ");
+    const over = left.tasks > 0 ? style.dim(`  over ${s.pass_at_k_tasks} of ${s.pass_at_k_tasks + left.tasks} tasks; left out ${left.tasks}: ${why}`) : "";
+    out(`pass@k: ${ks}${over}`);
+  }
   if (Object.keys(s.exceptions).length) out(`exceptions: ${Object.entries(s.exceptions).map(([k, v]) => `${k} ${v}`).join(", ")}`);
   out(`spend  ${formatJobSpend(spend)}`);
   if (trials.length === 0) return;
@@ -92,9 +108,14 @@ export async function jobCancelCommand(id: string, opts: { json?: boolean }): Pr
 /** One spend lane as the record keeps it: the agent's (`spend`) or the judge's (`spend.judge`). */
 type SpendLane = { live_usd: number; final_usd: number | null; calls?: number; unpriced_calls?: number };
 
-/** How spend prints (platform-trials.md): settled amount, `at least $X` while a lower bound, `-` unmeasured. */
-export function formatSpend(spend: SpendLane | undefined): string {
-  if (!spend) return "-";
+/** How spend prints (README, Budgets): settled amount, `at least $X` while a lower bound, `-` unmeasured (measuredLane). */
+export function formatSpend(lane: SpendLane | undefined): string {
+  const spend = measuredLane(lane);
+  return spend ? formatUsd(spend) : "-";
+}
+
+/** A measured lane's figure: `$X` once settled, `at least $X` while a lower bound. */
+function formatUsd(spend: { live_usd: number; final_usd: number | null }): string {
   if (spend.final_usd !== null) return `$${spend.final_usd.toFixed(4)}`;
   return `at least $${spend.live_usd.toFixed(4)}`;
 }
@@ -111,7 +132,8 @@ const tokenList = (t: Record<string, number> | undefined) => (t ? Object.entries
 /** `spend  $X (agent)  $Y (judge)`, each lane as formatSpend prints it; the judge only when a trial had one. */
 function formatJobSpend(s: JobSpend): string {
   if (s.agent_usd === null && s.judge_usd === null) return "-";
-  const lane = (usd: number | null, lower: boolean) => formatSpend(usd === null ? undefined : { live_usd: usd, final_usd: lower ? null : usd });
+  // jobSpend already left out every unmeasured lane (measuredLane): a null sum is "-", any other is a figure
+  const lane = (usd: number | null, lower: boolean) => (usd === null ? "-" : formatUsd({ live_usd: usd, final_usd: lower ? null : usd }));
   const judge = s.judge_usd !== null ? `  ${lane(s.judge_usd, s.judge_lower_bound)} (judge)` : "";
   return `${lane(s.agent_usd, s.agent_lower_bound)} (agent)${judge}`;
 }
@@ -136,12 +158,12 @@ export async function trialShowCommand(id: string, opts: { json?: boolean }): Pr
       ["status", t.status + (t.attempt_phase ? style.dim(` (phase ${t.attempt_phase})`) : "")],
       ["reward", fmt(primaryReward(t.rewards)) + (t.rewards && Object.keys(t.rewards).length > 1 ? style.dim(` ${JSON.stringify(t.rewards)}`) : "")],
       ["tokens", tokenList(t.tokens)],
-      ["spend", formatSpend(t.spend) + (t.spend ? callsNote(t.spend) : "")],
+      ["spend", formatSpend(t.spend) + (measuredLane(t.spend) ? callsNote(t.spend!) : "")],
       ["time", duration(t)],
       ["dir", trialDir(home, id)],
     ];
     // the judge is billed apart from the agent (platform-tasks.md, LLM judges), so it gets its own row after spend
-    const judge = t.spend?.judge;
+    const judge = measuredLane(t.spend?.judge);
     if (judge) rows.splice(rows.findIndex(([k]) => k === "spend") + 1, 0, ["judge spend", formatSpend(judge) + callsNote(judge) + (judge.tokens ? style.dim(`  ${tokenList(judge.tokens)}`) : "")]);
     if (t.exception) rows.push(["exception", `${t.exception.type}: ${t.exception.message.split("\n").slice(0, 3).join(" ⏎ ").slice(0, 400)}`]);
     out(style.bold(`trial ${t.id}`));

@@ -6,6 +6,7 @@ import { DatasetInvalidError, importTasks, resolveDataset, type StoredTask } fro
 import { openEngine } from "../engine/driver/select.ts";
 import type { Engine } from "../engine/driver/types.ts";
 import { EvolveError } from "../engine/errors.ts";
+import { checkAgentName } from "../engine/harness/index.ts";
 import { checkJobSize, createJob, type JobConfig, type JobEvent } from "../engine/job/job.ts";
 import { primaryReward, summarizeJob } from "../engine/job/summary.ts";
 import { openStore, taskBlobDir, type JobRecord, type Store, type TrialRecord } from "../engine/store/index.ts";
@@ -15,6 +16,7 @@ import { isTTY } from "../engine/runtime.ts";
 import { out, outJson, outTable, style } from "./output.ts";
 import { printJobSummary } from "./job.ts";
 import { printReports } from "./task.ts";
+import { parseNumberFlag, POSITIVE } from "./flags.ts";
 
 /** Options shared by `run` and `check`. */
 export interface RunOptions {
@@ -58,18 +60,10 @@ export function parseVerifierEnv(flags: readonly string[] | undefined): Record<s
   return env;
 }
 
-/** Checks `--max-spend-usd`: a positive, finite number of dollars. */
+/** Checks `--max-spend-usd`: a positive, finite number of dollars (the numeric-flag parser, flags.ts). */
 export function parseMaxSpend(v: string | undefined): number | undefined {
   if (v === undefined) return undefined;
-  const usd = v.trim() === "" ? NaN : Number(v);
-  if (!Number.isFinite(usd) || usd <= 0) throw new EvolveError("usage", `--max-spend-usd must be a positive number of dollars, got ${v}`, "e.g. --max-spend-usd 2.50");
-  return usd;
-}
-
-function positiveInt(v: number | undefined, flag: string, dflt: number): number {
-  if (v === undefined) return dflt;
-  if (!Number.isInteger(v) || v < 1) throw new EvolveError("usage", `${flag} must be a whole number ≥ 1, got ${v}`, `e.g. ${flag} 4`);
-  return v;
+  return parseNumberFlag("--max-spend-usd", v, { ...POSITIVE, what: "positive number of dollars", example: "2.50" });
 }
 
 async function resolveTasks(store: Store, home: string, opts: RunOptions): Promise<{ tasks: StoredTask[]; source: JobConfig["source"]; dataset?: string }> {
@@ -137,13 +131,24 @@ function trialLine(t: TrialRecord): string {
   const r = primaryReward(t.rewards);
   const status = t.status === "SCORED" ? style.green(t.status) : style.red(t.status);
   const name = t.task_name ?? t.task_digest.slice(7, 19);
-  const why = t.exception ? style.dim(` ${t.exception.type}: ${t.exception.message.split("\n")[0].slice(0, 100)}`) : "";
+  const why = t.exception ? style.dim(` ${t.exception.type}: ${exceptionLine(t)}`) : "";
   return `${status} ${name} ${style.dim(t.id)}${r !== null ? ` reward ${r}` : ""}${why}`;
+}
+
+/**
+ * The first line of a trial's exception for its progress line. A BUDGET refusal prints whole (it names the limit,
+ * what was spent and what the request would have cost, and a user acts on those figures); any other is cut at 160
+ * characters, with `…` saying so.
+ */
+export function exceptionLine(t: Pick<TrialRecord, "status" | "exception">): string {
+  const first = t.exception?.message.split("\n")[0] ?? "";
+  return t.status === "BUDGET" || first.length <= 160 ? first : `${first.slice(0, 159)}…`;
 }
 
 /** Starts a job from the options and runs it to the end; returns the store, job id and trials. */
 async function startJob(opts: RunOptions, agentName: string, streamJson = true) {
   // checked before the store is even opened, so a refused flag leaves nothing behind
+  checkAgentName(agentName);
   const verifierEnv = parseVerifierEnv(opts.ve);
   const maxSpendUsd = parseMaxSpend(opts.maxSpendUsd);
   const config = loadConfig();
@@ -154,11 +159,12 @@ async function startJob(opts: RunOptions, agentName: string, streamJson = true) 
     const missing = opts.secret.find((name) => secrets[name] === undefined);
     if (missing !== undefined) throw new EvolveError("secret_not_attached", `--secret ${missing}: ${missing} is not set in this environment`, `export ${missing}=… first`);
     const { tasks: all, source, dataset } = await resolveTasks(store, config.home, opts);
-    const tasks = opts.nTasks !== undefined ? all.slice(0, positiveInt(opts.nTasks, "-l", all.length)) : all;
+    // numeric flags were checked as they were parsed (flags.ts)
+    const tasks = opts.nTasks !== undefined ? all.slice(0, opts.nTasks) : all;
     const jobConfig: JobConfig = {
       agent: { name: agentName, model: opts.model },
-      attempts: positiveInt(opts.nAttempts, "-k", 1),
-      concurrency: positiveInt(opts.nConcurrent, "-n", 4),
+      attempts: opts.nAttempts ?? 1,
+      concurrency: opts.nConcurrent ?? 4,
       timeout_multiplier: opts.timeoutMultiplier ?? 1,
       secret_names: opts.secret,
       force_build: opts.forceBuild ?? false,
@@ -168,7 +174,6 @@ async function startJob(opts: RunOptions, agentName: string, streamJson = true) 
       ...(maxSpendUsd !== undefined ? { max_spend_usd: maxSpendUsd } : {}),
       ...(verifierEnv ? { verifier_env: verifierEnv } : {}),
     };
-    if (!(jobConfig.timeout_multiplier > 0)) throw new EvolveError("usage", "--timeout-multiplier must be > 0", "e.g. --timeout-multiplier 2");
     // refused before the engine is even opened: a job too large to record is a usage error, not a slow failure
     checkJobSize(jobConfig.tasks.length, jobConfig.attempts, config.jobs.max_trials);
     const engine = await openEngine({ kind: opts.engine, home: config.home });

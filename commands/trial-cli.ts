@@ -3,6 +3,7 @@
  * cli.ts builds. Parsing and help only; each action lazily imports commands/trial.ts so start-up stays cheap.
  */
 import { Option, type Command } from "commander";
+import { numberFlag, POSITIVE_INT, SECONDS } from "./flags.ts";
 
 function examples(lines: string[]): string {
   return `\nExamples:\n${lines.map((l) => `  $ ${l}`).join("\n")}\n`;
@@ -32,7 +33,7 @@ export function addTrialCommands(trial: Command, setExit: (code: number) => void
     .command("stop")
     .description("end in-flight trials without cancelling their job: each settles CANCELLED")
     .argument("<id...>", "trial ids")
-    .option("--wait <seconds>", "how long to wait for each trial to settle (default 30)", Number)
+    .option("--wait <seconds>", "how long to wait for each trial to settle (default 30)", numberFlag("--wait", SECONDS))
     .option("--json", "print each trial's outcome as JSON")
     .addHelpText("after", examples(["evolve trial stop 01JB...", "evolve trial stop 01JB... 01JC... --wait 0"]))
     .action(async (ids: string[], opts) => setExit(await (await impl()).stopCommand(ids, opts)));
@@ -94,13 +95,14 @@ export function addTrialCommands(trial: Command, setExit: (code: number) => void
     .command("archive")
     .description("write a .tar.gz of one subtree")
     .argument("<id>", "trial id")
+    .argument("[path]", "absolute path of the subtree to archive (default /); --path is the same")
     .option("--path <path>", "subtree to archive (default /)")
     .option("-o, --output <dir>", "folder to write <trial-id>[-<path>].tar.gz into (default .)")
-    .option("--max-bytes <n>", "live box only: stop with archive_too_large past this many bytes of tar (default 8 GiB)", Number)
+    .option("--max-bytes <n>", "live box only: stop with archive_too_large past this many bytes of tar (default 8 GiB)", numberFlag("--max-bytes", POSITIVE_INT))
     .addOption(engineOpt())
     .option("--json", "print the written file as JSON")
-    .addHelpText("after", examples(["evolve trial files archive 01JB... --path /app -o archives/"]))
-    .action(async (id: string, opts) => setExit(await (await impl()).filesArchiveCommand(id, opts)));
+    .addHelpText("after", examples(["evolve trial files archive 01JB... /app -o archives/", "evolve trial files archive 01JB... --path /app"]))
+    .action(async (id: string, path: string | undefined, opts) => setExit(await (await impl()).filesArchiveCommand(id, path, opts)));
 
   trial
     .command("procs")

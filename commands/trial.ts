@@ -58,7 +58,6 @@ export async function regradeCommand(id: string, opts: { json?: boolean; engine?
 /** `evolve trial stop <id>…`: waits (up to --wait seconds) until each stopped trial has settled. */
 export async function stopCommand(ids: string[], opts: { json?: boolean; wait?: number }): Promise<number> {
   const waitSec = opts.wait ?? 30;
-  if (!(waitSec >= 0)) throw new EvolveError("usage", `--wait must be a number of seconds ≥ 0, got ${opts.wait}`, "e.g. --wait 10");
   return withStore(async (store) => {
     const outcomes = requestStop(store, ids);
     let open = outcomes.filter((o) => o.action === "requested").map((o) => o.id);
@@ -337,12 +336,17 @@ export async function filesChangesCommand(id: string, opts: { json?: boolean; en
   });
 }
 
-/** `evolve trial files archive <id> [--path P] [-o DIR]`: a .tar.gz of one subtree. */
-export async function filesArchiveCommand(id: string, opts: { path?: string; output?: string; maxBytes?: number; json?: boolean; engine?: EngineKind }): Promise<number> {
-  const p = boxPath(opts.path);
-  if (opts.maxBytes !== undefined && !(Number.isInteger(opts.maxBytes) && opts.maxBytes > 0)) {
-    throw new EvolveError("usage", `--max-bytes must be a whole number of bytes > 0, got ${opts.maxBytes}`, "e.g. --max-bytes 1000000000");
+/** `evolve trial files archive <id> [path | --path P] [-o DIR]`: a .tar.gz of one subtree. */
+export async function filesArchiveCommand(
+  id: string,
+  path: string | undefined,
+  opts: { path?: string; output?: string; maxBytes?: number; json?: boolean; engine?: EngineKind },
+): Promise<number> {
+  // the subtree may be given positionally (as `ls` and `cat` take it) or as --path; two different ones are a mistake
+  if (path !== undefined && opts.path !== undefined && path !== opts.path) {
+    throw new EvolveError("usage", `two paths to archive: ${path} and --path ${opts.path}`, `give one: evolve trial files archive ${id} ${path}`);
   }
+  const p = boxPath(path ?? opts.path);
   const outDir = resolve(opts.output ?? ".");
   return withSource(id, opts.engine, async (s) => {
     requireReadable(s);

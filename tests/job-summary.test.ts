@@ -58,7 +58,10 @@ describe("job summary", () => {
     expect(s.mean_reward).toBe(0.5);
     expect(s.counts).toEqual({ SCORED: 2, SCORING_ERROR: 1, INFRASTRUCTURE_ERROR: 1 });
     expect(s.exceptions).toEqual({ RewardFileNotFoundError: 1, BuildError: 1 });
-    expect(s.pass_at_k).toBeNull();
+    // task b never scored: it is left out of pass@k (and said so), not the reason pass@k disappears
+    expect(s.pass_at_k).toEqual({ "1": 0.5, "2": 1 });
+    expect(s.pass_at_k_tasks).toBe(1);
+    expect(s.pass_at_k_left_out).toEqual({ tasks: 1, reasons: { not_scored: 1 } });
   });
 
   it("gives per-key means, and no primary reward for metrics-only trials", () => {
@@ -81,5 +84,36 @@ describe("job summary", () => {
     expect(Object.keys(s.pass_at_k!)).toEqual(["1", "2"]);
     expect(s.pass_at_k!["1"]).toBeCloseTo((1 / 3 + 0) / 2);
     expect(s.pass_at_k!["2"]).toBeCloseTo((2 / 3 + 0) / 2);
+  });
+
+  it("computes pass@k over the tasks whose trials all scored 0 or 1, and counts the rest by why they were left out", () => {
+    const s = summarizeJob(job, [
+      trial("a", "SCORED", { reward: 1 }),
+      trial("a", "SCORED", { reward: 0 }),
+      trial("b", "SCORED", { reward: 0 }),
+      trial("b", "SCORED", { reward: 0 }),
+      trial("c", "SCORED", { reward: 0.5 }), // partial: not a pass or a fail
+      trial("c", "SCORED", { reward: 1 }),
+      trial("d", "SCORED", { reward: 1 }),
+      trial("d", "BUDGET", null, "ApiUsageLimitError"),
+      trial("e", "RUNNING"),
+      trial("e", "INFRASTRUCTURE_ERROR", null, "BuildError"),
+    ]);
+    expect(s.pass_at_k).toEqual({ "1": 0.25, "2": 0.5 });
+    expect(s.pass_at_k_tasks).toBe(2);
+    expect(s.pass_at_k_left_out).toEqual({ tasks: 3, reasons: { partial_reward: 1, not_scored: 1, not_settled: 1 } });
+  });
+
+  it("has no pass@k, and says every task was left out, when no task qualifies", () => {
+    const s = summarizeJob(job, [trial("a", "SCORED", { reward: 0.3 }), trial("b", "CANCELLED", null, "CancelledError")]);
+    expect(s.pass_at_k).toBeNull();
+    expect(s.pass_at_k_tasks).toBe(0);
+    expect(s.pass_at_k_left_out).toEqual({ tasks: 2, reasons: { partial_reward: 1, not_scored: 1 } });
+  });
+
+  it("uses the primary reward of a trial that also carries metrics", () => {
+    const s = summarizeJob(job, [trial("a", "SCORED", { reward: 1, speed: 0.2 }), trial("a", "SCORED", { reward: 0, speed: 0.9 })]);
+    expect(s.pass_at_k).toEqual({ "1": 0.5, "2": 1 });
+    expect(s.pass_at_k_left_out.tasks).toBe(0);
   });
 });

@@ -5,6 +5,7 @@
  */
 import type { JobRecord, TrialRecord } from "../store/index.ts";
 import type { TrialStatus } from "../trial/types.ts";
+import { isSettledStatus } from "../trial/outcome.ts";
 import { effectiveStatus, jobConfig, type JobStatus } from "./job.ts";
 
 /** The stable `--json` shape of `job show`. */
@@ -22,11 +23,28 @@ export interface JobSummary {
   mean_reward: number | null;
   /** Per reward key: mean and how many trials carried the key. */
   metrics: Record<string, { mean: number; n: number }>;
-  /** pass@k by k, only when every trial was scored with one binary reward; else null. */
+  /**
+   * pass@k by k over the tasks every trial of which scored a binary (0 or 1) primary reward, k up to the fewest
+   * trials such a task has; null when no task qualifies. The rest are counted in `pass_at_k_left_out`.
+   */
   pass_at_k: Record<string, number> | null;
+  /** How many tasks pass@k is computed over. */
+  pass_at_k_tasks: number;
+  /** The tasks pass@k leaves out, by why: a trial still to settle, a trial that settled unscored, a partial reward. */
+  pass_at_k_left_out: { tasks: number; reasons: Partial<Record<PassAtKLeftOut, number>> };
   /** Exception type → number of trials that ended with it. */
   exceptions: Record<string, number>;
 }
+
+/** Why a task is not in pass@k: a trial still running, one that settled without a score, or a non-binary reward. */
+export type PassAtKLeftOut = "not_settled" | "not_scored" | "partial_reward";
+
+/** How `job show` names each reason a task is left out of pass@k. */
+export const PASS_AT_K_LEFT_OUT_TEXT: Record<PassAtKLeftOut, string> = {
+  not_settled: "a trial still to settle",
+  not_scored: "a trial that did not score",
+  partial_reward: "a reward other than 0 or 1",
+};
 
 /** The primary reward of a trial: `reward`, else the single key, else none (metrics only). */
 export function primaryReward(rewards: Record<string, number> | null | undefined): number | null {
@@ -93,36 +111,65 @@ export function summarizeJob(job: JobRecord, trials: readonly TrialRecord[]): Jo
     counts,
     mean_reward: primaryN > 0 ? primarySum / primaryN : null,
     metrics,
-    pass_at_k: passAtKForJob(trials),
+    ...passAtKForJob(trials),
     exceptions,
   };
 }
 
-function passAtKForJob(trials: readonly TrialRecord[]): Record<string, number> | null {
-  if (trials.length === 0) return null;
-  const perTask = new Map<string, { n: number; c: number }>();
+/**
+ * pass@k over the tasks whose every trial scored 0 or 1. A task with any other trial is left out whole, never
+ * counted with fewer samples or with the unscored ones as failures, so each estimate stays unbiased; the summary
+ * says how many were left out and why instead of dropping pass@k altogether.
+ */
+function passAtKForJob(trials: readonly TrialRecord[]): Pick<JobSummary, "pass_at_k" | "pass_at_k_tasks" | "pass_at_k_left_out"> {
+  const perTask = new Map<string, { n: number; c: number; out?: PassAtKLeftOut }>();
+  // the first reason found in this order wins: a task still running may yet score, so it is not "not scored"
+  const rank: PassAtKLeftOut[] = ["not_settled", "not_scored", "partial_reward"];
   for (const t of trials) {
-    const keys = t.rewards ? Object.keys(t.rewards) : [];
-    if (t.status !== "SCORED" || keys.length !== 1) return null;
-    const v = t.rewards![keys[0]];
-    if (v !== 0 && v !== 1) return null;
     const acc = perTask.get(t.task_digest) ?? { n: 0, c: 0 };
-    acc.n++;
-    acc.c += v;
     perTask.set(t.task_digest, acc);
+    const v = t.status === "SCORED" ? primaryReward(t.rewards) : null;
+    const why: PassAtKLeftOut | undefined = !isSettledStatus(t.status) ? "not_settled" : t.status !== "SCORED" ? "not_scored" : v !== 0 && v !== 1 ? "partial_reward" : undefined;
+    if (why !== undefined) {
+      if (acc.out === undefined || rank.indexOf(why) < rank.indexOf(acc.out)) acc.out = why;
+      continue;
+    }
+    acc.n++;
+    acc.c += v!;
   }
-  const minN = Math.min(...[...perTask.values()].map((x) => x.n));
+  const reasons: Partial<Record<PassAtKLeftOut, number>> = {};
+  const counted: { n: number; c: number }[] = [];
+  for (const acc of perTask.values()) {
+    if (acc.out === undefined) counted.push(acc);
+    else reasons[acc.out] = (reasons[acc.out] ?? 0) + 1;
+  }
+  const left_out = { tasks: perTask.size - counted.length, reasons };
+  if (counted.length === 0) return { pass_at_k: null, pass_at_k_tasks: 0, pass_at_k_left_out: left_out };
+  // a loop, not Math.min(...): a job may hold thousands of tasks
+  let minN = Infinity;
+  for (const x of counted) minN = Math.min(minN, x.n);
   const out: Record<string, number> = {};
   for (const k of kValues(minN)) {
     let sum = 0;
-    for (const { n, c } of perTask.values()) sum += passAtK(n, c, k);
-    out[String(k)] = sum / perTask.size;
+    for (const { n, c } of counted) sum += passAtK(n, c, k);
+    out[String(k)] = sum / counted.length;
   }
-  return out;
+  return { pass_at_k: out, pass_at_k_tasks: counted.length, pass_at_k_left_out: left_out };
 }
 
 /** One lane of a trial's recorded spend. */
-type SpendLane = { live_usd: number; final_usd: number | null };
+type SpendLane = { live_usd: number; final_usd: number | null; calls?: number };
+
+/**
+ * The one rule for "nothing was measured" (README: spend prints `-` then): no lane, or a lane through which no
+ * call went (the oracle's, a nop's; a record from before call counts, by a zero figure). Such a lane is no spend of
+ * $0, so every printer and sum treats it as absent.
+ */
+export function measuredLane<L extends SpendLane>(lane: L | undefined): L | undefined {
+  if (!lane) return undefined;
+  if (lane.calls === undefined ? lane.live_usd === 0 && !lane.final_usd : lane.calls === 0) return undefined;
+  return lane;
+}
 
 /** A job's spend over its trials, per lane: null when no trial measured any, `lower_bound` when any figure is one. */
 export interface JobSpend {
@@ -146,7 +193,7 @@ export interface JobLedger {
  */
 export function jobSpend(trials: readonly TrialRecord[], ledger?: JobLedger): JobSpend {
   const sum = (lanes: (SpendLane | undefined)[]) => {
-    const got = lanes.filter((l): l is SpendLane => l !== undefined);
+    const got = lanes.map((l) => measuredLane(l)).filter((l): l is SpendLane => l !== undefined);
     if (got.length === 0) return { usd: null, lower: false };
     return { usd: got.reduce((a, l) => a + (l.final_usd ?? l.live_usd), 0), lower: got.some((l) => l.final_usd === null) };
   };
@@ -163,12 +210,13 @@ export function jobSpend(trials: readonly TrialRecord[], ledger?: JobLedger): Jo
  * that same reading as `cost_usd`, `judge_spent_usd` the judge's spend (settled, else its lower bound; null with no judge).
  */
 export function trialSpendFields(t: TrialRecord) {
-  const s = t.spend;
+  const s = measuredLane(t.spend);
+  const judge = measuredLane(t.spend?.judge);
   return {
     live_spent_usd: s ? s.live_usd : null,
     spend_source: s ? s.source : null,
     agent_result: { cost_usd: s ? s.final_usd : null },
     usage: t.tokens || s ? { ...(t.tokens ?? {}), cost_usd: s ? s.live_usd : null } : null,
-    judge_spent_usd: s?.judge ? (s.judge.final_usd ?? s.judge.live_usd) : null,
+    judge_spent_usd: judge ? (judge.final_usd ?? judge.live_usd) : null,
   };
 }

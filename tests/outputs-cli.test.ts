@@ -1,0 +1,178 @@
+/**
+ * Every output is exact (issue 10 §3), through the real CLI (`bun main.ts`) on a real store and without containers:
+ * an unknown agent and a bad numeric flag are refused before anything is recorded, `job show` says which tasks
+ * pass@k leaves out and why, spend prints `-` when nothing was measured, attempts and lineage are shown, and help,
+ * README and behaviour agree.
+ */
+import { spawnSync } from "node:child_process";
+import { mkdirSync, mkdtempSync, readFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import { beforeEach, describe, expect, it } from "vitest";
+import { createJob, type JobConfig } from "../engine/job/job.ts";
+import { openStore, type Store, type TrialRecord } from "../engine/store/index.ts";
+import { exceptionLine } from "../commands/run.ts";
+
+const root = resolve(__dirname, "..");
+const bun = join(root, "node_modules/.bin/bun");
+const TASK = join(root, "fixtures/tasks/valid/minimal");
+let home: string;
+
+function evolve(args: string[]) {
+  const r = spawnSync(bun, [join(root, "main.ts"), ...args], {
+    cwd: root,
+    encoding: "utf8",
+    env: { ...process.env, EVOLVE_HOME: home, NO_COLOR: "1" },
+    timeout: 60_000,
+  });
+  return { code: r.status, stdout: r.stdout, stderr: r.stderr };
+}
+
+async function withStore<T>(fn: (s: Store) => T): Promise<T> {
+  const store = openStore(home);
+  try {
+    return fn(store);
+  } finally {
+    await store.close();
+  }
+}
+
+const digest = (c: string) => `sha256:${c.repeat(64)}`;
+
+function config(tasks: string[], attempts: number): JobConfig {
+  return {
+    agent: { name: "oracle" },
+    attempts,
+    concurrency: 1,
+    timeout_multiplier: 1,
+    secret_names: [],
+    force_build: false,
+    max_retries: 2,
+    source: { kind: "path", path: "/x" },
+    tasks: tasks.map((t) => ({ name: t, digest: digest(t) })),
+  };
+}
+
+/** A job of `tasks` × `attempts` trials, each trial then given `fields(task, i)`; returns the ids. */
+function jobWith(tasks: string[], attempts: number, fields: (task: string, i: number) => Partial<TrialRecord>) {
+  return withStore((store) => {
+    const job = createJob(store, config(tasks, attempts));
+    const trials = store.listTrials(job.id);
+    const seen = new Map<string, number>();
+    const ids = trials.map((t) => {
+      const name = tasks.find((n) => digest(n) === t.task_digest)!;
+      const i = seen.get(name) ?? 0;
+      seen.set(name, i + 1);
+      store.putTrial({ ...t, task_name: name, ...fields(name, i) } as TrialRecord);
+      return t.id;
+    });
+    return { job: job.id, trials: ids };
+  });
+}
+
+const exc = (type: string, message = "m") => ({ type, message, traceback: "", occurred_at: "2026-01-01T00:00:00Z" });
+
+beforeEach(() => {
+  home = mkdtempSync(join(tmpdir(), "evolve-outputs-cli-"));
+});
+
+describe("an unknown agent is a usage error before anything is recorded", () => {
+  it("refuses -a claude-code with agent_unknown, exit 2, the known agents, and no job", () => {
+    const r = evolve(["run", "-p", TASK, "-a", "claude-code"]);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toMatch(/^error\[agent_unknown\]: no agent named "claude-code" \(known agents: oracle, nop\)/);
+    expect(r.stdout).toBe("");
+    expect(JSON.parse(evolve(["job", "list", "--json"]).stdout)).toEqual([]);
+  });
+
+  it("suggests the nearest known name for a typo", () => {
+    const r = evolve(["run", "-p", TASK, "-a", "oracel"]);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toMatch(/^error\[agent_unknown\]: no agent named "oracel"; did you mean oracle\?/);
+  });
+
+  it("run --help's examples name only agents that exist", () => {
+    const help = evolve(["run", "--help"]).stdout;
+    const agents = [...help.matchAll(/ -a (\S+)/g)].map((m) => m[1]);
+    expect(agents.length).toBeGreaterThan(0);
+    for (const a of agents) expect(["oracle", "nop"]).toContain(a);
+  });
+});
+
+describe("numeric flags: one parser, one message", () => {
+  it.each([
+    [["run", "-p", TASK, "-k", "abc"], '-k must be a positive integer, got "abc"'],
+    [["run", "-p", TASK, "-n", "0"], '-n must be a positive integer, got "0"'],
+    [["run", "-p", TASK, "-l", "1.5"], '-l must be a positive integer, got "1.5"'],
+    [["run", "-p", TASK, "--max-retries", "-1"], '--max-retries must be a non-negative integer, got "-1"'],
+    [["run", "-p", TASK, "--timeout-multiplier", "0"], '--timeout-multiplier must be a positive number, got "0"'],
+    [["run", "-p", TASK, "--max-spend-usd", "x"], '--max-spend-usd must be a positive number of dollars, got "x"'],
+    [["trial", "stop", "T1", "--wait", "soon"], '--wait must be a number of seconds ≥ 0, got "soon"'],
+    [["gateway", "serve", "--port", "http"], '--port must be a port number from 0 to 65535, got "http"'],
+  ])("%j", (args, message) => {
+    const r = evolve(args);
+    expect(r.code).toBe(2);
+    expect(r.stderr.split("\n")[0]).toBe(`error[usage]: ${message}`);
+    expect(r.stderr).not.toContain("NaN");
+  });
+
+  it("records no job for a refused flag", () => {
+    evolve(["run", "-p", TASK, "-k", "abc"]);
+    expect(JSON.parse(evolve(["job", "list", "--json"]).stdout)).toEqual([]);
+  });
+});
+
+describe("job show: pass@k over the tasks that settled", () => {
+  it("computes pass@k over the tasks whose trials scored 0 or 1 and says how many were left out and why", async () => {
+    const { job } = await jobWith(["a", "b", "c"], 2, (task, i) =>
+      task === "a"
+        ? { status: "SCORED", rewards: { reward: i === 0 ? 1 : 0 } }
+        : task === "b"
+          ? i === 0
+            ? { status: "SCORED", rewards: { reward: 1 } }
+            : { status: "INFRASTRUCTURE_ERROR", rewards: null, exception: exc("BuildError") }
+          : { status: "SCORED", rewards: { reward: 0.5 } },
+    );
+    const text = evolve(["job", "show", job]).stdout;
+    expect(text).toMatch(/^pass@k: @1 0\.500  @2 1  over 1 of 3 tasks; left out 2: 1 with a trial that did not score, 1 with a reward other than 0 or 1$/m);
+    const json = JSON.parse(evolve(["job", "show", job, "--json"]).stdout);
+    expect(json.pass_at_k).toEqual({ "1": 0.5, "2": 1 });
+    expect(json.pass_at_k_tasks).toBe(1);
+    expect(json.pass_at_k_left_out).toEqual({ tasks: 2, reasons: { not_scored: 1, partial_reward: 1 } });
+  });
+});
+
+describe("spend: `-` whenever nothing was measured", () => {
+  it("prints `-` for a trial (and its job) whose lane metered no call, as the oracle's does", async () => {
+    const zero = { spend: { live_usd: 0, final_usd: 0, source: "measured", calls: 0, unpriced_calls: 0 }, tokens: { input: 0, cached_read: 0, cache_write: 0, output: 0, reasoning: 0 } };
+    const { job, trials } = await jobWith(["a"], 1, () => ({ status: "SCORED", rewards: { reward: 1 }, ...zero }));
+    const show = evolve(["trial", "show", trials[0]]).stdout;
+    expect(show).toMatch(/^ {2}spend {7}-$/m);
+    expect(show).not.toContain("$0.0000");
+    expect(evolve(["job", "show", job]).stdout).toMatch(/^spend {2}-$/m);
+    const json = JSON.parse(evolve(["trial", "show", trials[0], "--json"]).stdout);
+    expect(json).toMatchObject({ live_spent_usd: null, spend_source: null, agent_result: { cost_usd: null } });
+  });
+
+  it("prints a BUDGET refusal's line whole, and cuts any other long line with …", () => {
+    const budget = "user: alice budget of $1.0000 would be exceeded (spent $0.9990, in flight $0.0000, this request up to $0.0420)".repeat(2);
+    expect(exceptionLine({ status: "BUDGET", exception: exc("ApiUsageLimitError", budget) })).toBe(budget);
+    const long = "x".repeat(400);
+    const cut = exceptionLine({ status: "SCORING_ERROR", exception: exc("RewardFileNotFoundError", long) });
+    expect(cut).toHaveLength(160);
+    expect(cut.endsWith("…")).toBe(true);
+  });
+});
+
+describe("help and behaviour agree", () => {
+  it("trial files archive takes the subtree positionally, as ls and cat do", async () => {
+    const { trials } = await jobWith(["a"], 1, () => ({ status: "SCORED", rewards: { reward: 1 } }));
+    // before: commander refused the second argument (`too many arguments`); now the path reaches the command
+    const r = evolve(["trial", "files", "archive", trials[0], "/app"]);
+    expect(r.stderr).toMatch(/^error\[files_unavailable\]: trial \S+ has no files to read/);
+    expect(r.code).toBe(1);
+    const both = evolve(["trial", "files", "archive", trials[0], "/app", "--path", "/etc"]);
+    expect(both.code).toBe(2);
+    expect(both.stderr).toMatch(/^error\[usage\]: two paths to archive: \/app and --path \/etc/);
+  });
+});
