@@ -10,23 +10,31 @@ import {
   primaryReward,
   summarizeJob,
   trialSpendFields,
+  attemptSeconds,
+  trialAttempts,
   type JobSpend,
   type JobSummary,
   type PassAtKLeftOut,
 } from "../engine/job/summary.ts";
 import { trialDir, type TrialRecord } from "../engine/store/index.ts";
+import { isSettledStatus, type AttemptEntry } from "../engine/trial/outcome.ts";
 import { withStore } from "./store.ts";
 import { out, outJson, outTable, style, when } from "./output.ts";
 
 const fmt = (x: number | null | undefined) => (x === null || x === undefined ? "-" : Number.isInteger(x) ? String(x) : x.toFixed(3));
 const taskName = (t: TrialRecord) => t.task_name ?? t.task_digest.slice(0, 19);
 
+/** The latest attempt's time; a running trial's elapsed time `so far` (its build included). */
 function duration(t: TrialRecord): string {
-  const times = Object.values(t.phase_timings);
-  if (times.length === 0) return "-";
-  const start = Math.min(...times.map((p) => Date.parse(p.started_at)));
-  const end = Math.max(...times.map((p) => Date.parse(p.finished_at ?? p.started_at)));
-  return `${((end - start) / 1000).toFixed(1)}s`;
+  const sec = attemptSeconds(t);
+  if (sec === null) return "-";
+  return `${sec.toFixed(1)}s${isSettledStatus(t.status) ? "" : " so far"}`;
+}
+
+/** One earlier attempt, as `trial show` and `job show` list them: `#1 12.3s INFRASTRUCTURE_ERROR: EngineError: …`. */
+function attemptLine(a: AttemptEntry): string {
+  const sec = a.ended_at ? `${((Date.parse(a.ended_at) - Date.parse(a.started_at)) / 1000).toFixed(1)}s` : "-";
+  return `#${a.n} ${when(a.started_at)} ${sec} ${a.status ?? "?"}${a.ended_because && a.ended_because !== "scored" ? `: ${a.ended_because}` : ""}`;
 }
 
 /** Prints a job summary and its trials, as `job show` and the end of `run` show them. */
@@ -50,9 +58,15 @@ export function printJobSummary(s: JobSummary, trials: readonly TrialRecord[], s
   if (trials.length === 0) return;
   out("");
   outTable(
-    ["TRIAL", "TASK", "STATUS", "REWARD", "TIME", "EXCEPTION"],
-    trials.map((t) => [t.id, taskName(t), t.status, fmt(primaryReward(t.rewards)), duration(t), t.exception?.type]),
+    ["TRIAL", "TASK", "STATUS", "REWARD", "TIME", "ATTEMPTS", "EXCEPTION"],
+    trials.map((t) => [t.id, taskName(t), t.status, fmt(primaryReward(t.rewards)), duration(t), trialAttempts(t).count, t.exception?.type]),
   );
+  // why each retried trial's earlier attempts ended: the table shows only the latest
+  const retried = trials.filter((t) => trialAttempts(t).history.length > 1);
+  if (retried.length === 0) return;
+  out("");
+  out("earlier attempts:");
+  for (const t of retried) for (const a of trialAttempts(t).history.slice(0, -1)) out(`  ${t.id} ${attemptLine(a)}`);
 }
 
 /** `evolve job list` */
@@ -129,6 +143,12 @@ function callsNote(l: SpendLane): string {
 
 const tokenList = (t: Record<string, number> | undefined) => (t ? Object.entries(t).map(([k, v]) => `${k} ${v}`).join(", ") : "-");
 
+/** `3` for a trial run three times, `1` otherwise; the earlier attempts follow on lines of their own. */
+function attemptsCell(t: TrialRecord): string {
+  const { count, history } = trialAttempts(t);
+  return count > 1 && history.length < count ? `${count} ${style.dim("(earlier ones from before attempts were recorded)")}` : String(count);
+}
+
 /** `spend  $X (agent)  $Y (judge)`, each lane as formatSpend prints it; the judge only when a trial had one. */
 function formatJobSpend(s: JobSpend): string {
   if (s.agent_usd === null && s.judge_usd === null) return "-";
@@ -160,14 +180,22 @@ export async function trialShowCommand(id: string, opts: { json?: boolean }): Pr
       ["tokens", tokenList(t.tokens)],
       ["spend", formatSpend(t.spend) + (measuredLane(t.spend) ? callsNote(t.spend!) : "")],
       ["time", duration(t)],
+      ["attempts", attemptsCell(t)],
       ["dir", trialDir(home, id)],
     ];
     // the judge is billed apart from the agent (platform-tasks.md, LLM judges), so it gets its own row after spend
     const judge = measuredLane(t.spend?.judge);
     if (judge) rows.splice(rows.findIndex(([k]) => k === "spend") + 1, 0, ["judge spend", formatSpend(judge) + callsNote(judge) + (judge.tokens ? style.dim(`  ${tokenList(judge.tokens)}`) : "")]);
     if (t.exception) rows.push(["exception", `${t.exception.type}: ${t.exception.message.split("\n").slice(0, 3).join(" ⏎ ").slice(0, 400)}`]);
+    // lineage: the trial this one runs again, or whose kept files this one re-scored
+    if (t.retry_of) rows.splice(2, 0, ["retry of", t.retry_of]);
+    if (t.regrade_of) rows.splice(2, 0, ["regrade of", t.regrade_of]);
     out(style.bold(`trial ${t.id}`));
-    for (const [k, v] of rows) out(`  ${k.padEnd(12)}${v}`);
+    for (const [k, v] of rows) {
+      out(`  ${k.padEnd(12)}${v}`);
+      // why each earlier run ended, under the count
+      if (k === "attempts") for (const a of trialAttempts(t).history.slice(0, -1)) out(`  ${"".padEnd(12)}${style.dim(attemptLine(a))}`);
+    }
     return 0;
   });
 }

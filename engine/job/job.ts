@@ -11,7 +11,7 @@ import { LABEL_HOME, LABEL_JOB, type Engine } from "../driver/types.ts";
 import { removeLabelled } from "../trial/box.ts";
 import { newId, type JobRecord, type Store, type TrialRecord } from "../store/index.ts";
 import { taskBlobDir } from "../store/index.ts";
-import { isDeterministic, isSettledStatus, runsOnResume } from "../trial/outcome.ts";
+import { closeAttempt, endedBecause, isDeterministic, isSettledStatus, runsOnResume } from "../trial/outcome.ts";
 import type { ModelGateway } from "../gateway/model-gateway.ts";
 import type { TrialDeps, TrialEvent, TrialRequest } from "../trial/types.ts";
 
@@ -250,10 +250,12 @@ function settleCancelled(store: Store, trial: TrialRecord): void {
 }
 
 function cancelledRecord(trial: TrialRecord, at: string): TrialRecord {
+  const exception = { type: "CancelledError", message: "the job was cancelled before this trial started", traceback: "", occurred_at: at };
   return {
     ...trial,
     status: "CANCELLED",
-    exception: { type: "CancelledError", message: "the job was cancelled before this trial started", traceback: "", occurred_at: at },
+    exception,
+    attempts: closeAttempt(trial, at, "CANCELLED", endedBecause("CANCELLED", exception)),
     updated_at: at,
   };
 }
@@ -261,10 +263,13 @@ function cancelledRecord(trial: TrialRecord, at: string): TrialRecord {
 function settleInfraError(store: Store, trial: TrialRecord, e: unknown): TrialRecord {
   const at = now();
   const err = e as Error;
+  const exception = { type: err?.name ?? "Error", message: String(err?.message ?? e), traceback: String(err?.stack ?? ""), occurred_at: at };
+  const base = store.getTrial(trial.id) ?? trial;
   const rec: TrialRecord = {
-    ...(store.getTrial(trial.id) ?? trial),
+    ...base,
     status: "INFRASTRUCTURE_ERROR",
-    exception: { type: err?.name ?? "Error", message: String(err?.message ?? e), traceback: String(err?.stack ?? ""), occurred_at: at },
+    exception,
+    attempts: closeAttempt(base, at, "INFRASTRUCTURE_ERROR", endedBecause("INFRASTRUCTURE_ERROR", exception)),
     updated_at: at,
   };
   store.putTrial(rec);

@@ -5,7 +5,7 @@
  */
 import type { JobRecord, TrialRecord } from "../store/index.ts";
 import type { TrialStatus } from "../trial/types.ts";
-import { isSettledStatus } from "../trial/outcome.ts";
+import { isSettledStatus, type AttemptEntry } from "../trial/outcome.ts";
 import { effectiveStatus, jobConfig, type JobStatus } from "./job.ts";
 
 /** The stable `--json` shape of `job show`. */
@@ -219,4 +219,35 @@ export function trialSpendFields(t: TrialRecord) {
     usage: t.tokens || s ? { ...(t.tokens ?? {}), cost_usd: s ? s.live_usd : null } : null,
     judge_spent_usd: judge ? (judge.final_usd ?? judge.live_usd) : null,
   };
+}
+
+/**
+ * How many times a trial ran and what each run was: its attempts history, oldest first. A record from before the
+ * history was kept has none: its count is its `attempt` number, with nothing known of the earlier ones.
+ */
+export function trialAttempts(t: TrialRecord): { count: number; history: AttemptEntry[] } {
+  const history = t.attempts ?? [];
+  return { count: Math.max(history.length, t.attempt ?? 1), history };
+}
+
+/**
+ * Seconds the trial's latest attempt has taken: once settled, from its first phase's start to its last phase's end;
+ * while it runs (a build included, whose phase has no end yet), from the attempt's start until `nowMs`. Null for a
+ * trial that never started.
+ */
+export function attemptSeconds(t: TrialRecord, nowMs: number = Date.now()): number | null {
+  if (!isSettledStatus(t.status)) {
+    const start = t.started_at ?? t.attempts?.at(-1)?.started_at;
+    if (start === undefined || (t.status === "QUEUED" && Object.keys(t.phase_timings).length === 0)) return null;
+    return Math.max(0, nowMs - Date.parse(start)) / 1000;
+  }
+  const times = Object.values(t.phase_timings);
+  if (times.length === 0) return null;
+  let start = Infinity;
+  let end = -Infinity;
+  for (const p of times) {
+    start = Math.min(start, Date.parse(p.started_at));
+    end = Math.max(end, Date.parse(p.finished_at ?? p.started_at));
+  }
+  return (end - start) / 1000;
 }

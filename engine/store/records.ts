@@ -105,6 +105,22 @@ export const TrialRecordSchema = z.object({
   reward: z.number().nullable().optional(),
   /** 1-based attempt number (automatic INFRASTRUCTURE_ERROR retries). */
   attempt: z.number().int().positive().optional(),
+  /**
+   * Every run of this trial, oldest first: an automatic retry and `job resume` each add one. The last is the run
+   * the record's other fields describe; `ended_at` is null while it runs. `ended_because` says why it ended
+   * (`scored`, or the status and exception it settled with, or that its runner was interrupted).
+   */
+  attempts: z
+    .array(
+      z.object({
+        n: z.number().int().positive(),
+        started_at: isoTime,
+        ended_at: isoTime.nullable(),
+        status: z.string().nullable(),
+        ended_because: z.string().nullable(),
+      }),
+    )
+    .optional(),
   started_at: isoTime.optional(),
   finished_at: isoTime.optional(),
   /** When `evolve trial stop` asked (from any process) for this trial to end; its runner polls for it. */

@@ -14,6 +14,8 @@
  * non-zero, hit its spend cap) does not end the trial: the verifier still scores it and the exception rides along.
  */
 
+import type { TrialRecord } from "../store/index.ts";
+
 /** A trial's status (platform-trials.md "Statuses"). */
 export type TrialStatus =
   | "QUEUED"
@@ -55,6 +57,33 @@ export function isLiveStatus(status: string): boolean {
  */
 export function runsOnResume(status: string): boolean {
   return !isSettledStatus(status) || status === "BUDGET";
+}
+
+/** One entry of a trial's attempts history. */
+export type AttemptEntry = NonNullable<TrialRecord["attempts"]>[number];
+
+/**
+ * Why an attempt that settled `status` with `exception` ended, as its history entry says it: the exception's type
+ * and first line (up to 300 characters: a verifier's tail can be one long line), else `scored` or the status.
+ */
+export function endedBecause(status: string, exception: { type: string; message: string } | null | undefined): string {
+  if (exception) {
+    const line = exception.message.split("\n")[0];
+    return `${exception.type}: ${line.length > 300 ? `${line.slice(0, 299)}…` : line}`;
+  }
+  return status === "SCORED" ? "scored" : status;
+}
+
+/**
+ * `t`'s attempts history with its last attempt closed at `at` (settled `status`, for `because`), if it was open; an
+ * attempt left open by a runner that died is closed the same way when the next one starts.
+ */
+export function closeAttempt(t: TrialRecord, at: string, status: string, because: string): AttemptEntry[] | undefined {
+  const history = t.attempts;
+  if (!history || history.length === 0) return history;
+  const last = history[history.length - 1];
+  if (last.ended_at !== null) return history;
+  return [...history.slice(0, -1), { ...last, ended_at: at, status, ended_because: because }];
 }
 
 /** What the registry knows of one exception type. */

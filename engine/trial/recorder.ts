@@ -5,7 +5,7 @@
  */
 import { appendFileSync, existsSync } from "node:fs";
 import { trialDir, type TrialRecord } from "../store/index.ts";
-import { CancelledFailure, type ExceptionType } from "./outcome.ts";
+import { CancelledFailure, closeAttempt, endedBecause, type ExceptionType } from "./outcome.ts";
 import { BOX, trialPaths, VERIFY_COMMAND } from "./layout.ts";
 import type { ExecOptions, ExecResult } from "../driver/types.ts";
 import { firstLine, isDiskFull } from "../errors.ts";
@@ -49,6 +49,8 @@ export abstract class TrialRecorder {
     const existing = deps.store.getTrial(req.trialId);
     this.previous = existing;
     const at = now();
+    // a previous attempt still open was cut short (its runner was killed or its job interrupted): say so
+    const history = existing ? (closeAttempt(existing, existing.updated_at, existing.status, `interrupted in phase ${existing.attempt_phase ?? "?"}`) ?? []) : [];
     this.rec = {
       ...(existing ?? { created_at: at, phase_timings: {} }),
       id: req.trialId,
@@ -66,6 +68,7 @@ export abstract class TrialRecorder {
       exception: null,
       step_results: undefined,
       attempt: req.attempt ?? 1,
+      attempts: [...history, { n: history.length + 1, started_at: at, ended_at: null, status: null, ended_because: null }],
       started_at: at,
       finished_at: undefined,
       updated_at: at,
@@ -261,7 +264,8 @@ export abstract class TrialRecorder {
       }
     }
     span.finished_at ??= now();
-    this.update({ ...o.fields, status, rewards, reward, exception, finished_at: o.finishedAt });
+    const attempts = closeAttempt(this.rec, o.finishedAt, status, endedBecause(status, exception));
+    this.update({ ...o.fields, status, rewards, reward, exception, finished_at: o.finishedAt, attempts });
     return this.rec;
   }
 }
