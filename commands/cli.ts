@@ -96,7 +96,7 @@ export function buildProgram(version: string, setExit: (code: number) => void): 
       "podman",
       "docker",
     ]);
-  const addRunOptions = (cmd: Command) =>
+  const addRunOptions = (cmd: Command, json: string) =>
     cmd
       .option("-p, --path <dir>", "a task directory, or a folder of task directories")
       .option("-d, --dataset <name@version>", "a published dataset (newest version when no @version)")
@@ -107,7 +107,7 @@ export function buildProgram(version: string, setExit: (code: number) => void): 
       .option("--force-build", "rebuild task images even when cached")
       .option("--max-retries <n>", "automatic re-runs of a trial lost to an infrastructure error (default 2)", numberFlag("--max-retries", COUNT))
       .addOption(engineOpt())
-      .option("--json", "stream one JSON line per trial event, then the summary");
+      .option("--json", json);
 
   addRunOptions(
     program
@@ -118,6 +118,7 @@ export function buildProgram(version: string, setExit: (code: number) => void): 
       .option("-k, --n-attempts <n>", "trials per task (default 1)", numberFlag("-k", POSITIVE_INT))
       .option("--max-spend-usd <usd>", "cap each trial's agent spend at this many dollars")
       .option("--ve <KEY=VALUE>", "override the LLM judge for this job: REWARDKIT_JUDGE or REWARDKIT_MODEL; repeatable", collect, []),
+    "stream one JSON line per trial event, then the summary",
   )
     .addHelpText(
       "after",
@@ -132,6 +133,8 @@ export function buildProgram(version: string, setExit: (code: number) => void): 
 
   addRunOptions(
     program.command("check").description("run each task's reference solution (oracle) to prove it solvable; exit 1 if any is not"),
+    // check prints its per-task table as one document, not run's event stream (checkCommand)
+    "print the result as one JSON document ({ok, tasks}) once every task has run",
   )
     .addHelpText("after", examples(["evolve check -p fixtures/tasks/valid/minimal", "evolve check -d example@1.0 --json"]))
     .action(async (opts) => setExit(await (await import("./run.ts")).checkCommand(opts)));

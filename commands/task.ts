@@ -1,12 +1,14 @@
 /**
  * `evolve task validate` and `evolve task init`: argument handling and printing only.
  */
+import { existsSync } from "node:fs";
 import { basename } from "node:path";
 import { loadConfig } from "../engine/config.ts";
 import type { Finding, TaskReport } from "../engine/task/codes.ts";
 import { scaffoldTask } from "../engine/task/scaffold.ts";
 import { validateTasks } from "../engine/task/validate.ts";
-import { out, outJson, style } from "./output.ts";
+import { EvolveError } from "../engine/errors.ts";
+import { out, outJson, reportError, style } from "./output.ts";
 
 /** Counts findings by severity across reports. */
 function tally(reports: TaskReport[]) {
@@ -52,7 +54,8 @@ export async function validateCommand(
   const config = loadConfig();
   const reports = await validateTasks(dirs, { ceilings: config.ceilings, secrets: new Set(opts.secret) });
   const t = tally(reports);
-  const failed = t.refused > 0 || (opts.strict === true && t.warnings > 0);
+  const strictFailed = opts.strict === true && t.warnings > 0;
+  const failed = t.refused > 0 || strictFailed;
   if (opts.json) {
     outJson({ ok: !failed, summary: t, tasks: reports });
   } else {
@@ -60,6 +63,17 @@ export async function validateCommand(
     const parts = [plural(t.tasks, "task"), `${t.ok} ok`, `${t.refused} refused`];
     const counts = [plural(t.errors, "error"), plural(t.warnings, "warning"), plural(t.notes, "note")].join(", ");
     out(`\n${parts.join(", ")} (${counts})`);
+    // "1 ok" and exit 1 would contradict each other without this line
+    if (strictFailed) {
+      const warned = reports.filter((r) => r.findings.some((f) => f.severity === "warning")).length;
+      out(style.red(`failed under --strict: warnings count as failures (${plural(t.warnings, "warning")} in ${plural(warned, "task")})`));
+    }
+  }
+  // a path that does not exist is a mistake on the command line (exit 2), not a task found wanting; a file where a
+  // task folder should be stays a refused task (not_a_directory, exit 1)
+  const missing = reports.filter((r) => r.findings.some((f) => f.code === "not_a_directory") && !existsSync(r.dir)).map((r) => r.dir);
+  if (missing.length > 0) {
+    return reportError(new EvolveError("usage", `${missing.join(", ")}: no such directory`, "pass the path of a task directory (the folder holding task.toml)"));
   }
   return failed ? 1 : 0;
 }

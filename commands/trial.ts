@@ -17,6 +17,7 @@ import { trialDir, type Store, type TrialRecord } from "../engine/store/index.ts
 import { archiveKept, archiveLive, exclusion, keptChildren, readKeptFile, readManifest, skippedSummary, type KeptManifest } from "../engine/trial/changes.ts";
 import { BoxFileRefused, readBoxFile, streamBoxFile } from "../engine/trial/boxfs.ts";
 import { trialPaths } from "../engine/trial/layout.ts";
+import type { RegradeVerifier } from "../engine/trial/regrade.ts";
 import { boxChanges, boxList, boxPath, boxProcesses, boxReadFile, findLiveBox } from "../engine/trial/inspect.ts";
 import { out, outJson, outTable, style } from "./output.ts";
 import { driveJob, secretsFromEnv } from "./run.ts";
@@ -27,13 +28,36 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 // ---- retry / regrade -------------------------------------------------------------------------------------------
 
 /** Runs a one-trial job made by retry/regrade in this process and prints its outcome. */
-async function runOneTrialJob(store: Store, home: string, made: { job: { id: string }; trial: TrialRecord }, what: string, of: string, opts: { json?: boolean; engine?: EngineKind }): Promise<number> {
+async function runOneTrialJob(
+  store: Store,
+  home: string,
+  made: { job: { id: string }; trial: TrialRecord; verifier?: RegradeVerifier },
+  what: string,
+  of: string,
+  opts: { json?: boolean; engine?: EngineKind },
+): Promise<number> {
   const config = (store.getJob(made.job.id)!.config ?? {}) as { secret_names?: string[] };
   const engine = await openEngine({ kind: opts.engine, home });
-  if (!opts.json) out(`${style.bold(`job ${made.job.id}`)}: ${what} of trial ${of} as trial ${made.trial.id}`);
+  if (!opts.json) {
+    out(`${style.bold(`job ${made.job.id}`)}: ${what} of trial ${of} as trial ${made.trial.id}`);
+    // the task and the verifier are the stored ones, by digest, not whatever the task's folder holds now
+    out(style.dim(`  task ${made.trial.task_name ?? "-"} ${made.trial.task_digest}`));
+    const v = made.verifier;
+    if (v) out(style.dim(`  verifier ${v.script} of that stored task (${v.mode} mode, ${v.tests_dir}), on trial ${of}'s ${v.mode === "separate" ? "collected artifacts" : "kept files"}`));
+  }
   await driveJob({ store, engine, home, jobId: made.job.id, secrets: secretsFromEnv(config.secret_names ?? []) });
   const t = store.getTrial(made.trial.id)!;
-  const doc = { job_id: made.job.id, trial_id: t.id, [what === "retry" ? "retry_of" : "regrade_of"]: of, status: t.status, reward: t.reward ?? null, rewards: t.rewards ?? null, exception: t.exception ?? null };
+  const doc = {
+    job_id: made.job.id,
+    trial_id: t.id,
+    [what === "retry" ? "retry_of" : "regrade_of"]: of,
+    task_digest: t.task_digest,
+    ...(made.verifier ? { verifier: made.verifier } : {}),
+    status: t.status,
+    reward: t.reward ?? null,
+    rewards: t.rewards ?? null,
+    exception: t.exception ?? null,
+  };
   if (opts.json) outJson(doc);
   else {
     const status = t.status === "SCORED" ? style.green(t.status) : style.red(t.status);

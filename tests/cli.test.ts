@@ -161,10 +161,32 @@ describe("task validate", () => {
     expect(evolve(["task", "validate", dir, "--secret", "GITHUB_TOKEN"]).code).toBe(0);
   });
 
-  it("reports a path that is not a task", () => {
-    const r = evolve(["task", "validate", join(work, "does-not-exist")]);
+  it("reports a folder that is not a task with exit 1, and a path that does not exist as a usage error (exit 2)", () => {
+    const empty = join(work, "empty-dir");
+    mkdirSync(empty, { recursive: true });
+    const notTask = evolve(["task", "validate", empty]);
+    expect(notTask.code).toBe(1);
+    expect(notTask.stdout).toMatch(/task_toml_missing/);
+    const missing = join(work, "does-not-exist");
+    const r = evolve(["task", "validate", missing]);
+    expect(r.code).toBe(2);
+    expect(r.stdout).toMatch(/not_a_directory/);
+    expect(r.stderr.split("\n")[0]).toBe(`error[usage]: ${missing}: no such directory`);
+    // a file where a task folder should be is a refused task, not a usage error
+    const file = join(work, "a-file");
+    writeFileSync(file, "x");
+    const f = evolve(["task", "validate", file]);
+    expect(f.code).toBe(1);
+    expect(f.stdout).toMatch(/not_a_directory/);
+  });
+
+  it("says why --strict fails when every task is ok but has warnings", () => {
+    const dir = join(root, "fixtures/tasks/notes/instruction_empty");
+    const r = evolve(["task", "validate", "--strict", dir]);
     expect(r.code).toBe(1);
-    expect(r.stdout).toMatch(/not_a_directory|task_toml_missing/);
+    expect(r.stdout).toMatch(/1 task, 1 ok, 0 refused \(0 errors, 1 warning/);
+    expect(r.stdout).toMatch(/^failed under --strict: warnings count as failures \(1 warning in 1 task\)$/m);
+    expect(evolve(["task", "validate", dir]).code).toBe(0);
   });
 });
 

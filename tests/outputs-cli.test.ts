@@ -176,3 +176,29 @@ describe("help and behaviour agree", () => {
     expect(both.stderr).toMatch(/^error\[usage\]: two paths to archive: \/app and --path \/etc/);
   });
 });
+
+describe("help, hints and README say what evolve does", () => {
+  it("check --help describes its --json as the one document it prints, run --help as a stream", () => {
+    const check = evolve(["check", "--help"]).stdout.replace(/\s+/g, " ");
+    expect(check).toMatch(/--json print the result as one JSON document/);
+    expect(check).not.toMatch(/--json stream/);
+    expect(evolve(["run", "--help"]).stdout.replace(/\s+/g, " ")).toMatch(/--json stream one JSON line per trial event/);
+  });
+
+  it("a hint never cites a spec file users do not have", () => {
+    const empty = join(home, "not-a-task");
+    mkdirSync(empty);
+    const r = evolve(["task", "validate", empty]);
+    expect(r.stdout).toMatch(/task_toml_missing/);
+    expect(r.stdout).toMatch(/hint: add a task\.toml \(`evolve task init <dir>` writes a task that validates\)/);
+    expect(r.stdout + r.stderr).not.toMatch(/platform-\w+\.md/);
+  });
+
+  it("the README names the podman socket evolve starts, which is not under $EVOLVE_HOME/run/", async () => {
+    const readme = readFileSync(join(root, "README.md"), "utf8").replace(/\s+/g, " ");
+    expect(readme).not.toMatch(/podman service is started on demand under `\$EVOLVE_HOME\/run\/`/);
+    expect(readme).toContain("`$XDG_RUNTIME_DIR/evolve/podman.sock`");
+    const { podmanServiceSocket } = await import("../engine/driver/socket.ts");
+    expect(podmanServiceSocket(home)).toBe(join(process.env.XDG_RUNTIME_DIR!, "evolve", "podman.sock"));
+  });
+});

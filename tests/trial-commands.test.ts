@@ -87,6 +87,15 @@ describe.skipIf(!hasPodman)("a finished trial (needs podman)", () => {
     expect(listing).toContain("app/hello.txt");
     const content = spawnSync("tar", ["xzOf", arch.file, "app/hello.txt"], { encoding: "utf8" }).stdout;
     expect(content).toBe("hello, world\n");
+    // the subtree may also be given positionally, as ls and cat take it
+    const positional = json(["trial", "files", "archive", okTrial, "/app", "-o", join(work, "archives-positional")]);
+    expect(positional).toMatchObject({ path: "/app", source: "kept" });
+    expect(spawnSync("tar", ["tzf", positional.file], { encoding: "utf8" }).stdout.split("\n")).toContain("app/hello.txt");
+  });
+
+  it("shows `-` for the oracle's spend: it metered no call", () => {
+    expect(evolve(["trial", "show", okTrial]).stdout).toMatch(/^ {2}spend {7}-$/m);
+    expect(json(["trial", "show", okTrial])).toMatchObject({ live_spent_usd: null, agent_result: { cost_usd: null } });
   });
 
   it("a tampered kept tree: a link in place of a kept file is refused by name, never followed; many skipped paths read as one line per reason", () => {
@@ -146,6 +155,7 @@ describe.skipIf(!hasPodman)("a finished trial (needs podman)", () => {
     expect(again.job_id).not.toBe(orig.job_id);
     expect(again).toMatchObject({ task_digest: orig.task_digest, agent: "oracle", retry_of: okTrial });
     expect(json(["job", "show", again.job_id])).toMatchObject({ n_trials: 1, status: "COMPLETED" });
+    expect(evolve(["trial", "show", r.trial_id]).stdout).toMatch(new RegExp(`^ {2}retry of {4}${okTrial}$`, "m"));
   });
 
   it("regrade re-scores from the kept files only (no agent runs) and gives the same reward", () => {
@@ -158,6 +168,14 @@ describe.skipIf(!hasPodman)("a finished trial (needs podman)", () => {
     expect(existsSync(join(dir, "agent"))).toBe(false);
     expect(readFileSync(join(dir, "verifier", "test-stdout.txt"), "utf8")).toMatch(/checking/);
     expect(JSON.parse(readFileSync(join(dir, "config.json"), "utf8")).regrade_of).toBe(okTrial);
+    // it says which stored task and verifier it used, and trial show names the trial it came from
+    const digest = json(["trial", "show", okTrial]).task_digest;
+    expect(r).toMatchObject({ task_digest: digest, verifier: { script: "tests/test.sh", mode: "shared" } });
+    const text = evolve(["trial", "regrade", okTrial]);
+    expect(text.code).toBe(0);
+    expect(text.stdout).toContain(`  task evolve-trials/oracle-ok ${digest}\n`);
+    expect(text.stdout).toMatch(new RegExp(`^ {2}verifier tests/test.sh of that stored task \\(shared mode, ${join(home, "tasks")}\\S*/tests\\), on trial ${okTrial}'s kept files$`, "m"));
+    expect(evolve(["trial", "show", r.trial_id]).stdout).toMatch(new RegExp(`^ {2}regrade of {2}${okTrial}$`, "m"));
   });
 
   it("regrades a separate-verifier trial from its artifacts", () => {

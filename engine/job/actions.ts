@@ -7,8 +7,8 @@
  */
 import { EvolveError } from "../errors.ts";
 import { taskBlobDir, type JobRecord, type Store, type TrialRecord } from "../store/index.ts";
-import { regradeRefusal } from "../trial/regrade.ts";
-import { isSettledStatus } from "../trial/outcome.ts";
+import { regradeRefusal, regradeVerifier, type RegradeVerifier } from "../trial/regrade.ts";
+import { closeAttempt, endedBecause, isSettledStatus } from "../trial/outcome.ts";
 import { createJob, jobConfig, runnerAlive, type JobConfig } from "./job.ts";
 
 const now = () => new Date().toISOString();
@@ -68,14 +68,16 @@ export function createRetry(store: Store, id: string): { job: JobRecord; trial: 
  * Records a new job holding one new trial that re-runs only the verifier of `id` on its kept files. Refuses what
  * cannot be regraded with a stable code (see regrade.ts regradeRefusal), before anything is written.
  */
-export async function createRegrade(store: Store, home: string, id: string): Promise<{ job: JobRecord; trial: TrialRecord }> {
+export async function createRegrade(store: Store, home: string, id: string): Promise<{ job: JobRecord; trial: TrialRecord; verifier: RegradeVerifier }> {
   const t = requireTrial(store, id);
-  const refusal = await regradeRefusal(home, t, taskBlobDir(home, t.task_digest));
+  const taskDir = taskBlobDir(home, t.task_digest);
+  const refusal = await regradeRefusal(home, t, taskDir);
   if (refusal) throw refusal;
+  const verifier = await regradeVerifier(taskDir);
   const job = originalJob(store, t);
   // a regrade needs no build cache bust and no retries of an agent: one verifier run
   const config: JobConfig = { ...singleTrialConfig(job, t), force_build: false };
-  return newJobWith(store, job, config, { regrade_of: id });
+  return { ...newJobWith(store, job, config, { regrade_of: id }), verifier };
 }
 
 /** What `stop` did to one trial. */
@@ -103,11 +105,13 @@ export function requestStop(store: Store, ids: readonly string[]): StopOutcome[]
         store.putTrial({ ...t, stop_requested_at: t.stop_requested_at ?? at, updated_at: at });
         return { id: t.id, action: "requested", status: t.status };
       }
+      const exception = { type: "CancelledError", message: "stopped by `evolve trial stop`", traceback: "", occurred_at: at };
       store.putTrial({
         ...t,
         status: "CANCELLED",
         stop_requested_at: at,
-        exception: { type: "CancelledError", message: "stopped by `evolve trial stop`", traceback: "", occurred_at: at },
+        exception,
+        attempts: closeAttempt(t, at, "CANCELLED", endedBecause("CANCELLED", exception)),
         finished_at: at,
         updated_at: at,
       });

@@ -73,7 +73,7 @@ async function run(dir: string, opts: ValidateOptions, early: Findings): Promise
   const tomlPath = join(dir, "task.toml");
   if (!(await isFile(tomlPath))) {
     if (!tree.some((p) => p.path === "task.toml")) {
-      early.add("task_toml_missing", "task.toml", `${dir} has no task.toml`, "add a task.toml (see platform-tasks.md) or pass the task's own folder");
+      early.add("task_toml_missing", "task.toml", `${dir} has no task.toml`, "add a task.toml (`evolve task init <dir>` writes a task that validates) or pass the task's own folder");
     }
     addTree(early);
     return { findings: early };

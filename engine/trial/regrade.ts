@@ -70,6 +70,22 @@ export async function regradeRefusal(home: string, orig: TrialRecord, taskDir: s
   return undefined;
 }
 
+/** What a regrade runs, for the command to say before it starts: the stored task's own verifier, in its mode. */
+export interface RegradeVerifier {
+  /** The script that scores, as the task names it. */
+  script: "tests/test.sh";
+  /** The stored copy of the task's tests/ the verifier runs (the task as stored under its digest, not a working copy). */
+  tests_dir: string;
+  /** `shared`: on the agent's image with the kept files laid back; `separate`: its own box with the collected artifacts. */
+  mode: string;
+}
+
+/** The verifier a regrade of a trial of the task stored in `taskDir` runs (regradeRefusal has read that task). */
+export async function regradeVerifier(taskDir: string): Promise<RegradeVerifier> {
+  const cfg = parseTaskToml(await readFile(join(taskDir, "task.toml"), "utf8"));
+  return { script: "tests/test.sh", tests_dir: join(taskDir, "tests"), mode: verifierMode(cfg.verifier) };
+}
+
 /** Runs the verifier-only trial `req.trialId`, re-scoring trial `origId`; settles and returns its record. */
 export async function runRegrade(req: TrialRequest, deps: TrialDeps, origId: string): Promise<TrialRecord> {
   return new Regrade(req, deps, origId).run();
