@@ -178,7 +178,8 @@ export async function trialShowCommand(id: string, opts: { json?: boolean }): Pr
       ["status", t.status + (t.attempt_phase ? style.dim(` (phase ${t.attempt_phase})`) : "")],
       ["reward", fmt(primaryReward(t.rewards)) + (t.rewards && Object.keys(t.rewards).length > 1 ? style.dim(` ${JSON.stringify(t.rewards)}`) : "")],
       ["tokens", tokenList(t.tokens)],
-      ["spend", formatSpend(t.spend) + (measuredLane(t.spend) ? callsNote(t.spend!) : "")],
+      // `-  (0 calls)`: the gateway metered this trial and no call went through, which is not a spend of $0
+      ["spend", formatSpend(t.spend) + (t.spend ? callsNote(t.spend) : "")],
       ["time", duration(t)],
       ["attempts", attemptsCell(t)],
       ["dir", trialDir(home, id)],

@@ -105,10 +105,10 @@ describe("job summary", () => {
   });
 
   it("has no pass@k, and says every task was left out, when no task qualifies", () => {
-    const s = summarizeJob(job, [trial("a", "SCORED", { reward: 0.3 }), trial("b", "CANCELLED", null, "CancelledError")]);
+    const s = summarizeJob(job, [trial("a", "SCORED", { reward: 0.3 }), trial("b", "CANCELLED", null, "CancelledError"), trial("c", "SCORED", { speed: 1, accuracy: 0 })]);
     expect(s.pass_at_k).toBeNull();
     expect(s.pass_at_k_tasks).toBe(0);
-    expect(s.pass_at_k_left_out).toEqual({ tasks: 2, reasons: { partial_reward: 1, not_scored: 1 } });
+    expect(s.pass_at_k_left_out).toEqual({ tasks: 3, reasons: { partial_reward: 1, not_scored: 1, no_primary_reward: 1 } });
   });
 
   it("uses the primary reward of a trial that also carries metrics", () => {

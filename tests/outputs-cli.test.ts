@@ -147,7 +147,7 @@ describe("spend: `-` whenever nothing was measured", () => {
     const zero = { spend: { live_usd: 0, final_usd: 0, source: "measured", calls: 0, unpriced_calls: 0 }, tokens: { input: 0, cached_read: 0, cache_write: 0, output: 0, reasoning: 0 } };
     const { job, trials } = await jobWith(["a"], 1, () => ({ status: "SCORED", rewards: { reward: 1 }, ...zero }));
     const show = evolve(["trial", "show", trials[0]]).stdout;
-    expect(show).toMatch(/^ {2}spend {7}-$/m);
+    expect(show).toMatch(/^ {2}spend {7}- {2}\(0 calls\)$/m);
     expect(show).not.toContain("$0.0000");
     expect(evolve(["job", "show", job]).stdout).toMatch(/^spend {2}-$/m);
     const json = JSON.parse(evolve(["trial", "show", trials[0], "--json"]).stdout);

@@ -52,6 +52,7 @@ describe.skipIf(!hasPodman)("evolve run (needs podman and the local debian:bookw
     expect(r.code).toBe(0);
     expect(r.stdout).toMatch(/SCORED/);
     expect(r.stdout).toMatch(/mean reward 1/);
+    expect(r.stdout).toMatch(/^spend {2}-$/m);
 
     const jobs = JSON.parse(evolve(["job", "list", "--json"]).stdout);
     expect(jobs).toHaveLength(1);
@@ -60,13 +61,16 @@ describe.skipIf(!hasPodman)("evolve run (needs podman and the local debian:bookw
 
     const trial = JSON.parse(evolve(["trial", "show", show.trials[0].id, "--json"]).stdout);
     expect(trial).toMatchObject({ status: "SCORED", rewards: { reward: 1 }, agent: "oracle" });
+    expect(trial.attempts).toEqual([{ n: 1, started_at: trial.started_at, ended_at: trial.finished_at, status: "SCORED", ended_because: "scored" }]);
     expect(existsSync(join(trial.dir, "result.json"))).toBe(true);
     expect(existsSync(join(trial.dir, "verifier", "test-stdout.txt"))).toBe(true);
     expect(existsSync(join(trial.dir, "exception.txt"))).toBe(false);
     const human = evolve(["trial", "show", show.trials[0].id]);
     expect(human.stdout).toMatch(/status\s+SCORED/);
-    // the oracle calls no model: its zero is measured, not unknown
-    expect(human.stdout).toMatch(/spend\s+\$0\.0000\s+\(0 calls\)/);
+    // the oracle calls no model: nothing was measured, so `-` (README, Budgets), with the gateway's count of no calls
+    expect(human.stdout).toMatch(/^ {2}spend {7}- {2}\(0 calls\)$/m);
+    expect(human.stdout).not.toContain("$0.0000");
+    expect(evolve(["job", "show", show.id]).stdout).toMatch(/^spend {2}-$/m);
   });
 
   it("doctor finds the engine ready; an engine that is not there is a one-line environment error", () => {

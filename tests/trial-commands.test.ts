@@ -94,7 +94,7 @@ describe.skipIf(!hasPodman)("a finished trial (needs podman)", () => {
   });
 
   it("shows `-` for the oracle's spend: it metered no call", () => {
-    expect(evolve(["trial", "show", okTrial]).stdout).toMatch(/^ {2}spend {7}-$/m);
+    expect(evolve(["trial", "show", okTrial]).stdout).toMatch(/^ {2}spend {7}- {2}\(0 calls\)$/m);
     expect(json(["trial", "show", okTrial])).toMatchObject({ live_spent_usd: null, agent_result: { cost_usd: null } });
   });
 

@@ -36,14 +36,18 @@ export interface JobSummary {
   exceptions: Record<string, number>;
 }
 
-/** Why a task is not in pass@k: a trial still running, one that settled without a score, or a non-binary reward. */
-export type PassAtKLeftOut = "not_settled" | "not_scored" | "partial_reward";
+/**
+ * Why a task is not in pass@k: a trial still running, one that settled without a score, a reward strictly between 0
+ * and 1, or named metrics with no primary reward (platform-tasks.md: such a task is left out of pass@k).
+ */
+export type PassAtKLeftOut = "not_settled" | "not_scored" | "partial_reward" | "no_primary_reward";
 
 /** How `job show` names each reason a task is left out of pass@k. */
 export const PASS_AT_K_LEFT_OUT_TEXT: Record<PassAtKLeftOut, string> = {
   not_settled: "a trial still to settle",
   not_scored: "a trial that did not score",
   partial_reward: "a reward other than 0 or 1",
+  no_primary_reward: "metrics but no primary reward",
 };
 
 /** The primary reward of a trial: `reward`, else the single key, else none (metrics only). */
@@ -124,12 +128,20 @@ export function summarizeJob(job: JobRecord, trials: readonly TrialRecord[]): Jo
 function passAtKForJob(trials: readonly TrialRecord[]): Pick<JobSummary, "pass_at_k" | "pass_at_k_tasks" | "pass_at_k_left_out"> {
   const perTask = new Map<string, { n: number; c: number; out?: PassAtKLeftOut }>();
   // the first reason found in this order wins: a task still running may yet score, so it is not "not scored"
-  const rank: PassAtKLeftOut[] = ["not_settled", "not_scored", "partial_reward"];
+  const rank: PassAtKLeftOut[] = ["not_settled", "not_scored", "no_primary_reward", "partial_reward"];
   for (const t of trials) {
     const acc = perTask.get(t.task_digest) ?? { n: 0, c: 0 };
     perTask.set(t.task_digest, acc);
     const v = t.status === "SCORED" ? primaryReward(t.rewards) : null;
-    const why: PassAtKLeftOut | undefined = !isSettledStatus(t.status) ? "not_settled" : t.status !== "SCORED" ? "not_scored" : v !== 0 && v !== 1 ? "partial_reward" : undefined;
+    const why: PassAtKLeftOut | undefined = !isSettledStatus(t.status)
+      ? "not_settled"
+      : t.status !== "SCORED"
+        ? "not_scored"
+        : v === null
+          ? "no_primary_reward"
+          : v !== 0 && v !== 1
+            ? "partial_reward"
+            : undefined;
     if (why !== undefined) {
       if (acc.out === undefined || rank.indexOf(why) < rank.indexOf(acc.out)) acc.out = why;
       continue;
