@@ -24,11 +24,14 @@ import { out, outJson, outTable, style, when } from "./output.ts";
 const fmt = (x: number | null | undefined) => (x === null || x === undefined ? "-" : Number.isInteger(x) ? String(x) : x.toFixed(3));
 const taskName = (t: TrialRecord) => t.task_name ?? t.task_digest.slice(0, 19);
 
-/** The latest attempt's time; a running trial's elapsed time `so far` (its build included). */
-function duration(t: TrialRecord): string {
-  const sec = attemptSeconds(t);
+/**
+ * The latest attempt's time; a running trial's elapsed time `so far` (its build included), or, when its job's runner
+ * is gone, the time it ran until it was interrupted.
+ */
+function duration(t: TrialRecord, runnerLive: boolean): string {
+  const sec = attemptSeconds(t, Date.now(), runnerLive);
   if (sec === null) return "-";
-  return `${sec.toFixed(1)}s${isSettledStatus(t.status) ? "" : " so far"}`;
+  return `${sec.toFixed(1)}s${isSettledStatus(t.status) ? "" : runnerLive ? " so far" : " (interrupted)"}`;
 }
 
 /** One earlier attempt, as `trial show` and `job show` list them: `#1 12.3s INFRASTRUCTURE_ERROR: EngineError: …`. */
@@ -59,7 +62,7 @@ export function printJobSummary(s: JobSummary, trials: readonly TrialRecord[], s
   out("");
   outTable(
     ["TRIAL", "TASK", "STATUS", "REWARD", "TIME", "ATTEMPTS", "EXCEPTION"],
-    trials.map((t) => [t.id, taskName(t), t.status, fmt(primaryReward(t.rewards)), duration(t), trialAttempts(t).count, t.exception?.type]),
+    trials.map((t) => [t.id, taskName(t), t.status, fmt(primaryReward(t.rewards)), duration(t, s.status === "RUNNING"), trialAttempts(t).count, t.exception?.type]),
   );
   // why each retried trial's earlier attempts ended: the table shows only the latest
   const retried = trials.filter((t) => trialAttempts(t).history.length > 1);
@@ -168,6 +171,7 @@ function formatJobSpend(s: JobSpend): string {
 export async function trialShowCommand(id: string, opts: { json?: boolean }): Promise<number> {
   return withStore((store, home) => {
     const t = store.getTrial(id);
+    const job = t ? store.getJob(t.job_id) : undefined;
     if (!t) throw new EvolveError("trial_not_found", `no trial ${id}`, "see `evolve job show <job-id>`");
     if (opts.json) return outJson({ ...t, dir: trialDir(home, id), ...trialSpendFields(t) }), 0;
     const rows: [string, string][] = [
@@ -180,7 +184,7 @@ export async function trialShowCommand(id: string, opts: { json?: boolean }): Pr
       ["tokens", tokenList(t.tokens)],
       // `-  (0 calls)`: the gateway metered this trial and no call went through, which is not a spend of $0
       ["spend", formatSpend(t.spend) + (t.spend ? callsNote(t.spend) : "")],
-      ["time", duration(t)],
+      ["time", duration(t, job !== undefined && effectiveStatus(job) === "RUNNING")],
       ["attempts", attemptsCell(t)],
       ["dir", trialDir(home, id)],
     ];

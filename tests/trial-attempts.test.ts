@@ -6,6 +6,7 @@
  */
 import { spawnSync } from "node:child_process";
 import { mkdtempSync } from "node:fs";
+import { hostname } from "node:os";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { beforeEach, describe, expect, it } from "vitest";
@@ -144,17 +145,32 @@ describe("a trial's time", () => {
     expect(attemptSeconds({ ...base, status: "QUEUED" })).toBeNull();
   });
 
-  it("prints `so far` for a running trial in trial show and job show", async () => {
-    const ids = await withStore((store) => {
+  /** A job whose trial is in its build, started 5 s before its last write; `runner` alive (this process) or gone. */
+  const building = (live: boolean) =>
+    withStore((store) => {
       const job = createJob(store, config(0));
+      // a live runner is this test process; a dead one is a pid on this host that answers no signal
+      store.putJob({ ...job, runner: { pid: live ? process.pid : 2 ** 22 + 1, host: hostname(), started_at: job.created_at } });
       const [t] = store.listTrials(job.id);
       const at = new Date(Date.now() - 5000).toISOString();
-      store.putTrial({ ...t, status: "RUNNING", attempt_phase: "build", started_at: at, phase_timings: { build: { started_at: at } } });
+      store.putTrial({ ...t, status: "RUNNING", attempt_phase: "build", started_at: at, phase_timings: { build: { started_at: at } }, updated_at: new Date().toISOString() });
       return { job: job.id, trial: t.id };
     });
-    const time = evolve(["trial", "show", ids.trial]).stdout.split("\n").find((l) => l.startsWith("  time"))!;
-    const sec = Number(/time\s+(\d+\.\d)s so far$/.exec(time)?.[1]);
+  const timeRow = (trial: string) => evolve(["trial", "show", trial]).stdout.split("\n").find((l) => l.startsWith("  time"))!;
+
+  it("prints the time `so far` for a running trial in trial show and job show", async () => {
+    const ids = await building(true);
+    const sec = Number(/time\s+(\d+\.\d)s so far$/.exec(timeRow(ids.trial))?.[1]);
     expect(sec).toBeGreaterThanOrEqual(5);
     expect(evolve(["job", "show", ids.job]).stdout).toMatch(/\d+\.\ds so far/);
+  });
+
+  it("stops the clock of a trial whose runner is gone at its last write, and says it was interrupted", async () => {
+    const ids = await building(false);
+    const sec = Number(/time\s+(\d+\.\d)s \(interrupted\)$/.exec(timeRow(ids.trial))?.[1]);
+    // 5 s from its start to its last write, however long ago that was (generous: the CI box is slow)
+    expect(sec).toBeGreaterThanOrEqual(5);
+    expect(sec).toBeLessThan(30);
+    expect(evolve(["job", "show", ids.job]).stdout).toMatch(/\d+\.\ds \(interrupted\)/);
   });
 });

@@ -244,14 +244,16 @@ export function trialAttempts(t: TrialRecord): { count: number; history: Attempt
 
 /**
  * Seconds the trial's latest attempt has taken: once settled, from its first phase's start to its last phase's end;
- * while it runs (a build included, whose phase has no end yet), from the attempt's start until `nowMs`. Null for a
- * trial that never started.
+ * while it runs (a build included, whose phase has no end yet), from the attempt's start until `nowMs`. A trial left
+ * unsettled by a runner that is gone (`runnerLive` false: its job is INTERRUPTED) stopped at its last write, so its
+ * time does not keep growing. Null for a trial that never started.
  */
-export function attemptSeconds(t: TrialRecord, nowMs: number = Date.now()): number | null {
+export function attemptSeconds(t: TrialRecord, nowMs: number = Date.now(), runnerLive = true): number | null {
   if (!isSettledStatus(t.status)) {
     const start = t.started_at ?? t.attempts?.at(-1)?.started_at;
     if (start === undefined || (t.status === "QUEUED" && Object.keys(t.phase_timings).length === 0)) return null;
-    return Math.max(0, nowMs - Date.parse(start)) / 1000;
+    const until = runnerLive ? nowMs : Date.parse(t.updated_at);
+    return Math.max(0, until - Date.parse(start)) / 1000;
   }
   const times = Object.values(t.phase_timings);
   if (times.length === 0) return null;
