@@ -86,8 +86,13 @@ export function buildProgram(version: string, setExit: (code: number) => void): 
     .command("delete")
     .description("delete a dataset version, or every version of a name")
     .argument("<ref>", "name@version, or name for all versions")
+    .option("-y, --yes", "delete without asking (needed when there is no terminal to ask on)")
     .option("--json", "print what was deleted as JSON")
-    .addHelpText("after", examples(["evolve dataset delete demo@1.0", "evolve dataset delete demo"]))
+    .addHelpText(
+      "after",
+      "\nA deleted version's name is kept: publishing it again with the same content restores it, other content is refused.\n" +
+        examples(["evolve dataset delete demo@1.0", "evolve dataset delete demo --yes"]),
+    )
     .action(async (ref: string, opts) => setExit(await (await import("./dataset.ts")).deleteCommand(ref, opts)));
 
   const engineOpt = () =>

@@ -192,7 +192,7 @@ describe("dataset commands", () => {
     expect(human.stdout).toMatch(/AGENT TIMEOUT/);
     expect(human.stdout).toMatch(/no-network/);
 
-    const del = evolve(["dataset", "delete", "demo@1.0"]);
+    const del = evolve(["dataset", "delete", "demo@1.0", "--yes"]);
     expect(del.code).toBe(0);
     expect(del.stdout).toMatch(/deleted demo@1.0/);
     expect(JSON.parse(evolve(["dataset", "list", "--json"]).stdout)).toEqual([]);
@@ -255,6 +255,60 @@ describe("configuration", () => {
     expect(r.stderr).toMatch(/^error\[config_invalid\]: .*ceilings\.cpus/);
     writeFileSync(join(cfgHome, "config.toml"), "[ceilings\n");
     expect(evolve(["dataset", "list"], { env: { EVOLVE_HOME: cfgHome } }).stderr).toMatch(/^error\[config_invalid\]: .*not valid TOML/);
+  });
+});
+
+describe("dataset delete asks first and keeps a tombstone", () => {
+  const hasScript = spawnSync("script", ["--version"]).status === 0;
+  let dir: string;
+  beforeAll(() => {
+    dir = join(work, "tomb");
+    mkdirSync(dir);
+    expect(evolve(["task", "init", join(dir, "one")]).code).toBe(0);
+    expect(evolve(["dataset", "publish", dir, "--name", "tomb", "--version", "1"]).code).toBe(0);
+  });
+  const onTty = (args: string, answer: string) =>
+    spawnSync("script", ["-qec", `"${bun}" "${join(root, "main.ts")}" ${args}`, "/dev/null"], { encoding: "utf8", input: answer, env: { ...process.env, EVOLVE_HOME: home, NO_COLOR: "1" } });
+
+  it("refuses to delete without a terminal to ask on unless --yes, and deletes nothing", () => {
+    const r = evolve(["dataset", "delete", "tomb@1"]);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toMatch(/^error\[confirmation_required\]: dataset delete would delete tomb@1 \(1 task\) and asks first/);
+    expect(r.stderr).toMatch(/hint: pass --yes/);
+    expect(evolve(["dataset", "show", "tomb@1"]).code).toBe(0);
+  });
+
+  it.skipIf(!hasScript)("on a terminal deletes only on yes", () => {
+    const no = onTty("dataset delete tomb@1", "n\n");
+    expect(no.stdout).toMatch(/delete tomb@1 \(1 task\)\? .*\[y\/N\]/);
+    expect(no.stdout).toMatch(/nothing deleted/);
+    expect(evolve(["dataset", "show", "tomb@1"]).code).toBe(0);
+    const yes = onTty("dataset delete tomb@1", "y\n");
+    expect(yes.stdout).toMatch(/deleted tomb@1/);
+    expect(evolve(["dataset", "show", "tomb@1"]).code).toBe(2);
+    // put it back for the next test
+    expect(evolve(["dataset", "publish", dir, "--name", "tomb", "--version", "1"]).code).toBe(0);
+  });
+
+  it("never lets a deleted name@version come back with other content; the same content restores it", () => {
+    expect(evolve(["dataset", "delete", "tomb@1", "--yes"]).code).toBe(0);
+    expect(JSON.parse(evolve(["dataset", "list", "--json"]).stdout).some((d: { name: string }) => d.name === "tomb")).toBe(false);
+    const shown = evolve(["dataset", "show", "tomb@1"]);
+    expect(shown.stderr).toMatch(/^error\[dataset_not_found\]: no dataset tomb@1 \(it was deleted /);
+    const instruction = join(dir, "one", "instruction.md");
+    const original = readFileSync(instruction, "utf8");
+    writeFileSync(instruction, "Other content.\n");
+    const other = evolve(["dataset", "publish", dir, "--name", "tomb", "--version", "1"]);
+    expect(other.code).toBe(1);
+    expect(other.stderr).toMatch(/^error\[dataset_version_deleted\]: tomb@1 was deleted .* a deleted version is never reused with other content/);
+    expect(evolve(["dataset", "show", "tomb@1"]).code).toBe(2);
+    // a new version takes the new content
+    expect(evolve(["dataset", "publish", dir, "--name", "tomb", "--version", "2"]).code).toBe(0);
+    writeFileSync(instruction, original);
+    const same = evolve(["dataset", "publish", dir, "--name", "tomb", "--version", "1", "--json"]);
+    expect(same.code).toBe(0);
+    expect(JSON.parse(same.stdout).status).toBe("restored");
+    expect(evolve(["dataset", "show", "tomb@1"]).code).toBe(0);
   });
 });
 
