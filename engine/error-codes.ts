@@ -28,6 +28,8 @@ export const ERROR_CODES = {
   // The command line and the CLI itself
   usage: env("the command line is wrong: a missing or malformed argument, or a flag out of range"),
   internal: env("an unexpected failure inside evolve (a bug); EVOLVE_DEBUG=1 prints the stack"),
+  run_config_invalid: env("a run config file (`run -c`) cannot be read, is not TOML, or gives a flag a value of the wrong type"),
+  run_config_key_unknown: env("a run config file (`run -c`) holds a key that is no flag of the command"),
   confirmation_required: env("the command destroys something and asks first, but there is no terminal to ask on; pass --yes"),
   ve_key_unsupported: env("--ve names a verifier setting other than the few a run may override"),
   config_invalid: env("$EVOLVE_HOME/config.toml is not valid TOML or does not match its schema"),
