@@ -193,6 +193,7 @@ export function progressView(o: ProgressViewOptions): { onEvent(e: JobEvent): vo
   const state = newProgress(o.total, now());
   const taskOf = (id: string) => o.tasks.get(id) ?? id;
   let drawn = 0;
+  let shown = "";
   const clear = () => {
     if (drawn === 0) return;
     o.write(`${drawn > 1 ? `\x1b[${drawn - 1}F` : "\r"}\x1b[J`);
@@ -201,9 +202,13 @@ export function progressView(o: ProgressViewOptions): { onEvent(e: JobEvent): vo
   const draw = () => {
     const cols = o.columns?.() ?? 0;
     const lines = renderLive(state, now()).map((l) => (cols > 1 ? clip(l, cols - 1) : l));
+    const text = lines.join("\n");
+    // most events (log lines, a phase already shown) change nothing on screen: no flicker, no bytes
+    if (drawn > 0 && text === shown) return;
     clear();
-    o.write(lines.join("\n"));
+    o.write(text);
     drawn = lines.length;
+    shown = text;
   };
   const print = (line: string) => {
     if (o.mode === "tty") {

@@ -143,6 +143,11 @@ describe("the progress view", () => {
     expect(last).toMatch(/^0\/3 done, 2 running, 1 queued, mean reward -, 0 errors, elapsed 2s\n {2}hello\s+build\s+2s\n {2}world\s+agent\s+2s$/);
     // the block before it was three lines: the cursor goes back up two and clears before the redraw
     expect(writes.at(-2)).toBe("\x1b[2F\x1b[J");
+    // an event that changes nothing on screen writes nothing
+    const count = writes.length;
+    view.onEvent({ kind: "log", trialId: "a", stream: "system", line: "building" });
+    view.onEvent(phase("a", "build"));
+    expect(writes.length).toBe(count);
     view.onEvent(settled("b", "SCORING_ERROR", undefined, "RewardFileNotFoundError"));
     expect(writes.join("")).toMatch(/SCORING_ERROR world b \(2s\) RewardFileNotFoundError: it broke\n/);
     view.end();
