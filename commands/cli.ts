@@ -87,8 +87,13 @@ export function buildProgram(version: string, setExit: (code: number) => void): 
     .command("delete")
     .description("delete a dataset version, or every version of a name")
     .argument("<ref>", "name@version, or name for all versions")
+    .option("-y, --yes", "delete without asking (needed when there is no terminal to ask on)")
     .option("--json", "print what was deleted as JSON")
-    .addHelpText("after", examples(["evolve dataset delete demo@1.0", "evolve dataset delete demo"]))
+    .addHelpText(
+      "after",
+      "\nA deleted version's name is kept: publishing it again with the same content restores it, other content is refused.\n" +
+        examples(["evolve dataset delete demo@1.0", "evolve dataset delete demo --yes"]),
+    )
     .action(async (ref: string, opts) => setExit(await (await import("./dataset.ts")).deleteCommand(ref, opts)));
 
   const engineOpt = () =>
@@ -98,9 +103,12 @@ export function buildProgram(version: string, setExit: (code: number) => void): 
     ]);
   const addRunOptions = (cmd: Command, json: string) =>
     cmd
+      .option("-c, --config <file>", "a run config file (TOML): the flags below as keys, e.g. n-concurrent = 8; flags given here win")
       .option("-p, --path <dir>", "a task directory, or a folder of task directories")
       .option("-d, --dataset <name@version>", "a published dataset (newest version when no @version)")
-      .option("-l, --n-tasks <n>", "run only the first N tasks", numberFlag("-l", POSITIVE_INT))
+      .option("-i, --task-name <glob>", "run only tasks whose name matches (* ? [abc]); repeatable", collect, [])
+      .option("-x, --exclude-task-name <glob>", "leave out tasks whose name matches; repeatable", collect, [])
+      .option("-l, --n-tasks <n>", "run only the first N tasks (after -i/-x)", numberFlag("-l", POSITIVE_INT))
       .option("-n, --n-concurrent <n>", "trials at once (default 4)", numberFlag("-n", POSITIVE_INT))
       .option("--timeout-multiplier <x>", "multiply agent and verifier timeouts", numberFlag("--timeout-multiplier", POSITIVE))
       .option("--secret <name>", "attach secret NAME from this environment; repeatable", collect, [])
@@ -115,6 +123,7 @@ export function buildProgram(version: string, setExit: (code: number) => void): 
       .description("run a job: an agent on every task, in containers; exit 1 if any trial did not score")
       .option("-a, --agent <agent>", `agent: ${harnessNames().join(" | ")}`, "oracle")
       .option("-m, --model <model>", "model the agent uses")
+      .option("--job-name <name>", "a label for the job: shown in `job list`, usable in place of its id in `job show`")
       .option("-k, --n-attempts <n>", "trials per task (default 1)", numberFlag("-k", POSITIVE_INT))
       .option("--max-spend-usd <usd>", "cap each trial's agent spend at this many dollars")
       .option("--ve <KEY=VALUE>", "override the LLM judge for this job: REWARDKIT_JUDGE or REWARDKIT_MODEL; repeatable", collect, []),
@@ -127,9 +136,11 @@ export function buildProgram(version: string, setExit: (code: number) => void): 
         "evolve run -d example@1.0 -a nop -n 8 -k 3",
         "evolve run -p tasks/ --secret GITHUB_TOKEN --json | jq -c 'select(.kind==\"trial_settled\")'",
         "evolve run -p tasks/ -a nop --max-spend-usd 2 --ve REWARDKIT_MODEL=anthropic/claude-sonnet-4-6",
+        "evolve run -d example@1.0 -i 'hello*' -x '*-slow' --job-name smoke",
+        "evolve run -c run.toml -n 2",
       ]),
     )
-    .action(async (opts) => setExit(await (await import("./run.ts")).runCommand(opts)));
+    .action(async (opts, cmd: Command) => setExit(await (await import("./run.ts")).runCommand(await withRunConfig(opts, cmd))));
 
   addRunOptions(
     program.command("check").description("run each task's reference solution (oracle) to prove it solvable; exit 1 if any is not"),
@@ -137,22 +148,41 @@ export function buildProgram(version: string, setExit: (code: number) => void): 
     "print the result as one JSON document ({ok, tasks}) once every task has run",
   )
     .addHelpText("after", examples(["evolve check -p fixtures/tasks/valid/minimal", "evolve check -d example@1.0 --json"]))
-    .action(async (opts) => setExit(await (await import("./run.ts")).checkCommand(opts)));
+    .action(async (opts, cmd: Command) => setExit(await (await import("./run.ts")).checkCommand(await withRunConfig(opts, cmd))));
 
   const job = program.command("job").description("list, inspect, resume and cancel jobs");
   job
     .command("list")
-    .description("jobs, newest first")
+    .description("jobs, newest first (the last 20 unless --limit)")
     .option("--scope <scope>", "my | org (a local store holds only yours)")
+    .option("--status <status>", "RUNNING | INTERRUPTED | COMPLETED | CANCELLED; repeatable or comma-separated", collect, [])
+    .option("--kind <kind>", "run | check | retry | regrade; repeatable or comma-separated", collect, [])
+    .option("--agent <agent>", "only jobs of this agent")
+    .option("--dataset <name[@version]>", "only jobs on this dataset (a bare name: any version)")
+    .option("--name <name>", "only jobs with this --job-name")
+    .option("--since <when>", "only jobs created since: an age (30m, 2h, 3d, 1w) or an ISO date/time")
+    .option("--limit <n>", "at most N jobs, newest first (default 20; 0: all)")
     .option("--json", "print as JSON")
-    .addHelpText("after", examples(["evolve job list", "evolve job list --json | jq '.[0].id'"]))
+    .addHelpText(
+      "after",
+      examples([
+        "evolve job list",
+        "evolve job list --status COMPLETED --agent oracle --since 3d",
+        "evolve job list --dataset example --kind run,check --limit 0",
+        "evolve job list --json | jq '.[0].id'",
+      ]),
+    )
     .action(async (opts) => setExit(await (await import("./job.ts")).jobListCommand(opts)));
   job
     .command("show")
     .description("a job's status counts, mean reward, pass@k, exceptions and trials")
-    .argument("<id>", "job id")
+    .argument("<id>", "job id, or the job's --job-name (the newest job with it)")
+    .option("--status <status>", "list only trials in this status (e.g. SCORING_ERROR); repeatable or comma-separated", collect, [])
     .option("--json", "print as JSON")
-    .addHelpText("after", examples(["evolve job show 01JB...", "evolve job show 01JB... --json | jq .pass_at_k"]))
+    .addHelpText(
+      "after",
+      examples(["evolve job show 01JB...", "evolve job show smoke --status SCORING_ERROR,INFRASTRUCTURE_ERROR", "evolve job show 01JB... --json | jq .pass_at_k"]),
+    )
     .action(async (id: string, opts) => setExit(await (await import("./job.ts")).jobShowCommand(id, opts)));
   job
     .command("resume")
@@ -246,6 +276,39 @@ export function buildProgram(version: string, setExit: (code: number) => void): 
   return program;
 }
 
+/**
+ * Reads `-c FILE` into the options of `run`/`check` (commands/run-config.ts); imported only when a file is given so
+ * a plain run loads no TOML parser for it.
+ */
+async function withRunConfig<T extends Record<string, unknown>>(opts: T, cmd: Command): Promise<T> {
+  if (typeof opts.config !== "string") return opts;
+  return (await import("./run-config.ts")).applyRunConfig(opts, cmd, opts.config);
+}
+
+/**
+ * Commander's usage error as one line, its "(Did you mean …?)" folded in: `unknown command 'jobs'. Did you mean
+ * 'job'?`. An unknown subcommand is named with its group (`job lst`) and the hint points at that group's help.
+ */
+export function usageMessage(program: Command, args: readonly string[], err: CommanderError): { message: string; hint: string } {
+  const [first, ...more] = err.message.replace(/^error: /, "").split("\n");
+  const suggestion = /\(Did you mean (.+)\?\)/.exec(more.join(" "))?.[1];
+  // the commands the arguments name (`job`, `job list`): the help a hint points at
+  const path: string[] = [];
+  for (let cmd: Command | undefined = program, i = 0; cmd && i < args.length; i++) {
+    cmd = cmd.commands.find((c) => c.name() === args[i] || c.aliases().includes(args[i]));
+    if (cmd) path.push(cmd.name());
+  }
+  const group = program.commands.find((c) => c.name() === args[0] && c.commands.length > 0);
+  let message = first;
+  let hint = path.length > 0 ? `see \`evolve ${path.join(" ")} --help\`` : "see `evolve --help` or `evolve <command> --help`";
+  if (err.code === "commander.unknownCommand" && group) {
+    message = first.replace(/'([^']+)'/, `'${group.name()} $1'`);
+    hint = `see \`evolve ${group.name()} --help\``;
+  }
+  if (suggestion) message += `. Did you mean '${err.code === "commander.unknownCommand" && group ? `${group.name()} ${suggestion}` : suggestion}'?`;
+  return { message, hint };
+}
+
 function configure(cmd: Command): void {
   cmd.exitOverride();
   cmd.configureOutput({ outputError: () => {} });
@@ -266,8 +329,8 @@ export async function run(argv: string[], version: string): Promise<number> {
       if (["commander.helpDisplayed", "commander.version"].includes(err.code)) return 0;
       // A group (`evolve task`) run without a subcommand: commander already printed its help to stderr.
       if (err.code === "commander.help") return 2;
-      const message = err.message.replace(/^error: /, "");
-      process.stderr.write(formatError("usage", message, "see `evolve --help` or `evolve <command> --help`") + "\n");
+      const { message, hint } = usageMessage(program, argv.slice(2), err);
+      process.stderr.write(formatError("usage", message, hint) + "\n");
       return 2;
     }
     return reportError(err);

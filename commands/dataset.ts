@@ -1,7 +1,10 @@
 /**
  * `evolve dataset publish|list|show|delete`: argument handling and printing only.
  */
-import { deleteDataset, DatasetInvalidError, listDatasets, publishDataset, showDataset } from "../engine/dataset.ts";
+import { createInterface } from "node:readline";
+import { deleteDataset, DatasetInvalidError, listDatasets, publishDataset, resolveDataset, showDataset, type DeleteResult } from "../engine/dataset.ts";
+import { EvolveError } from "../engine/errors.ts";
+import { isTTY } from "../engine/runtime.ts";
 import { withStore } from "./store.ts";
 import { out, outJson, outTable, style, when } from "./output.ts";
 import { printReports } from "./task.ts";
@@ -14,6 +17,7 @@ export async function publishCommand(dir: string, opts: { name: string; version:
     else {
       const ref = `${opts.name}@${opts.version}`;
       if (result.status === "unchanged") out(`${style.dim("unchanged")} ${ref} is already published with this content`);
+      else if (result.status === "restored") out(`${style.green("restored")} ${ref} ${style.dim(`(deleted before; the same ${result.dataset.tasks.length} tasks, ${result.dataset.digest})`)}`);
       else out(`${style.green("published")} ${ref} ${style.dim(`(${result.dataset.tasks.length} tasks, ${result.dataset.digest})`)}`);
     }
     return 0;
@@ -66,10 +70,48 @@ export async function showCommand(ref: string, opts: { json?: boolean }): Promis
   return 0;
 }
 
-/** `evolve dataset delete name[@version]` */
-export async function deleteCommand(ref: string, opts: { json?: boolean }): Promise<number> {
-  const deleted = await withStore(async (store) => deleteDataset(store, ref));
+/**
+ * `evolve dataset delete name[@version]`. Asks first on a terminal (`--yes` skips it); with no terminal and no
+ * `--yes` it refuses (`confirmation_required`) rather than delete unasked. What is deleted is exactly what was
+ * confirmed: a version published meanwhile under the same name is left alone.
+ */
+export async function deleteCommand(ref: string, opts: { json?: boolean; yes?: boolean }): Promise<number> {
+  const versions = await withStore(async (store) => resolveDataset(store, ref));
+  const refs = versions.map((d) => `${d.name}@${d.version}`);
+  if (!opts.yes) {
+    const what = versions.map((d) => `${d.name}@${d.version} (${d.tasks.length} task${d.tasks.length === 1 ? "" : "s"})`).join(", ");
+    if (!isTTY(process.stdin) || !isTTY(process.stderr)) {
+      throw new EvolveError("confirmation_required", `dataset delete would delete ${what} and asks first, but there is no terminal to ask on`, `pass --yes: evolve dataset delete ${ref} --yes`);
+    }
+    if (!(await confirm(`delete ${what}? a deleted version can be restored only with the same content [y/N] `))) {
+      out("nothing deleted");
+      return 1;
+    }
+  }
+  const deleted = await withStore(async (store) => {
+    const all: DeleteResult = { versions: [], tasks_removed: [] };
+    for (const r of refs) {
+      const d = deleteDataset(store, r);
+      all.versions.push(...d.versions);
+      all.tasks_removed.push(...d.tasks_removed);
+    }
+    return all;
+  });
   if (opts.json) return outJson(deleted), 0;
   for (const d of deleted.versions) out(`${style.red("deleted")} ${d}`);
   return 0;
+}
+
+/** Asks a yes/no question on stderr and reads the answer from stdin; only `y` or `yes` is yes. */
+async function confirm(question: string): Promise<boolean> {
+  const rl = createInterface({ input: process.stdin, output: process.stderr });
+  try {
+    const answer = await new Promise<string>((res) => {
+      rl.question(question, res);
+      rl.once("close", () => res(""));
+    });
+    return /^\s*y(es)?\s*$/i.test(answer);
+  } finally {
+    rl.close();
+  }
 }

@@ -3,6 +3,8 @@
  */
 import { EvolveError } from "../engine/errors.ts";
 import { cancelJob, effectiveStatus, jobConfig } from "../engine/job/job.ts";
+import { findJob, JOB_KINDS, JOB_STATUSES, listJobRows, parseSince, type JobFilter } from "../engine/job/list.ts";
+import { SETTLED_STATUSES, type TrialStatus } from "../engine/trial/outcome.ts";
 import {
   jobSpend,
   measuredLane,
@@ -18,9 +20,11 @@ import {
 } from "../engine/job/summary.ts";
 import { trialDir, type TrialRecord } from "../engine/store/index.ts";
 import { isSettledStatus, type AttemptEntry } from "../engine/trial/outcome.ts";
+import { COUNT, parseNumberFlag } from "./flags.ts";
 import { withStore } from "./store.ts";
 import { out, outJson, outTable, style, when } from "./output.ts";
 
+const TRIAL_STATUSES: readonly TrialStatus[] = ["QUEUED", "RUNNING", "SCORING", ...SETTLED_STATUSES];
 const fmt = (x: number | null | undefined) => (x === null || x === undefined ? "-" : Number.isInteger(x) ? String(x) : x.toFixed(3));
 const taskName = (t: TrialRecord) => t.task_name ?? t.task_digest.slice(0, 19);
 
@@ -42,7 +46,7 @@ function attemptLine(a: AttemptEntry): string {
 
 /** Prints a job summary and its trials, as `job show` and the end of `run` show them. */
 export function printJobSummary(s: JobSummary, trials: readonly TrialRecord[], spend: JobSpend = jobSpend(trials)): void {
-  out(`${style.bold(`job ${s.id}`)}  ${s.status}  ${s.agent}${s.model ? ` (${s.model})` : ""}  on ${s.source}  ${style.dim(when(s.created_at))}`);
+  out(`${style.bold(`job ${s.id}`)}${s.name !== null ? ` ${s.name}` : ""}  ${s.kind}  ${s.status}  ${s.agent}${s.model ? ` (${s.model})` : ""}  on ${s.source}  ${style.dim(when(s.created_at))}`);
   out(`trials ${s.n_trials}: ${Object.entries(s.counts).map(([k, v]) => `${k} ${v}`).join(", ") || "none"}`);
   out(`mean reward ${fmt(s.mean_reward)}${s.counts.SCORED ? style.dim(` over ${s.counts.SCORED} scored`) : ""}`);
   const keys = Object.entries(s.metrics);
@@ -72,23 +76,69 @@ export function printJobSummary(s: JobSummary, trials: readonly TrialRecord[], s
   for (const t of retried) for (const a of trialAttempts(t).history.slice(0, -1)) out(`  ${t.id} ${attemptLine(a)}`);
 }
 
-/** `evolve job list` */
-export async function jobListCommand(opts: { json?: boolean; scope?: string }): Promise<number> {
+/** The flags of `evolve job list`, as commander hands them over. */
+export interface JobListOptions {
+  json?: boolean;
+  scope?: string;
+  status?: string[];
+  kind?: string[];
+  agent?: string;
+  dataset?: string;
+  name?: string;
+  since?: string;
+  limit?: string;
+}
+
+/** Splits repeatable, comma-separated flag values and checks each against `allowed` (case-insensitively). */
+function choices<T extends string>(flag: string, given: readonly string[] | undefined, allowed: readonly T[], upper: boolean): T[] | undefined {
+  if (!given || given.length === 0) return undefined;
+  const vals = given.flatMap((v) => v.split(",")).map((v) => v.trim()).filter(Boolean).map((v) => (upper ? v.toUpperCase() : v.toLowerCase()));
+  const bad = vals.find((v) => !allowed.includes(v as T));
+  if (bad !== undefined) throw new EvolveError("usage", `${flag} ${bad}: expected one of ${allowed.join(", ")}`, `e.g. ${flag} ${allowed[0]}`);
+  return vals as T[];
+}
+
+/** `--limit`: a whole number ≥ 0 (0 shows every job); 20 when not given. Checked by the numeric-flag parser. */
+function parseLimit(v: string | undefined): number {
+  if (v === undefined) return 20;
+  return parseNumberFlag("--limit", v, { ...COUNT, what: "whole number ≥ 0 (0: all)", example: "50" });
+}
+
+/**
+ * `evolve job list`: newest first, at most `--limit` (20), filtered by status, kind, agent, dataset, name and age.
+ * `--json` prints the rows (JobRow); how many the limit hid goes to stderr there, under the table otherwise.
+ */
+export async function jobListCommand(opts: JobListOptions): Promise<number> {
   if (opts.scope !== undefined && opts.scope !== "my" && opts.scope !== "org") {
     throw new EvolveError("usage", `--scope must be my or org, got ${opts.scope}`, "a local store holds only your jobs: --scope my");
   }
+  const filter: JobFilter = {
+    status: choices("--status", opts.status, JOB_STATUSES, true),
+    kind: choices("--kind", opts.kind, JOB_KINDS, false),
+    agent: opts.agent,
+    dataset: opts.dataset,
+    name: opts.name,
+    since: opts.since !== undefined ? parseSince(opts.since) : undefined,
+    limit: parseLimit(opts.limit),
+  };
+  const filtered = [filter.status, filter.kind, filter.agent, filter.dataset, filter.name, filter.since].some((x) => x !== undefined);
   return withStore((store) => {
-    const rows = store.listJobs().map((j) => {
-      const trials = store.listTrials(j.id);
-      const s = summarizeJob(j, trials);
-      return { id: j.id, status: effectiveStatus(j), agent: s.agent, source: s.source, n_trials: s.n_trials, counts: s.counts, mean_reward: s.mean_reward, created_at: j.created_at };
-    });
-    if (opts.json) return outJson(rows), 0;
-    if (rows.length === 0) return out("no jobs yet: start one with `evolve run -p <task dir> -a oracle`"), 0;
+    const { jobs, matched, hidden } = listJobRows(store, filter);
+    const note = hidden > 0 ? `${jobs.length} of ${matched} jobs shown, newest first; ${hidden} older hidden (--limit 0 shows all)` : null;
+    if (opts.json) {
+      outJson(jobs);
+      if (note) process.stderr.write(`${note}\n`);
+      return 0;
+    }
+    if (jobs.length === 0) {
+      out(filtered ? "no job matches these filters" : "no jobs yet: start one with `evolve run -p <task dir> -a oracle`");
+      return 0;
+    }
     outTable(
-      ["JOB", "STATUS", "AGENT", "SOURCE", "TRIALS", "SCORED", "MEAN", "CREATED"],
-      rows.map((r) => [r.id, r.status, r.agent, r.source, r.n_trials, r.counts.SCORED ?? 0, fmt(r.mean_reward), when(r.created_at)]),
+      ["JOB", "KIND", "NAME", "STATUS", "AGENT", "MODEL", "SOURCE", "TRIALS", "SCORED", "MEAN", "CREATED"],
+      jobs.map((r) => [r.id, r.kind, r.name, r.status, r.agent, r.model, r.source, r.n_trials, r.counts.SCORED ?? 0, fmt(r.mean_reward), when(r.created_at)]),
     );
+    if (note) out(style.dim(note));
     return 0;
   });
 }
@@ -97,15 +147,21 @@ export async function jobListCommand(opts: { json?: boolean; scope?: string }): 
  * `evolve job show <id>`. `--json` prints the summary plus `spend` (JobSpend: `agent_usd`, `judge_usd`, each null
  * when unmeasured, and `*_lower_bound`), the job's `config` and its `trials` records.
  */
-export async function jobShowCommand(id: string, opts: { json?: boolean }): Promise<number> {
+export async function jobShowCommand(ref: string, opts: { json?: boolean; status?: string[] }): Promise<number> {
+  const only = choices("--status", opts.status, TRIAL_STATUSES, true);
   return withStore((store) => {
-    const job = store.getJob(id);
-    if (!job) throw new EvolveError("job_not_found", `no job ${id}`, "see `evolve job list`");
+    const job = findJob(store, ref);
+    if (!job) throw new EvolveError("job_not_found", `no job ${ref} (by id or --job-name)`, "see `evolve job list`");
+    const id = job.id;
     const trials = store.listTrials(id);
     const summary = summarizeJob(job, trials);
     const spend = jobSpend(trials, { agent: store.getSpend("job", id, "agent"), judge: store.getSpend("job", id, "judge") });
-    if (opts.json) return outJson({ ...summary, spend, config: jobConfig(job), trials }), 0;
-    printJobSummary(summary, trials, spend);
+    // the summary stays the whole job's; --status narrows the trials listed
+    const shown = only ? trials.filter((t) => only.includes(t.status as TrialStatus)) : trials;
+    if (opts.json) return outJson({ ...summary, spend, config: jobConfig(job), trials: shown }), 0;
+    printJobSummary(summary, shown, spend);
+    if (only && shown.length === 0) out(style.dim(`\nno trial is ${only.join(" or ")}`));
+    else if (only) out(style.dim(`\n${shown.length} of ${trials.length} trials shown (${only.join(", ")})`));
     return 0;
   });
 }

@@ -7,13 +7,15 @@ import { openEngine } from "../engine/driver/select.ts";
 import type { Engine } from "../engine/driver/types.ts";
 import { EvolveError } from "../engine/errors.ts";
 import { checkAgentName } from "../engine/harness/index.ts";
-import { checkJobSize, createJob, type JobConfig, type JobEvent } from "../engine/job/job.ts";
+import { checkJobSize, createJob, type JobConfig, type JobEvent, type JobKind } from "../engine/job/job.ts";
+import { selectTasks } from "../engine/job/select.ts";
 import { primaryReward, summarizeJob } from "../engine/job/summary.ts";
-import { openStore, taskBlobDir, type JobRecord, type Store, type TrialRecord } from "../engine/store/index.ts";
+import { openStore, taskBlobDir, trialDir, type JobRecord, type Store, type TrialRecord } from "../engine/store/index.ts";
 import { driveJob as runRecordedJob } from "../engine/job/drive.ts";
 import { runsOnResume } from "../engine/trial/outcome.ts";
 import { isTTY } from "../engine/runtime.ts";
 import { out, outJson, outTable, style } from "./output.ts";
+import { progressView, type ProgressMode } from "./progress.ts";
 import { printJobSummary } from "./job.ts";
 import { printReports } from "./task.ts";
 import { parseNumberFlag, POSITIVE } from "./flags.ts";
@@ -37,6 +39,11 @@ export interface RunOptions {
   maxSpendUsd?: string;
   /** `run` only: `KEY=VALUE` verifier overrides. */
   ve?: string[];
+  /** `run` only: `--job-name`, a label to find the job by. */
+  jobName?: string;
+  /** Globs: run only tasks whose name matches one (`--task-name`), and none that match `--exclude-task-name`. */
+  taskName?: string[];
+  excludeTaskName?: string[];
 }
 
 /** The `--ve` keys a job may set (platform-tasks.md, LLM judges): the judge override only, never a credential. */
@@ -87,70 +94,36 @@ async function resolveTasks(store: Store, home: string, opts: RunOptions): Promi
   return { tasks, source: { kind: "dataset", ref: `${d.name}@${d.version}` }, dataset: `${d.name}@${d.version}` };
 }
 
-/** A one-line live view on a TTY; one line per settled trial otherwise; JSON lines with --json. */
-function progress(total: number, json: boolean, streamJson = true) {
-  const tty = isTTY(process.stdout) && !json;
-  // a trial counts as running from its first phase (build, boot…) until it settles
-  const started = new Set<string>();
-  let done = 0;
-  let errors = 0;
-  let rewardSum = 0;
-  let rewarded = 0;
-  let last = "";
-  const render = () => {
-    const running = started.size;
-    const mean = rewarded > 0 ? (rewardSum / rewarded).toFixed(3) : "-";
-    const line = `${done}/${total} done, ${running} running, ${total - done - running} queued, mean reward ${mean}, ${errors} errors`;
-    if (line !== last) process.stdout.write(`\r\x1b[K${line}`);
-    last = line;
-  };
+/** The progress display for a job about to run: a live block on a TTY, event lines otherwise, JSON lines with --json. */
+function progress(total: number, tasks: ReadonlyMap<string, string>, json: boolean, streamJson = true) {
+  const mode: ProgressMode = json ? (streamJson ? "json" : "silent") : isTTY(process.stdout) ? "tty" : "lines";
+  const view = progressView({ total, mode, tasks, write: (s) => process.stdout.write(s), columns: () => process.stdout.columns });
   return {
     onEvent(e: JobEvent) {
-      if (json && streamJson) process.stdout.write(JSON.stringify(e) + "\n");
-      if (e.kind === "phase") started.add(e.trialId);
-      if (e.kind === "cleanup" && !json) process.stderr.write(`removed ${e.containers} box(es) and ${e.networks} network(s) the interrupted run left\n`);
-      if (e.kind === "trial_settled") {
-        done++;
-        started.delete(e.trial.id);
-        const r = primaryReward(e.trial.rewards);
-        if (e.trial.status === "SCORED" && r !== null) {
-          rewardSum += r;
-          rewarded++;
-        } else if (e.trial.status !== "SCORED") errors++;
-        if (!tty && !json) out(trialLine(e.trial));
-      }
-      if (tty) render();
+      view.onEvent(e);
+      if (e.kind === "cleanup" && !json) view.warn(`removed ${e.containers} box(es) and ${e.networks} network(s) the interrupted run left`);
     },
-    end() {
-      if (tty) process.stdout.write("\r\x1b[K");
-    },
+    warn: view.warn,
+    end: view.end,
   };
 }
 
-function trialLine(t: TrialRecord): string {
-  const r = primaryReward(t.rewards);
-  const status = t.status === "SCORED" ? style.green(t.status) : style.red(t.status);
-  const name = t.task_name ?? t.task_digest.slice(7, 19);
-  const why = t.exception ? style.dim(` ${t.exception.type}: ${exceptionLine(t)}`) : "";
-  return `${status} ${name} ${style.dim(t.id)}${r !== null ? ` reward ${r}` : ""}${why}`;
-}
-
-/**
- * The first line of a trial's exception for its progress line. A BUDGET refusal prints whole (it names the limit,
- * what was spent and what the request would have cost, and a user acts on those figures); any other is cut at 160
- * characters, with `…` saying so.
- */
-export function exceptionLine(t: Pick<TrialRecord, "status" | "exception">): string {
-  const first = t.exception?.message.split("\n")[0] ?? "";
-  return t.status === "BUDGET" || first.length <= 160 ? first : `${first.slice(0, 159)}…`;
+/** Checks `--job-name`: a label people type, so printable, one line, not blank. */
+export function parseJobName(v: string | undefined): string | undefined {
+  if (v === undefined) return undefined;
+  if (v.trim() === "" || v.length > 128 || /[\x00-\x1f\x7f]/.test(v)) {
+    throw new EvolveError("usage", `--job-name must be 1 to 128 printable characters, got ${JSON.stringify(v)}`, "e.g. --job-name baseline-oracle");
+  }
+  return v;
 }
 
 /** Starts a job from the options and runs it to the end; returns the store, job id and trials. */
-async function startJob(opts: RunOptions, agentName: string, streamJson = true) {
+async function startJob(opts: RunOptions, agentName: string, kind: JobKind, streamJson = true) {
   // checked before the store is even opened, so a refused flag leaves nothing behind
   checkAgentName(agentName);
   const verifierEnv = parseVerifierEnv(opts.ve);
   const maxSpendUsd = parseMaxSpend(opts.maxSpendUsd);
+  const name = parseJobName(opts.jobName);
   const config = loadConfig();
   const store = openStore(config.home);
   try {
@@ -159,9 +132,11 @@ async function startJob(opts: RunOptions, agentName: string, streamJson = true) 
     const missing = opts.secret.find((name) => secrets[name] === undefined);
     if (missing !== undefined) throw new EvolveError("secret_not_attached", `--secret ${missing}: ${missing} is not set in this environment`, `export ${missing}=… first`);
     const { tasks: all, source, dataset } = await resolveTasks(store, config.home, opts);
-    // numeric flags were checked as they were parsed (flags.ts)
-    const tasks = opts.nTasks !== undefined ? all.slice(0, opts.nTasks) : all;
+    // numeric flags were checked as they were parsed (flags.ts), a run config's values by the same parsers
+    const tasks = selectTasks(all, { include: opts.taskName, exclude: opts.excludeTaskName, limit: opts.nTasks });
     const jobConfig: JobConfig = {
+      kind,
+      ...(name !== undefined ? { name } : {}),
       agent: { name: agentName, model: opts.model },
       attempts: opts.nAttempts ?? 1,
       concurrency: opts.nConcurrent ?? 4,
@@ -179,9 +154,13 @@ async function startJob(opts: RunOptions, agentName: string, streamJson = true) 
     const engine = await openEngine({ kind: opts.engine, home: config.home });
     const job = createJob(store, jobConfig, dataset, config.jobs.max_trials);
     const total = tasks.length * jobConfig.attempts;
-    if (!opts.json) out(`${style.bold(`job ${job.id}`)}: ${total} trial${total === 1 ? "" : "s"} of ${agentName} on ${source.kind === "dataset" ? source.ref : source.path}`);
-    const view = progress(total, opts.json === true, streamJson);
-    const trials = await driveJob({ store, engine, home: config.home, jobId: job.id, secrets, onEvent: view.onEvent }).finally(() => view.end());
+    if (!opts.json) {
+      const label = name !== undefined ? ` (${name})` : "";
+      out(`${style.bold(`job ${job.id}`)}${label}: ${total} trial${total === 1 ? "" : "s"} of ${agentName} on ${source.kind === "dataset" ? source.ref : source.path}`);
+      out(style.dim(`trial folders: ${trialDir(config.home, "<trial id>")}/  (evolve trial show <trial id>)`));
+    }
+    const view = progress(total, taskNames(store.listTrials(job.id)), opts.json === true, streamJson);
+    const trials = await driveJob({ store, engine, home: config.home, jobId: job.id, secrets, onEvent: view.onEvent, warn: view.warn }).finally(() => view.end());
     return { store, job: store.getJob(job.id)!, trials };
   } catch (e) {
     await store.close();
@@ -191,7 +170,7 @@ async function startJob(opts: RunOptions, agentName: string, streamJson = true) 
 
 /** `evolve run` */
 export async function runCommand(opts: RunOptions): Promise<number> {
-  const { store, job, trials } = await startJob(opts, opts.agent ?? "oracle");
+  const { store, job, trials } = await startJob(opts, opts.agent ?? "oracle", "run");
   try {
     return report(job, trials, opts.json === true);
   } finally {
@@ -202,7 +181,7 @@ export async function runCommand(opts: RunOptions): Promise<number> {
 /** `evolve check`: the oracle on every task; a task is solvable when its reference solution scores 1. */
 export async function checkCommand(opts: RunOptions): Promise<number> {
   // --json here is one document (the per-task table), not a stream of trial events
-  const { store, trials } = await startJob({ ...opts, nAttempts: 1 }, "oracle", false);
+  const { store, trials } = await startJob({ ...opts, nAttempts: 1 }, "oracle", "check", false);
   try {
     const rows = trials.map((t) => {
       const r = primaryReward(t.rewards);
@@ -241,13 +220,17 @@ export async function resumeCommand(id: string, opts: { json?: boolean; engine?:
     const pending = before.filter((t) => runsOnResume(t.status)).length;
     const engine = await openEngine({ kind: opts.engine, home: config.home });
     if (!opts.json) out(`${style.bold(`job ${id}`)}: resuming ${pending} of ${before.length} trials`);
-    const view = progress(pending, opts.json === true);
+    const view = progress(pending, taskNames(before), opts.json === true);
     const secrets = secretsFromEnv((job.config as JobConfig).secret_names);
-    const trials = await driveJob({ store, engine, home: config.home, jobId: id, secrets, onEvent: view.onEvent }).finally(() => view.end());
+    const trials = await driveJob({ store, engine, home: config.home, jobId: id, secrets, onEvent: view.onEvent, warn: view.warn }).finally(() => view.end());
     return report(store.getJob(id)!, trials, opts.json === true);
   } finally {
     await store.close();
   }
+}
+
+function taskNames(trials: readonly TrialRecord[]): Map<string, string> {
+  return new Map(trials.map((t) => [t.id, t.task_name ?? t.task_digest.slice(7, 19)]));
 }
 
 /** The attached secrets among `names`, read from this process's environment (values stay in memory only). */
@@ -261,12 +244,22 @@ export function secretsFromEnv(names: readonly string[]): Record<string, string>
  * Runs a recorded job to its end (engine/job/drive.ts). The first Ctrl-C stops gracefully (running trials settle
  * CANCELLED), a second exits at once.
  */
-export async function driveJob(o: { store: Store; engine: Engine; home: string; jobId: string; secrets: Record<string, string>; onEvent?: (e: JobEvent) => void }): Promise<TrialRecord[]> {
+export async function driveJob(o: {
+  store: Store;
+  engine: Engine;
+  home: string;
+  jobId: string;
+  secrets: Record<string, string>;
+  onEvent?: (e: JobEvent) => void;
+  /** Where a warning line goes (default stderr); a live display passes its own so it can redraw around it. */
+  warn?: (line: string) => void;
+}): Promise<TrialRecord[]> {
   const stop = new AbortController();
   const onSigint = () => (stop.signal.aborted ? process.exit(130) : stop.abort());
   process.on("SIGINT", onSigint);
+  const warn = o.warn ?? ((l: string) => process.stderr.write(`${l}\n`));
   try {
-    return await runRecordedJob({ ...o, signal: stop.signal, warn: (m) => process.stderr.write(`${style.yellow("warning")}: ${m}\n`) });
+    return await runRecordedJob({ ...o, signal: stop.signal, warn: (m) => warn(`${style.yellow("warning")}: ${m}`) });
   } finally {
     process.off("SIGINT", onSigint);
   }

@@ -78,9 +78,12 @@ export interface PublishOptions {
   validate?: boolean;
 }
 
-/** What a publish did. `unchanged`: this name@version already held exactly this content. */
+/**
+ * What a publish did. `unchanged`: this name@version already held exactly this content; `restored`: it had been
+ * deleted, and held exactly this content then.
+ */
 export interface PublishResult {
-  status: "published" | "unchanged";
+  status: "published" | "unchanged" | "restored";
   dataset: DatasetRecord;
 }
 
@@ -237,7 +240,8 @@ async function commitTasks<R>(store: Store, home: string, tasks: readonly Prepar
  * Publishes the tasks in `dir` as dataset `name@version`. Every task is validated (ceilings from the home's
  * config, secrets deferred to run time); any error finding refuses the whole publish with a
  * {@link DatasetInvalidError}. Tasks are stored by content digest. Republishing a version with the same content
- * is a no-op; with other content it is refused (`dataset_version_exists`) and the stored version stays intact.
+ * is a no-op; with other content it is refused (`dataset_version_exists`) and the stored version stays intact. A
+ * deleted version comes back only with the content it held (`restored`); other content is `dataset_version_deleted`.
  */
 export async function publishDataset(store: Store, home: string, dir: string, opts: PublishOptions): Promise<PublishResult> {
   checkDatasetName(opts.name);
@@ -256,6 +260,15 @@ export async function publishDataset(store: Store, home: string, dir: string, op
 
   const settled = (existing: DatasetRecord | undefined): PublishResult | undefined => {
     if (!existing) return undefined;
+    if (existing.status === "deleted") {
+      // the same content may come back under its old name; other content would make one name mean two things
+      if (existing.digest === digest) return undefined;
+      throw new EvolveError(
+        "dataset_version_deleted",
+        `${opts.name}@${opts.version} was deleted${existing.deleted_at ? ` (${existing.deleted_at})` : ""} and held other content; a deleted version is never reused with other content`,
+        "publish under a new version (e.g. bump it); republishing the exact content it held restores it",
+      );
+    }
     if (existing.digest === digest) return { status: "unchanged", dataset: existing };
     throw new EvolveError(
       "dataset_version_exists",
@@ -270,17 +283,18 @@ export async function publishDataset(store: Store, home: string, dir: string, op
     const again = settled(store.getDataset(opts.name, opts.version));
     if (again) return again;
     const now = new Date().toISOString();
+    const tomb = store.getDataset(opts.name, opts.version);
     const rec: DatasetRecord = {
       name: opts.name,
       version: opts.version,
       digest,
       tasks: entries,
       status: "active",
-      created_at: now,
+      created_at: tomb?.created_at ?? now,
       updated_at: now,
     };
     store.putDataset(rec);
-    return { status: "published", dataset: rec };
+    return { status: tomb ? "restored" : "published", dataset: rec };
   });
 }
 
@@ -295,10 +309,9 @@ export interface DatasetRow {
   updated_at: string;
 }
 
-/** Every published name@version, newest first. */
+/** Every published name@version, newest first (deleted ones are not listed). */
 export function listDatasets(store: Store): DatasetRow[] {
-  return store
-    .listDatasets()
+  return liveDatasets(store)
     .map((d) => ({
       name: d.name,
       version: d.version,
@@ -311,16 +324,22 @@ export function listDatasets(store: Store): DatasetRow[] {
     .sort((a, b) => cmp(b.updated_at, a.updated_at) || cmp(a.name, b.name) || cmp(b.version, a.version));
 }
 
-/** The versions a ref names: exactly one for `name@version`, every version (newest first) for `name`. */
-/** The versions `ref` names, newest first: one for `name@version`, every version for a bare `name`. */
+/** The versions that are published now (not deleted); of one name, or of every name. */
+function liveDatasets(store: Store, name?: string): DatasetRecord[] {
+  return store.listDatasets(name).filter((d) => d.status === "active");
+}
+
+/** The versions `ref` names, newest first: one for `name@version`, every version for a bare `name`; never a deleted one. */
 export function resolveDataset(store: Store, ref: string): DatasetRecord[] {
   const r = parseDatasetRef(ref);
+  const one = r.version !== undefined ? store.getDataset(r.name, r.version) : undefined;
   const found =
     r.version !== undefined
-      ? [store.getDataset(r.name, r.version)].filter((d): d is DatasetRecord => d !== undefined)
-      : store.listDatasets(r.name).sort((a, b) => cmp(b.created_at, a.created_at) || cmp(b.version, a.version));
+      ? [one].filter((d): d is DatasetRecord => d !== undefined && d.status === "active")
+      : liveDatasets(store, r.name).sort((a, b) => cmp(b.created_at, a.created_at) || cmp(b.version, a.version));
   if (found.length === 0) {
-    throw new EvolveError("dataset_not_found", `no dataset ${ref}`, "see `evolve dataset list`");
+    const gone = one?.status === "deleted" ? ` (it was deleted${one.deleted_at ? ` ${one.deleted_at}` : ""})` : "";
+    throw new EvolveError("dataset_not_found", `no dataset ${ref}${gone}`, "see `evolve dataset list`");
   }
   return found;
 }
@@ -356,7 +375,7 @@ export interface DeleteResult {
 }
 
 /**
- * Deletes `name@version`, or every version of a bare `name`. Task records and blob folders that no remaining
+ * Deletes `name@version`, or every version of a bare `name`, leaving a tombstone of each (see publishDataset). Task records and blob folders that no remaining
  * dataset version and no trial refers to are removed in the same write transaction (blobs are first renamed
  * out of the way under the lock, then erased after commit); anything still referenced is kept.
  */
@@ -378,9 +397,11 @@ export function deleteDataset(store: Store, ref: string): DeleteResult {
 
   function collect(): DeleteResult {
     const victims = resolveDataset(store, ref);
-    for (const d of victims) store.deleteDataset(d.name, d.version);
+    const at = new Date().toISOString();
+    // a tombstone, not a removal: the digest it keeps is what refuses other content under this name@version later
+    for (const d of victims) store.putDataset({ ...d, status: "deleted", updated_at: at, deleted_at: at });
     const candidates = new Set(victims.flatMap((d) => d.tasks.map((t) => t.digest)));
-    for (const d of store.listDatasets()) for (const t of d.tasks) candidates.delete(t.digest);
+    for (const d of liveDatasets(store)) for (const t of d.tasks) candidates.delete(t.digest);
     for (const t of store.listTrials()) candidates.delete(t.task_digest);
     const removed = [...candidates].sort();
     for (const digest of removed) {

@@ -28,6 +28,9 @@ export const ERROR_CODES = {
   // The command line and the CLI itself
   usage: env("the command line is wrong: a missing or malformed argument, or a flag out of range"),
   internal: env("an unexpected failure inside evolve (a bug); EVOLVE_DEBUG=1 prints the stack"),
+  run_config_invalid: env("a run config file (`run -c`) cannot be read, is not TOML, or gives a flag a value of the wrong type"),
+  run_config_key_unknown: env("a run config file (`run -c`) holds a key that is no flag of the command"),
+  confirmation_required: env("the command destroys something and asks first, but there is no terminal to ask on; pass --yes"),
   ve_key_unsupported: env("--ve names a verifier setting other than the few a run may override"),
   config_invalid: env("$EVOLVE_HOME/config.toml is not valid TOML or does not match its schema"),
   disk_full: env("the disk (or a quota) holding a file evolve must write is full; what was stored before is intact"),
@@ -76,6 +79,7 @@ export const ERROR_CODES = {
   dataset_not_found: env("no dataset by that name (and version) is stored"),
   dataset_task_duplicate: ran("two of a dataset's tasks have the same name"),
   dataset_version_exists: ran("that dataset version is already published with different content"),
+  dataset_version_deleted: ran("that dataset version was deleted, and a deleted version is never reused with other content"),
 
   // Jobs
   job_not_found: env("no job by that id is stored"),

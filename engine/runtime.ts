@@ -27,7 +27,7 @@ export function exitQuietlyOnBrokenPipe(): void {
 }
 
 /** Whether a stream is an interactive terminal (colour and progress only go to TTYs). */
-export function isTTY(stream: NodeJS.WriteStream): boolean {
+export function isTTY(stream: { isTTY?: boolean }): boolean {
   return Boolean(stream.isTTY);
 }
 

@@ -214,7 +214,7 @@ describe("dataset commands", () => {
     expect(human.stdout).toMatch(/AGENT TIMEOUT/);
     expect(human.stdout).toMatch(/no-network/);
 
-    const del = evolve(["dataset", "delete", "demo@1.0"]);
+    const del = evolve(["dataset", "delete", "demo@1.0", "--yes"]);
     expect(del.code).toBe(0);
     expect(del.stdout).toMatch(/deleted demo@1.0/);
     expect(JSON.parse(evolve(["dataset", "list", "--json"]).stdout)).toEqual([]);
@@ -277,6 +277,150 @@ describe("configuration", () => {
     expect(r.stderr).toMatch(/^error\[config_invalid\]: .*ceilings\.cpus/);
     writeFileSync(join(cfgHome, "config.toml"), "[ceilings\n");
     expect(evolve(["dataset", "list"], { env: { EVOLVE_HOME: cfgHome } }).stderr).toMatch(/^error\[config_invalid\]: .*not valid TOML/);
+  });
+});
+
+describe("did you mean", () => {
+  it("suggests the command, subcommand or flag meant, on one line, with exit 2", () => {
+    const cases: [string[], RegExp, RegExp][] = [
+      [["jobs", "list"], /^error\[usage\]: unknown command 'jobs'\. Did you mean 'job'\?$/, /hint: see `evolve --help`/],
+      [["job", "lst"], /^error\[usage\]: unknown command 'job lst'\. Did you mean 'job list'\?$/, /hint: see `evolve job --help`/],
+      [["datasets", "list"], /^error\[usage\]: unknown command 'datasets'\. Did you mean 'dataset'\?$/, /hint/],
+      [["dataset", "delet", "x"], /^error\[usage\]: unknown command 'dataset delet'\. Did you mean 'dataset delete'\?$/, /hint: see `evolve dataset --help`/],
+      [["run", "--job-nme", "x"], /^error\[usage\]: unknown option '--job-nme'\. Did you mean '--job-name'\?$/, /hint: see `evolve run --help`/],
+    ];
+    for (const [args, first, hint] of cases) {
+      const r = evolve(args);
+      expect(r.code, args.join(" ")).toBe(2);
+      const lines = r.stderr.trim().split("\n");
+      expect(lines).toHaveLength(2);
+      expect(lines[0]).toMatch(first);
+      expect(lines[1]).toMatch(hint);
+    }
+  });
+});
+
+describe("run -c run.toml and task selection", () => {
+  let cfgDir: string;
+  const write = (name: string, text: string) => {
+    const f = join(cfgDir, name);
+    writeFileSync(f, text);
+    return f;
+  };
+  beforeAll(() => {
+    cfgDir = join(work, "runcfg");
+    mkdirSync(join(cfgDir, "tasks"), { recursive: true });
+    for (const t of ["hello", "hello-slow", "world"]) expect(evolve(["task", "init", join(cfgDir, "tasks", t), "--name", `acme/${t}`]).code).toBe(0);
+  });
+
+  it("refuses an unknown key by name, listing the keys there are", () => {
+    const f = write("unknown.toml", 'path = "tasks"\nagnt = "nop"\n');
+    const r = evolve(["run", "-c", f]);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toMatch(/^error\[run_config_key_unknown\]: .*unknown\.toml: unknown key "agnt": `evolve run` has no --agnt/);
+    expect(r.stderr).toMatch(/hint: keys are the flags without --: .*\bagent\b.*\bn-concurrent\b/);
+    // check has no --agent: the same key is unknown there
+    const c = evolve(["check", "-c", write("check.toml", 'agent = "nop"\n')]);
+    expect(c.code).toBe(2);
+    expect(c.stderr).toMatch(/^error\[run_config_key_unknown\]: .*"agent": `evolve check` has no --agent/);
+  });
+
+  it("refuses a value of the wrong type, a file that is not TOML, and a file that is not there", () => {
+    const bad = evolve(["run", "-c", write("type.toml", 'n-concurrent = "four"\n')]);
+    expect(bad.stderr).toMatch(/^error\[run_config_invalid\]: .*n-concurrent must be a number, got "four"/);
+    expect(evolve(["run", "-c", write("list.toml", "secret = [1, 2]\n")]).stderr).toMatch(/^error\[run_config_invalid\]: .*secret must be a string or a list of strings/);
+    expect(evolve(["run", "-c", write("engine.toml", 'engine = "lxc"\n')]).stderr).toMatch(/^error\[run_config_invalid\]: .*engine must be one of podman, docker/);
+    expect(evolve(["run", "-c", write("broken.toml", "path = \n")]).stderr).toMatch(/^error\[run_config_invalid\]: .*not valid TOML/);
+    const gone = evolve(["run", "-c", join(cfgDir, "absent.toml")]);
+    expect(gone.code).toBe(2);
+    expect(gone.stderr).toMatch(/^error\[run_config_invalid\]: cannot read run config/);
+  });
+
+  it("takes the file's values over the defaults, the flags' over the file's, and reads path from the file's folder", () => {
+    // snake_case keys work too; n_concurrent = 0 is read (and refused by -n's own parser), so the file beat the default of 4
+    const f = write("run.toml", 'path = "tasks"\nn_concurrent = 0\n');
+    const fromFile = evolve(["run", "-c", f], { cwd: tmpdir() });
+    expect(fromFile.code).toBe(2);
+    expect(fromFile.stderr).toMatch(/^error\[run_config_invalid\]: \S*run\.toml: n_concurrent: -n must be a positive integer, got "0"/);
+    const g = write("good.toml", 'path = "tasks"\nn-concurrent = 2\ntask-name = ["nope*"]\n');
+    const sel = evolve(["run", "-c", g], { cwd: tmpdir() });
+    expect(sel.code).toBe(2);
+    expect(sel.stderr).toMatch(/^error\[job_empty\]: no task is left after --task-name nope\* \(of 3 tasks: acme\/hello, acme\/hello-slow, acme\/world\)/);
+    // a flag on the command line replaces the file's list rather than adding to it
+    const flag = evolve(["run", "-c", g, "-i", "none*"], { cwd: tmpdir() });
+    expect(flag.stderr).toMatch(/--task-name none\* \(of 3 tasks/);
+    expect(flag.stderr).not.toMatch(/nope/);
+  });
+
+  it("filters tasks by --task-name and --exclude-task-name globs before -l", () => {
+    const r = evolve(["run", "-p", join(cfgDir, "tasks"), "-i", "acme/hello*", "-x", "*-slow", "-x", "acme/hello"]);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toMatch(/^error\[job_empty\]: no task is left after --task-name acme\/hello\*, --exclude-task-name \*-slow, --exclude-task-name acme\/hello/);
+    // with one task left, the run goes on to the next check (the job's size, before any engine), which counts it
+    const one = evolve(["run", "-p", join(cfgDir, "tasks"), "-i", "*world", "-k", "20000"]);
+    expect(one.stderr).toMatch(/^error\[job_too_large\]: the job would hold 20000 trials \(1 task × 20000 attempts\)/);
+  });
+
+  it("refuses a blank or multi-line --job-name", () => {
+    for (const name of ["", "  ", "a\nb"]) {
+      const r = evolve(["run", "-p", join(cfgDir, "tasks"), "--job-name", name]);
+      expect(r.code).toBe(2);
+      expect(r.stderr).toMatch(/^error\[usage\]: --job-name must be 1 to 128 printable characters/);
+    }
+  });
+});
+
+describe("dataset delete asks first and keeps a tombstone", () => {
+  const hasScript = spawnSync("script", ["--version"]).status === 0;
+  let dir: string;
+  beforeAll(() => {
+    dir = join(work, "tomb");
+    mkdirSync(dir);
+    expect(evolve(["task", "init", join(dir, "one")]).code).toBe(0);
+    expect(evolve(["dataset", "publish", dir, "--name", "tomb", "--version", "1"]).code).toBe(0);
+  });
+  const onTty = (args: string, answer: string) =>
+    spawnSync("script", ["-qec", `"${bun}" "${join(root, "main.ts")}" ${args}`, "/dev/null"], { encoding: "utf8", input: answer, env: { ...process.env, EVOLVE_HOME: home, NO_COLOR: "1" } });
+
+  it("refuses to delete without a terminal to ask on unless --yes, and deletes nothing", () => {
+    const r = evolve(["dataset", "delete", "tomb@1"]);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toMatch(/^error\[confirmation_required\]: dataset delete would delete tomb@1 \(1 task\) and asks first/);
+    expect(r.stderr).toMatch(/hint: pass --yes/);
+    expect(evolve(["dataset", "show", "tomb@1"]).code).toBe(0);
+  });
+
+  it.skipIf(!hasScript)("on a terminal deletes only on yes", () => {
+    const no = onTty("dataset delete tomb@1", "n\n");
+    expect(no.stdout).toMatch(/delete tomb@1 \(1 task\)\? .*\[y\/N\]/);
+    expect(no.stdout).toMatch(/nothing deleted/);
+    expect(evolve(["dataset", "show", "tomb@1"]).code).toBe(0);
+    const yes = onTty("dataset delete tomb@1", "y\n");
+    expect(yes.stdout).toMatch(/deleted tomb@1/);
+    expect(evolve(["dataset", "show", "tomb@1"]).code).toBe(2);
+    // put it back for the next test
+    expect(evolve(["dataset", "publish", dir, "--name", "tomb", "--version", "1"]).code).toBe(0);
+  });
+
+  it("never lets a deleted name@version come back with other content; the same content restores it", () => {
+    expect(evolve(["dataset", "delete", "tomb@1", "--yes"]).code).toBe(0);
+    expect(JSON.parse(evolve(["dataset", "list", "--json"]).stdout).some((d: { name: string }) => d.name === "tomb")).toBe(false);
+    const shown = evolve(["dataset", "show", "tomb@1"]);
+    expect(shown.stderr).toMatch(/^error\[dataset_not_found\]: no dataset tomb@1 \(it was deleted /);
+    const instruction = join(dir, "one", "instruction.md");
+    const original = readFileSync(instruction, "utf8");
+    writeFileSync(instruction, "Other content.\n");
+    const other = evolve(["dataset", "publish", dir, "--name", "tomb", "--version", "1"]);
+    expect(other.code).toBe(1);
+    expect(other.stderr).toMatch(/^error\[dataset_version_deleted\]: tomb@1 was deleted .* a deleted version is never reused with other content/);
+    expect(evolve(["dataset", "show", "tomb@1"]).code).toBe(2);
+    // a new version takes the new content
+    expect(evolve(["dataset", "publish", dir, "--name", "tomb", "--version", "2"]).code).toBe(0);
+    writeFileSync(instruction, original);
+    const same = evolve(["dataset", "publish", dir, "--name", "tomb", "--version", "1", "--json"]);
+    expect(same.code).toBe(0);
+    expect(JSON.parse(same.stdout).status).toBe("restored");
+    expect(evolve(["dataset", "show", "tomb@1"]).code).toBe(0);
   });
 });
 

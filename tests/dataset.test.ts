@@ -292,6 +292,30 @@ describe("publish, list, show, delete", () => {
       await expectCode(() => deleteDataset(store, "demo"), "dataset_not_found");
     });
   });
+
+  it("keeps a tombstone: other content under a deleted version is refused, its own content restores it and its files", async () => {
+    await withStore(home, async (store) => {
+      // demo@1 was deleted above and its hello blob collected; the folder now holds other content for hello
+      const tomb = store.getDataset("demo", "1")!;
+      expect(tomb).toMatchObject({ status: "deleted", digest: v1Digest });
+      expect(tomb.deleted_at).toBeDefined();
+      const e = await expectCode(() => publishDataset(store, home, dir, { name: "demo", version: "1" }), "dataset_version_deleted");
+      expect(e.exit).toBe(1);
+      expect(store.getDataset("demo", "1")).toEqual(tomb);
+      await expectCode(() => showDataset(store, "demo@1"), "dataset_not_found");
+      // deleting a deleted version again finds nothing
+      await expectCode(() => deleteDataset(store, "demo@1"), "dataset_not_found");
+      writeFileSync(join(dir, "hello", "instruction.md"), "Create /app/hello.txt.\n");
+      const r = await publishDataset(store, home, dir, { name: "demo", version: "1" });
+      expect(r.status).toBe("restored");
+      expect(r.dataset).toMatchObject({ status: "active", digest: v1Digest, created_at: tomb.created_at });
+      expect(r.dataset.deleted_at).toBeUndefined();
+      expect(snapshot(helloBlob)).toEqual(helloSnapshot);
+      expect(showDataset(store, "demo@1").tasks.map((t) => t.name)).toEqual(["demo/hello", "demo/world"]);
+      expect(listDatasets(store).map((d) => `${d.name}@${d.version}`)).toEqual(["demo@1"]);
+      expect(store.verify().ok).toBe(true);
+    });
+  });
 });
 
 describe("publish refusals", () => {

@@ -5,13 +5,13 @@
  * README and behaviour agree.
  */
 import { spawnSync } from "node:child_process";
-import { mkdirSync, mkdtempSync, readFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { beforeEach, describe, expect, it } from "vitest";
 import { createJob, type JobConfig } from "../engine/job/job.ts";
 import { openStore, type Store, type TrialRecord } from "../engine/store/index.ts";
-import { exceptionLine } from "../commands/run.ts";
+import { exceptionLine } from "../commands/progress.ts";
 
 const root = resolve(__dirname, "..");
 const bun = join(root, "node_modules/.bin/bun");
@@ -155,11 +155,10 @@ describe("spend: `-` whenever nothing was measured", () => {
   });
 
   it("prints a BUDGET refusal's line whole, and cuts any other long line with …", () => {
-    const budget = "user: alice budget of $1.0000 would be exceeded (spent $0.9990, in flight $0.0000, this request up to $0.0420)".repeat(2);
-    expect(exceptionLine({ status: "BUDGET", exception: exc("ApiUsageLimitError", budget) })).toBe(budget);
-    const long = "x".repeat(400);
-    const cut = exceptionLine({ status: "SCORING_ERROR", exception: exc("RewardFileNotFoundError", long) });
-    expect(cut).toHaveLength(160);
+    const budget = "user: alice budget of $1.0000 would be exceeded (spent $0.9990, in flight $0.0000, this request up to $0.0420)";
+    expect(exceptionLine({ status: "BUDGET", exception: exc("ApiUsageLimitError", `${budget}\nmore`) })).toBe(budget);
+    const cut = exceptionLine({ status: "SCORING_ERROR", exception: exc("RewardFileNotFoundError", budget) });
+    expect(cut).toHaveLength(100);
     expect(cut.endsWith("…")).toBe(true);
   });
 });
@@ -200,5 +199,22 @@ describe("help, hints and README say what evolve does", () => {
     expect(readme).toContain("`$XDG_RUNTIME_DIR/evolve/podman.sock`");
     const { podmanServiceSocket } = await import("../engine/driver/socket.ts");
     expect(podmanServiceSocket(home)).toBe(join(process.env.XDG_RUNTIME_DIR!, "evolve", "podman.sock"));
+  });
+});
+
+describe("numeric values from a run config file and job list --limit go through the same parser", () => {
+  it("refuses n-attempts = 0 in run.toml with the key named, before anything is recorded", () => {
+    const file = join(home, "run.toml");
+    writeFileSync(file, `path = ${JSON.stringify(TASK)}\nn-attempts = 0\n`);
+    const r = evolve(["run", "-c", file]);
+    expect(r.code).toBe(2);
+    expect(r.stderr.split("\n")[0]).toBe(`error[run_config_invalid]: ${file}: n-attempts: -k must be a positive integer, got "0"`);
+    expect(JSON.parse(evolve(["job", "list", "--json"]).stdout)).toEqual([]);
+  });
+
+  it("job list --limit abc", () => {
+    const r = evolve(["job", "list", "--limit", "abc"]);
+    expect(r.code).toBe(2);
+    expect(r.stderr.split("\n")[0]).toBe('error[usage]: --limit must be a whole number ≥ 0 (0: all), got "abc"');
   });
 });

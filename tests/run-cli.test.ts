@@ -47,15 +47,18 @@ afterAll(() => {
 describe.skipIf(!hasPodman)("evolve run (needs podman and the local debian:bookworm-slim image)", () => {
   it("runs the oracle to a reward of 1 and records job and trial", () => {
     const task = makeTask("hello");
-    const r = evolve(["run", "-p", task, "-a", "oracle"]);
+    const r = evolve(["run", "-p", task, "-a", "oracle", "--job-name", "first-run"]);
     expect(r.stderr).toBe("");
     expect(r.code).toBe(0);
     expect(r.stdout).toMatch(/SCORED/);
     expect(r.stdout).toMatch(/mean reward 1/);
     expect(r.stdout).toMatch(/^spend {2}-$/m);
+    expect(r.stdout).toContain(`trial folders: ${join(home, "trials")}/<trial id>/`);
 
     const jobs = JSON.parse(evolve(["job", "list", "--json"]).stdout);
     expect(jobs).toHaveLength(1);
+    expect(jobs[0]).toMatchObject({ kind: "run", name: "first-run", agent: "oracle" });
+    expect(JSON.parse(evolve(["job", "show", "first-run", "--json"]).stdout).id).toBe(jobs[0].id);
     const show = JSON.parse(evolve(["job", "show", jobs[0].id, "--json"]).stdout);
     expect(show).toMatchObject({ status: "COMPLETED", mean_reward: 1, n_trials: 1, counts: { SCORED: 1 }, pass_at_k: { "1": 1 } });
 
@@ -100,7 +103,14 @@ describe.skipIf(!hasPodman)("evolve run (needs podman and the local debian:bookw
 
   it("check proves a task solvable, and names one that is not", () => {
     const good = makeTask("solvable");
-    expect(evolve(["check", "-p", good]).code).toBe(0);
+    const ok = evolve(["check", "-p", good]);
+    expect(ok.code).toBe(0);
+    // without a TTY the run is never silent: a line when the trial starts and one when it settles, with its time
+    expect(ok.stdout).toMatch(/^started local\/solvable \S+$/m);
+    expect(ok.stdout).toMatch(/^SCORED local\/solvable \S+ reward 1 \(\d+s\)$/m);
+    const checks = JSON.parse(evolve(["job", "list", "--kind", "check", "--json"]).stdout);
+    expect(checks).toHaveLength(1);
+    expect(checks[0]).toMatchObject({ kind: "check", agent: "oracle", status: "COMPLETED" });
     const bad = makeTask("unsolvable");
     writeFileSync(join(bad, "solution", "solve.sh"), "#!/bin/bash\necho 'wrong' > /app/hello.txt\n");
     const r = evolve(["check", "-p", bad, "--json"]);

@@ -9,7 +9,7 @@ import { EvolveError } from "../errors.ts";
 import { taskBlobDir, type JobRecord, type Store, type TrialRecord } from "../store/index.ts";
 import { regradeRefusal, regradeVerifier, type RegradeVerifier } from "../trial/regrade.ts";
 import { closeAttempt, endedBecause, isSettledStatus } from "../trial/outcome.ts";
-import { createJob, jobConfig, runnerAlive, type JobConfig } from "./job.ts";
+import { createJob, jobConfig, runnerAlive, type JobConfig, type JobKind } from "./job.ts";
 
 const now = () => new Date().toISOString();
 
@@ -31,11 +31,14 @@ function originalJob(store: Store, t: TrialRecord): JobRecord {
   return job;
 }
 
-/** The original job's config narrowed to the one trial's task, one attempt, one at a time. */
-function singleTrialConfig(job: JobRecord, t: TrialRecord): JobConfig {
-  const c = jobConfig(job);
+/**
+ * The original job's config narrowed to the one trial's task, one attempt, one at a time, as a job of `kind`. The
+ * original's `--job-name` stays with the original: the name finds that job, not each retry of one of its trials.
+ */
+function singleTrialConfig(job: JobRecord, t: TrialRecord, kind: JobKind): JobConfig {
+  const { name: _label, ...c } = jobConfig(job);
   const name = t.task_name ?? c.tasks.find((x) => x.digest === t.task_digest)?.name ?? t.task_digest;
-  return { ...c, attempts: 1, concurrency: 1, tasks: [{ name, digest: t.task_digest }] };
+  return { ...c, kind, attempts: 1, concurrency: 1, tasks: [{ name, digest: t.task_digest }] };
 }
 
 function newJobWith(store: Store, job: JobRecord, config: JobConfig, lineage: Pick<TrialRecord, "retry_of" | "regrade_of">): { job: JobRecord; trial: TrialRecord } {
@@ -61,7 +64,7 @@ export function createRetry(store: Store, id: string): { job: JobRecord; trial: 
     throw new EvolveError("task_missing", `the task of trial ${id} (${t.task_digest}) is no longer stored`, "publish or run the task again");
   }
   const job = originalJob(store, t);
-  return newJobWith(store, job, singleTrialConfig(job, t), { retry_of: id });
+  return newJobWith(store, job, singleTrialConfig(job, t, "retry"), { retry_of: id });
 }
 
 /**
@@ -76,7 +79,7 @@ export async function createRegrade(store: Store, home: string, id: string): Pro
   const verifier = await regradeVerifier(taskDir);
   const job = originalJob(store, t);
   // a regrade needs no build cache bust and no retries of an agent: one verifier run
-  const config: JobConfig = { ...singleTrialConfig(job, t), force_build: false };
+  const config: JobConfig = { ...singleTrialConfig(job, t, "regrade"), force_build: false };
   return { ...newJobWith(store, job, config, { regrade_of: id }), verifier };
 }
 

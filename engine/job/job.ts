@@ -18,8 +18,15 @@ import type { TrialDeps, TrialEvent, TrialRequest } from "../trial/types.ts";
 /** A job's status: RUNNING while a runner works on it, INTERRUPTED when that runner died, then a final state. */
 export type JobStatus = "RUNNING" | "INTERRUPTED" | "COMPLETED" | "CANCELLED";
 
+/** What made a job: `run`, `check`, or `trial retry` / `trial regrade` of one trial. */
+export type JobKind = "run" | "check" | "retry" | "regrade";
+
 /** What a job runs, as stored in its record (secret names only, never values). */
 export interface JobConfig {
+  /** Absent on jobs recorded before it was kept (see summary.ts jobKind for how those are read). */
+  kind?: JobKind;
+  /** `--job-name`: a label the user chose, shown in `job list` and usable in place of the id. */
+  name?: string;
   agent: { name: string; model?: string };
   /** Trials per task (`-k`). */
   attempts: number;

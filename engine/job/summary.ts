@@ -6,11 +6,15 @@
 import type { JobRecord, TrialRecord } from "../store/index.ts";
 import type { TrialStatus } from "../trial/types.ts";
 import { isSettledStatus, type AttemptEntry } from "../trial/outcome.ts";
-import { effectiveStatus, jobConfig, type JobStatus } from "./job.ts";
+import { effectiveStatus, jobConfig, type JobKind, type JobStatus } from "./job.ts";
 
 /** The stable `--json` shape of `job show`. */
 export interface JobSummary {
   id: string;
+  /** What made the job (see {@link jobKind}). */
+  kind: JobKind;
+  /** Its `--job-name`, or null. */
+  name: string | null;
   status: JobStatus;
   created_at: string;
   finished_at: string | null;
@@ -78,6 +82,18 @@ export function kValues(maxK: number): number[] {
   return [...ks].sort((a, b) => a - b);
 }
 
+/**
+ * What made a job: the kind its config records, else (a job from before kinds were kept) `retry` / `regrade` when
+ * its trial names the trial it runs again, else `run`.
+ */
+export function jobKind(job: JobRecord, trials: readonly TrialRecord[]): JobKind {
+  const kind = jobConfig(job).kind;
+  if (kind !== undefined) return kind;
+  if (trials.some((t) => t.regrade_of !== undefined)) return "regrade";
+  if (trials.some((t) => t.retry_of !== undefined)) return "retry";
+  return "run";
+}
+
 /** Summarizes a job from its record and its trials. */
 export function summarizeJob(job: JobRecord, trials: readonly TrialRecord[]): JobSummary {
   const config = jobConfig(job);
@@ -105,6 +121,8 @@ export function summarizeJob(job: JobRecord, trials: readonly TrialRecord[]): Jo
   const metrics = Object.fromEntries(Object.entries(sums).map(([k, a]) => [k, { mean: a.sum / a.n, n: a.n }]));
   return {
     id: job.id,
+    kind: jobKind(job, trials),
+    name: config.name ?? null,
     status: effectiveStatus(job),
     created_at: job.created_at,
     finished_at: job.finished_at ?? null,

@@ -28,15 +28,20 @@ export const TaskRecordSchema = z.object({
   summary: TaskSummarySchema,
 });
 
-/** One published version of a dataset. Its content never changes once stored: a new content is a new version. */
+/**
+ * One published version of a dataset. Its content never changes once stored: a new content is a new version. A
+ * deleted version stays as a tombstone (`status` "deleted", its digest kept) so the same name@version is never
+ * published again with other content.
+ */
 export const DatasetRecordSchema = z.object({
   name: z.string().min(1),
   version: z.string().min(1),
   digest: z.string().regex(/^sha256:[0-9a-f]{64}$/),
   tasks: z.array(z.object({ name: z.string().min(1), digest: z.string().min(1) })),
-  status: z.enum(["active"]),
+  status: z.enum(["active", "deleted"]),
   created_at: isoTime,
   updated_at: isoTime,
+  deleted_at: isoTime.optional(),
 });
 
 /** A job: a batch of trials started together. `config` is the run's resolved settings, owned by engine/job. */

@@ -24,12 +24,26 @@ export function providerKeysFromEnv(env: Record<string, string | undefined> = pr
     .map(([, v]) => v!);
 }
 
+/** How runVerifier runs the task's tests in a box. */
+export interface VerifierRun {
+  /** Wraps each engine call (the full run turns a box that died under it into the entrypoint's death). */
+  guard?: <T>(fn: () => Promise<T>) => Promise<T>;
+  testsDirs: string[];
+  workdir?: string;
+  env: Record<string, string>;
+  timeoutSec: number;
+}
+
+/** What runVerifier found: the scores, or the exception of a verifier that gave no valid verdict. */
+export type VerifierVerdict = { rewards: RewardMap; primary: number | null } | { exception: ExceptionRecord };
+
 /** Now, as the ISO string records carry. */
 export const now = () => new Date().toISOString();
 
-/** The record-keeping half of a trial run; subclasses do the work. */
+/** The record-keeping half of a trial run; subclasses do the work. Its public members are part of what a phase sees (phases/room.ts). */
 export abstract class TrialRecorder {
-  protected readonly path: string;
+  /** The trial's folder on the host (trialDir). */
+  readonly path: string;
   protected rec: TrialRecord;
   protected readonly timings: Partial<Record<Phase, TimeSpan>> = {};
   /** When this run started (result.json's `started_at`). */
@@ -39,8 +53,8 @@ export abstract class TrialRecorder {
   protected readonly previous: TrialRecord | undefined;
 
   constructor(
-    protected readonly req: TrialRequest,
-    protected readonly deps: TrialDeps,
+    readonly req: TrialRequest,
+    readonly deps: TrialDeps,
     /** Fields that differ by kind of run (e.g. `regrade_of`), laid over the common fresh record. */
     fields: Partial<TrialRecord> = {},
   ) {
@@ -96,7 +110,7 @@ export abstract class TrialRecorder {
   }
 
   /** Throws CancelledFailure once the run's signal has fired. */
-  protected checkCancelled(): void {
+  checkCancelled(): void {
     if (this.deps.signal?.aborted) throw new CancelledFailure();
   }
 
@@ -104,7 +118,7 @@ export abstract class TrialRecorder {
    * Writes the record with `fields` and the phase clocks; tells listeners when the status changed. The record's
    * schema takes any status string (older stores hold others); what this trial writes is always a TrialStatus.
    */
-  protected update(fields: Partial<TrialRecord> & { status?: TrialStatus }): void {
+  update(fields: Partial<TrialRecord> & { status?: TrialStatus }): void {
     const prevStatus = this.rec.status;
     const store = this.deps.store;
     store.transaction(() => {
@@ -120,7 +134,7 @@ export abstract class TrialRecorder {
   }
 
   /** Appends one line to the trial's system log (trial.log) and passes it to listeners. */
-  protected log(line: string): void {
+  log(line: string): void {
     const text = this.redact(line);
     try {
       appendFileSync(trialPaths(this.path).log, `${now()} ${text}\n`);
@@ -142,7 +156,7 @@ export abstract class TrialRecorder {
   }
 
   /** An exception record, secrets redacted. */
-  protected exc(type: ExceptionType, message: string, traceback = ""): ExceptionRecord {
+  exc(type: ExceptionType, message: string, traceback = ""): ExceptionRecord {
     return { type, message: this.redact(message), traceback: this.redact(traceback), occurred_at: now() };
   }
 
@@ -159,17 +173,7 @@ export abstract class TrialRecorder {
    * held, test.sh runs with its output as the verifier stream, and the reward files are read the one way
    * (reward.ts). Returns the scores, or the exception of a verifier that gave no valid verdict.
    */
-  protected async runVerifier(
-    box: string,
-    o: {
-      /** Wraps each engine call (the full run turns a box that died under it into the entrypoint's death). */
-      guard?: <T>(fn: () => Promise<T>) => Promise<T>;
-      testsDirs: string[];
-      workdir?: string;
-      env: Record<string, string>;
-      timeoutSec: number;
-    },
-  ): Promise<{ rewards: RewardMap; primary: number | null } | { exception: ExceptionRecord }> {
+  async runVerifier(box: string, o: VerifierRun): Promise<VerifierVerdict> {
     const engine = this.deps.engine;
     const guard = o.guard ?? (<T>(fn: () => Promise<T>) => fn());
     const exec = (cmd: string[], opts: ExecOptions): Promise<ExecResult> => guard(() => engine.exec(box, cmd, opts));

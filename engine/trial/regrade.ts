@@ -24,12 +24,13 @@ import { awaitHealthy, boxSpec, ensureBuilt, requireImage, taskImageTag } from "
 import { keepChangedFiles, readKeptFile, readManifest, type KeptManifest } from "./changes.ts";
 import { resolveAgentEnv, resolveVerifierEnv } from "./env.ts";
 import { CancelledFailure, isSettledStatus, TrialFailure } from "./outcome.ts";
-import { artifactSources, BOX, restoreArtifactCommand, trialPaths, VERIFY_COMMAND } from "./layout.ts";
+import { artifactSources, BOX, restoreArtifactCommand, trialPaths } from "./layout.ts";
 import { boxPutTar } from "./inspect.ts";
-import { pruneEmptyDirs, writeJson, writeResult, type ExceptionRecord, type TimeSpan, type TrialConfigFile } from "./result.ts";
-import { primaryReward, readRewards, verifierTail, type RewardMap } from "./reward.ts";
+import { writeJson, writeResult, type ExceptionRecord, type TrialConfigFile } from "./result.ts";
+import type { RewardMap } from "./reward.ts";
 import { now, TrialRecorder } from "./recorder.ts";
 import type { TrialDeps, TrialRequest, TrialStatus } from "./types.ts";
+import { buildVerifierImage } from "./phases/verify.ts";
 
 
 /**
@@ -180,14 +181,16 @@ class Regrade extends TrialRecorder {
 
   private async build(): Promise<void> {
     const env = this.cfg.environment;
-    const testsDockerfile = join(this.req.task.dir, "tests", "Dockerfile");
     const buildLog = (line: string) => this.deps.onEvent?.({ kind: "log", trialId: this.req.trialId, stream: "build", line });
     if (env.docker_image) {
       await requireImage(this.engine, env.docker_image);
       this.image = env.docker_image;
-    } else if (this.separate() && existsSync(testsDockerfile)) {
-      this.image = taskImageTag(this.req.task.digest, "verifier");
-      await ensureBuilt(this.engine, { context: join(this.req.task.dir, "tests"), tag: this.image, digest: this.req.task.digest, force: false, timeoutMs: env.build_timeout_sec * 1000, log: buildLog });
+      return;
+    }
+    // a separate verifier runs in its own image (tests/Dockerfile) when the task has one, as the original's did
+    const verifierImage = this.separate() ? await buildVerifierImage(this.engine, this.req, this.cfg, { force: false, log: buildLog }) : undefined;
+    if (verifierImage) {
+      this.image = verifierImage;
     } else {
       this.image = taskImageTag(this.req.task.digest);
       await ensureBuilt(this.engine, { context: join(this.req.task.dir, "environment"), tag: this.image, digest: this.req.task.digest, force: !!this.req.forceBuild, timeoutMs: env.build_timeout_sec * 1000, log: buildLog });

@@ -2,40 +2,43 @@
  * One trial, start to finish: prepare → build → boot → install → agent → verify → persist (platform-trials.md).
  * Every phase is recorded in the store as it starts and ends; the trial always settles in exactly one status and
  * always leaves its tree (config.json, result.json, exception.txt when failed) under trialDir(home, id).
- * See errors.ts for which failure settles which status.
+ * See errors.ts for which failure settles which status. This file keeps the order of the phases and owns the
+ * trial's boxes, networks and gateway lease; what build, boot, install, agent and verify do is in phases/.
  */
 import { existsSync, readFileSync } from "node:fs";
-import { chmod, chown, copyFile, mkdir, mkdtemp, readdir, readFile, rename, rm } from "node:fs/promises";
-import { tmpdir } from "node:os";
+import { chmod, chown, mkdir, readFile, rm } from "node:fs/promises";
 import { join } from "node:path";
-import type { Engine, IdMapping } from "../driver/types.ts";
+import type { Engine, ExecOptions, ExecResult, IdMapping } from "../driver/types.ts";
 import { loadConfig, type BoxDefaults } from "../config.ts";
 import { firstLine, isDiskFull } from "../errors.ts";
 import { getHarness, harnessNames } from "../harness/index.ts";
 import type { Harness, HarnessContext } from "../harness/types.ts";
 import type { TrialRecord } from "../store/index.ts";
-import { baselineNetwork, DEFAULT_AGENT_TIMEOUT_SEC, DEFAULT_VERIFIER_TIMEOUT_SEC, parseTaskToml, verifierMode, type TaskConfig } from "../task/model.ts";
-import { awaitHealthy, boxSpec, ensureBuilt, gpuDevices, removeLabelled, requireImage, requireRunning, taskImageTag } from "./box.ts";
+import { parseTaskToml, verifierMode, type TaskConfig } from "../task/model.ts";
+import { awaitHealthy, boxSpec, gpuDevices, removeLabelled, requireRunning } from "./box.ts";
 import { keepChangedFiles } from "./changes.ts";
 import { LABEL_HOME, LABEL_TRIAL } from "../driver/types.ts";
-import { judgeFamily, resolveAgentEnv, resolveVerifierEnv, withJudgeEnv } from "./env.ts";
+import { resolveAgentEnv, resolveVerifierEnv } from "./env.ts";
 import { GatewayConfigError, type BudgetRefusal, type GatewayLease } from "../gateway/model-gateway.ts";
 import { homeGateway, spendRecord } from "./spend.ts";
 import { zeroLane } from "../../gateway/meter.ts";
 import { ComposeTask } from "./compose.ts";
 import { TrialNetwork, trialPolicies, type NetPolicy, type TrialPolicies } from "./network.ts";
 import { CancelledFailure, TrialFailure } from "./outcome.ts";
-import { ATTEMPT_OUTPUTS, BOX, TRIAL, collectArtifactCommand, MOUNTED, restoreArtifactCommand, trialPaths, VERIFY_COMMAND, artifactSources } from "./layout.ts";
-import { pruneEmptyDirs, redactTree, writeEvolveJson, writeJson, writeResult, type AgentUsage, type ExceptionRecord, type StepResult, type TimeSpan, type TrialConfigFile } from "./result.ts";
-import { primaryReward, readRewards, verifierTail, type RewardMap } from "./reward.ts";
+import { ATTEMPT_OUTPUTS, MOUNTED, trialPaths } from "./layout.ts";
+import { writeEvolveJson, writeJson, writeResult, type AgentUsage, type ExceptionRecord, type StepResult, type TrialConfigFile } from "./result.ts";
+import type { RewardMap } from "./reward.ts";
 import { runRegrade } from "./regrade.ts";
 import { stepPlans, trialConfigFile, type StepPlan } from "./plan.ts";
-import { aggregateStepRewards, passesMinReward, type MinReward } from "./steps.ts";
+import { aggregateStepRewards, passesMinReward } from "./steps.ts";
 import { watchStopRequest } from "./stop.ts";
-import { killNewProcs, snapshotProcs, type ProcSnapshot } from "./procs.ts";
-import { defuseTree, emptyBoxDir } from "./boxfs.ts";
 import { now, TrialRecorder } from "./recorder.ts";
-import type { Phase, TrialDeps, TrialRequest, TrialStatus } from "./types.ts";
+import type { TrialDeps, TrialRequest, TrialStatus } from "./types.ts";
+import { agentStep } from "./phases/agent.ts";
+import { archiveStep, collectArtifacts } from "./phases/artifacts.ts";
+import { bootAgentBox, buildImage, installAgent } from "./phases/build.ts";
+import type { TrialRoom } from "./phases/room.ts";
+import { verifyStep } from "./phases/verify.ts";
 
 
 // container removals run after the trial returns; callers that exit (tests, `evolve run`) await them here
@@ -61,34 +64,35 @@ export async function runTrial(req: TrialRequest, deps: TrialDeps): Promise<Tria
 }
 
 
-class TrialRun extends TrialRecorder {
-  private readonly engine: Engine;
-  private cfg!: TaskConfig;
-  private harness!: Harness;
+/**
+ * One attempt of a full trial. It keeps the order of the phases and owns the trial's boxes, networks and gateway
+ * lease; what each phase does lives in phases/, which sees the attempt through the TrialRoom this class is.
+ */
+class TrialRun extends TrialRecorder implements TrialRoom {
+  readonly engine: Engine;
+  cfg!: TaskConfig;
+  harness!: Harness;
   private readonly boxes = new Set<string>();
   /** The agent's and the verifier's boxes: the ones that mount trial folders. */
   private readonly mountedBoxes = new Set<string>();
-  private agentBox = "";
-  /** The kept tree was taken already (before a separate verifier, when the agent's box went first). */
-  private keptTaken = false;
-  private workdir: string | undefined;
-  private agentEnv: Record<string, string> = {};
-  private solutionEnv: Record<string, string> = {};
-  private literals: Record<string, string> = {};
-  private image = "";
+  agentBox = "";
+  keptTaken = false;
+  workdir: string | undefined;
+  agentEnv: Record<string, string> = {};
+  solutionEnv: Record<string, string> = {};
+  literals: Record<string, string> = {};
+  image = "";
   private configFile!: TrialConfigFile;
-  private agentException: ExceptionRecord | null = null;
-  /** Set in boot by the combined root check: `[agent] user` is not in the image. */
-  private userMissing = false;
-  private net?: TrialNetwork;
-  private compose?: ComposeTask;
-  private policies!: TrialPolicies;
+  agentException: ExceptionRecord | null = null;
+  userMissing = false;
+  net?: TrialNetwork;
+  compose?: ComposeTask;
+  policies!: TrialPolicies;
   /** config.toml `[box]`: caps for boxes whose task declares none. */
   private boxCaps?: BoxDefaults;
   /** The user namespace the trial's boxes run in (freshAttempt), undefined when none. */
-  private userns?: IdMapping;
-  /** The trial's gateway access, when its agent calls a model or its verifier asks for a judge. */
-  private lease?: GatewayLease;
+  userns?: IdMapping;
+  lease?: GatewayLease;
   /** A budget above the trial refused a call: the trial stops and settles BUDGET. */
   private refused?: BudgetRefusal;
 
@@ -107,9 +111,9 @@ class TrialRun extends TrialRecorder {
     try {
       this.update({ status: "RUNNING" });
       await this.phase("prepare", () => this.prepare());
-      await this.phase("build", () => this.build());
-      await this.phase("boot", () => this.boot());
-      await this.phase("install", () => this.install());
+      await this.phase("build", () => buildImage(this));
+      await this.phase("boot", () => bootAgentBox(this));
+      await this.phase("install", () => installAgent(this));
       const out = await this.runSteps();
       ({ status, rewards, exception, steps } = out);
     } catch (e) {
@@ -133,7 +137,7 @@ class TrialRun extends TrialRecorder {
     return this.persist(status, rewards, exception, steps);
   }
 
-  // ---- phases ------------------------------------------------------------------------------------------------
+  // ---- prepare, and the order of each step's phases (the phases themselves are in phases/) -------------------
 
   private async prepare(): Promise<void> {
     await this.freshAttempt();
@@ -244,77 +248,6 @@ class TrialRun extends TrialRecorder {
     }
   }
 
-  private async build(): Promise<void> {
-    const env = this.cfg.environment;
-    const context = join(this.req.task.dir, "environment");
-    if (this.compose) {
-      const mainFromCompose = !env.docker_image && !existsSync(join(context, "Dockerfile"));
-      await this.compose.build(this.engine, {
-        digest: this.req.task.digest, force: !!this.req.forceBuild, timeoutMs: env.build_timeout_sec * 1000, mainFromCompose,
-        log: (line) => this.deps.onEvent?.({ kind: "log", trialId: this.req.trialId, stream: "build", line }),
-      });
-      if (mainFromCompose) {
-        this.image = this.compose.mainImage!;
-        return;
-      }
-    }
-    if (env.docker_image) {
-      await requireImage(this.engine, env.docker_image);
-      this.image = env.docker_image;
-      return;
-    }
-    if (!existsSync(join(context, "Dockerfile"))) {
-      throw new TrialFailure("TaskInvalidError", "the task has no environment/Dockerfile, no docker_image and no image for its compose service main");
-    }
-    const tag = taskImageTag(this.req.task.digest);
-    const r = await ensureBuilt(this.engine, {
-      context,
-      tag,
-      digest: this.req.task.digest,
-      force: !!this.req.forceBuild,
-      timeoutMs: env.build_timeout_sec * 1000,
-      log: (line) => this.deps.onEvent?.({ kind: "log", trialId: this.req.trialId, stream: "build", line }),
-    });
-    this.log(r.built ? `built image ${tag}` : `image ${tag} is cached`);
-    this.image = tag;
-  }
-
-  private async boot(): Promise<void> {
-    const cfg = this.cfg;
-    if (this.compose) {
-      await this.compose.start(this.engine, this.net!, { trialId: this.req.trialId, jobId: this.req.jobId, home: this.req.home, userns: this.userns, track: (id) => this.boxes.add(id), log: (l) => this.log(l) });
-    }
-    this.agentBox = await this.startBox(this.image, this.policies.baseline, cfg.environment, "agent");
-    if (cfg.environment.healthcheck) {
-      await awaitHealthy(this.engine, this.agentBox, cfg.environment.healthcheck, () => !!this.deps.signal?.aborted);
-      this.checkCancelled();
-    }
-    const state = await requireRunning(this.engine, this.agentBox, "before the agent started");
-    // Every exec spawns a runtime process (~0.2 s on podman), so the image's WORKDIR comes from inspect and the
-    // workdir and agent-user checks share one exec; a missing user still fails in install, before any agent work.
-    const wd = cfg.environment.workdir;
-    const user = this.agentUser();
-    this.workdir = wd || state.workdir || "/";
-    if (wd || user !== undefined) {
-      // the agent's log folders are the agent user's own, never world-writable
-      const check = `if [ -n "$1" ]; then mkdir -p "$1"; fi; if [ -n "$2" ]; then if id -u "$2" >/dev/null 2>&1; then chown "$2" ${BOX.agentLogs} ${BOX.artifacts}; else echo evolve-no-user; fi; fi`;
-      const r = await this.exec(this.agentBox, ["sh", "-c", check, "sh", wd ?? "", user ?? ""], { user: "root" });
-      this.userMissing = user !== undefined && (r.exitCode !== 0 || r.stdout.includes("evolve-no-user"));
-    }
-  }
-
-  private async install(): Promise<void> {
-    const user = this.agentUser();
-    if (user !== undefined) {
-      if (this.userMissing) {
-        await requireRunning(this.engine, this.agentBox, "before the agent started");
-        throw new TrialFailure("AgentUserNotFoundError", `[agent] user ${user} does not exist in the image (add it in the Dockerfile, e.g. RUN useradd -m ${user})`);
-      }
-    }
-    await this.harness.install?.(this.context(this.stepPlans()[0]));
-    await requireRunning(this.engine, this.agentBox, "before the agent started");
-  }
-
   private async runSteps(): Promise<{ status: TrialStatus; rewards: RewardMap | null; exception: ExceptionRecord | null; steps: StepResult[] | null }> {
     const plans = this.stepPlans();
     const multi = plans[0].name !== null;
@@ -326,10 +259,13 @@ class TrialRun extends TrialRecorder {
       if (plan.healthcheck && multi) {
         await awaitHealthy(this.engine, this.agentBox, plan.healthcheck, () => !!this.deps.signal?.aborted);
       }
-      await this.phase("agent", () => this.agentStep(plan, step));
+      await this.phase("agent", async () => {
+        await agentStep(this, plan, step);
+        await collectArtifacts(this, plan);
+      });
       this.update({ status: "SCORING" });
-      const verdict = await this.phase("verify", () => this.verifyStep(plan, step));
-      if (multi) await this.archiveStep(plan.name!);
+      const verdict = await this.phase("verify", () => verifyStep(this, plan, step));
+      if (multi) await archiveStep(this.path, plan.name!);
       if (!verdict.ok) {
         return {
           status: "SCORING_ERROR",
@@ -349,194 +285,6 @@ class TrialRun extends TrialRecorder {
     }
     const rewards = multi ? aggregateStepRewards(results.map((s) => s.rewards), this.cfg.multi_step_reward_strategy ?? "mean") : results[0].rewards;
     return { status: rewards ? "SCORED" : "SCORING_ERROR", rewards, exception: null, steps: multi ? results : null };
-  }
-
-  private async agentStep(plan: StepPlan, step: StepResult): Promise<void> {
-    this.update({ status: "RUNNING" });
-    const started = now();
-    const box = this.agentBox;
-    await this.net!.enter(box, "agent");
-    if (plan.name !== null && existsSync(join(plan.dir, "workdir"))) {
-      await this.engine.copyIn(box, join(plan.dir, "workdir"), this.workdir!);
-      const setup = `${this.workdir}/setup.sh`;
-      const r = await this.exec(box, ["sh", "-c", `[ ! -f '${setup}' ] || bash '${setup}'`], {
-        user: this.agentUser(),
-        workdir: this.workdir,
-        env: { ...this.agentEnv, ...this.net!.execEnv("agent") },
-        timeoutMs: plan.agentTimeoutSec * 1000,
-      });
-      if (r.exitCode !== 0) this.log(`step ${plan.name}: workdir/setup.sh exited ${r.exitCode}`);
-    }
-    let gatewayEnv: Record<string, string> = {};
-    if (this.lease && this.harness.usesModel) {
-      // a fresh credential per agent phase, alive a minute past the phase's timeout at most
-      gatewayEnv = this.lease.agentEnv(this.gatewayUrl(), plan.agentTimeoutSec * 1000 + 60_000);
-    }
-    const ctx = this.context(plan, { ...this.net!.execEnv("agent"), ...gatewayEnv });
-    // what runs in the box now is the image's (its ENTRYPOINT's services) and the task's own setup: it stays
-    const before = await this.guard(box, () => snapshotProcs(this.engine, box));
-    let out: Awaited<ReturnType<Harness["run"]>>;
-    try {
-      // a harness's engine call that fails because the entrypoint died is that death, not an engine error
-      out = await this.guard(box, () => this.harness.run(ctx));
-    } finally {
-      // revoked the moment the phase ends: nothing the agent left running spends during the verifier
-      this.lease?.endAgent();
-    }
-    this.checkCancelled();
-    await this.endAgentProcesses(box, before);
-    if (this.harness.afterAgent) {
-      try {
-        await this.guard(box, () => this.harness.afterAgent!(ctx, out));
-      } catch (e) {
-        this.checkCancelled();
-        this.log(`${this.harness.name}: reading the agent's output failed: ${firstLine(e)}`);
-      }
-    }
-    if (out.timedOut) {
-      step.exception = this.exc("AgentTimeoutError", `the agent ran past its ${plan.agentTimeoutSec} s timeout${plan.name ? ` in step ${plan.name}` : ""}`);
-    } else if (this.lease?.capReached()) {
-      step.exception = this.exc("AgentSpendCapError", `the agent reached the trial's spend cap: ${this.lease.capReached()}`);
-    } else if (out.exitCode !== 0) {
-      step.exception = this.exc("NonZeroAgentExitCodeError", `the agent exited with code ${out.exitCode}${plan.name ? ` in step ${plan.name}` : ""}`);
-    }
-    if (step.exception) {
-      this.log(`${step.exception.type}: ${step.exception.message}; the verifier still runs`);
-      this.agentException ??= step.exception;
-    }
-    step.agent_execution = { started_at: started, finished_at: now() };
-    await this.collectArtifacts(plan);
-  }
-
-  /**
-   * Kills every process the agent started (procs.ts) before anything reads what it left: what survives would keep
-   * writing during the verifier, or read the judge's credential from its environment. A box whose processes
-   * cannot all be ended gives no verdict.
-   */
-  private async endAgentProcesses(box: string, before: ProcSnapshot): Promise<void> {
-    const r = await this.guard(box, () => killNewProcs(this.engine, box, before));
-    if (r.killed.length > 0) {
-      const shownProcs = r.killed.slice(0, 20).map((p) => `${p.name}(${p.pid})`).join(", ");
-      this.log(`agent phase ended: killed ${r.killed.length} process(es) the agent left running (${before.via} sweep): ${shownProcs}${r.killed.length > 20 ? ", …" : ""}`);
-    }
-    if (r.left.length > 0) {
-      const names = r.left.slice(0, 10).map((p) => `${p.name}(${p.pid})`).join(", ");
-      throw new TrialFailure("AgentProcessesSurvivedError", `${r.left.length} process(es) the agent started were still alive after the sweep (${names}); no verifier runs beside them`);
-    }
-  }
-
-  /** After the agent: pre_artifacts.sh (uncommitted work committed first), else the listed artifact paths. */
-  private async collectArtifacts(plan: StepPlan): Promise<void> {
-    const box = this.agentBox;
-    const pre = join(this.req.task.dir, "pre_artifacts.sh");
-    if (existsSync(pre)) {
-      const tmp = await mkdtemp(join(tmpdir(), "evolve-pre-"));
-      try {
-        await copyFile(pre, join(tmp, "pre_artifacts.sh"));
-        await this.engine.copyIn(box, tmp, BOX.scratch);
-      } finally {
-        await rm(tmp, { recursive: true, force: true });
-      }
-      const commit =
-        "if git -c safe.directory='*' rev-parse --is-inside-work-tree >/dev/null 2>&1; then " +
-        "git -c safe.directory='*' add -A && (git -c safe.directory='*' diff --cached --quiet || " +
-        "git -c safe.directory='*' -c user.name=evolve -c user.email=evolve@localhost commit -q -m 'agent work'); fi";
-      const r = await this.exec(box, ["bash", "-c", `${commit}; mkdir -p ${BOX.artifacts}; bash ${BOX.scratch}/pre_artifacts.sh`], {
-        user: "root",
-        workdir: this.workdir,
-        env: this.literals,
-        timeoutMs: plan.verifierTimeoutSec * 1000,
-      });
-      this.log(`pre_artifacts.sh exited ${r.exitCode}${r.timedOut ? " (timed out)" : ""}`);
-      return;
-    }
-    for (const src of this.artifactSources(plan)) {
-      const r = await this.exec(box, ["sh", "-c", collectArtifactCommand(src)], {
-        user: "root",
-      });
-      if (r.exitCode !== 0) this.log(`artifact ${src} was not collected (missing?)`);
-    }
-  }
-
-  private async verifyStep(plan: StepPlan, step: StepResult): Promise<{ ok: boolean }> {
-    const started = now();
-    try {
-      const separate = verifierMode(this.cfg.verifier) === "separate";
-      if (separate && this.stepPlans().length === 1) await this.retireAgentBox();
-      else await this.net!.enter(this.agentBox, "verify");
-      // nothing of the agent runs any more (endAgentProcesses): what it left in the verifier's folder goes, and
-      // only the verifier writes there from now on
-      await emptyBoxDir(trialPaths(this.path).verifier);
-      const box = separate ? await this.separateVerifierBox(plan) : this.agentBox;
-      const resolved = resolveVerifierEnv({ ...this.cfg.verifier.env, ...plan.verifierEnv });
-      let env = resolved.env;
-      if (resolved.judge.length > 0 && this.lease) {
-        const vars = this.lease.judgeEnv(resolved.judge.map((j) => judgeFamily(j.name)), this.gatewayUrl(), plan.verifierTimeoutSec * 1000 + 60_000);
-        env = withJudgeEnv(env, resolved.judge, vars);
-        this.log(`judge credential for ${resolved.judge.map((j) => j.key).join(", ")} issued through the gateway`);
-      }
-      // --ve REWARDKIT_JUDGE / REWARDKIT_MODEL: the job's override of the rubric's judge
-      env = { ...env, ...(this.req.verifierEnv ?? {}) };
-      const v = await this.runVerifier(box, {
-        guard: (fn) => this.guard(box, fn),
-        testsDirs: [join(this.req.task.dir, "tests"), ...(plan.name !== null ? [join(plan.dir, "tests")] : [])],
-        workdir: this.workdir,
-        env: { ...this.literals, ...(separate ? {} : this.net!.execEnv("verify")), ...env },
-        timeoutSec: plan.verifierTimeoutSec,
-      });
-      if ("exception" in v) {
-        step.exception = v.exception;
-        return { ok: false };
-      }
-      step.rewards = v.rewards;
-      step.reward = v.primary;
-      return { ok: true };
-    } finally {
-      this.lease?.endJudge();
-      step.verifier = { started_at: started, finished_at: now() };
-    }
-  }
-
-  /**
-   * A separate verifier of a single-step task never runs beside the agent's box: the kept tree is taken and the
-   * box removed first (the task's other services stay: they hold no trial folder). A multi-step task's box lives on for its next step; it has
-   * no /logs/verifier mount and none of the agent's processes left.
-   */
-  private async retireAgentBox(): Promise<void> {
-    const box = this.agentBox;
-    if (!box) return;
-    await keepChangedFiles(this.engine, box, this.path, (l) => this.log(l));
-    this.keptTaken = true;
-    await this.engine.remove(box);
-    this.boxes.delete(box);
-    this.mountedBoxes.delete(box);
-    this.agentBox = "";
-    this.log(`agent box ${box.slice(0, 12)} removed before the separate verifier starts`);
-  }
-
-  /** A fresh box for a separate verifier: tests/Dockerfile when present (and no docker_image), else the task image. */
-  private async separateVerifierBox(plan: StepPlan): Promise<string> {
-    const cfg = this.cfg;
-    let image = this.image;
-    const testsDockerfile = join(this.req.task.dir, "tests", "Dockerfile");
-    if (!cfg.environment.docker_image && existsSync(testsDockerfile)) {
-      image = taskImageTag(this.req.task.digest, "verifier");
-      await ensureBuilt(this.engine, {
-        context: join(this.req.task.dir, "tests"),
-        tag: image,
-        digest: this.req.task.digest,
-        force: !!this.req.forceBuild,
-        timeoutMs: cfg.environment.build_timeout_sec * 1000,
-        log: (line) => this.deps.onEvent?.({ kind: "log", trialId: this.req.trialId, stream: "build", line }),
-      });
-    }
-    const venv = cfg.verifier.environment ?? cfg.environment;
-    const box = await this.startBox(image, this.policies.separateVerifier ?? this.policies.baseline, venv, "verifier");
-    // the verifier sees /logs/artifacts (mounted) and each listed artifact back at its source path
-    for (const src of this.artifactSources(plan)) {
-      await this.exec(box, ["sh", "-c", restoreArtifactCommand(src)], { user: "root" });
-    }
-    return box;
   }
 
   private async persist(status: TrialStatus, rewards: RewardMap | null, exception: ExceptionRecord | null, steps: StepResult[] | null): Promise<TrialRecord> {
@@ -591,9 +339,10 @@ class TrialRun extends TrialRecorder {
     return { fields, agentUsage };
   }
 
-  // ---- helpers -----------------------------------------------------------------------------------------------
+  // ---- the room's helpers (phases/room.ts) --------------------------------------------------------------------
 
-  private async startBox(image: string, policy: NetPolicy, env: TaskConfig["environment"], role: "agent" | "verifier"): Promise<string> {
+  /** Creates and starts a box that mounts the trial's folders; it is the trial's until removeBox or the end. */
+  async startBox(image: string, policy: NetPolicy, env: TaskConfig["environment"], role: "agent" | "verifier"): Promise<string> {
     const net = await this.net!.boxNetworking(role, policy);
     const network = net.network;
     const spec = boxSpec({
@@ -622,12 +371,12 @@ class TrialRun extends TrialRecorder {
   }
 
   /** exec that turns "the box died under us" into the entrypoint's exit code, and an abort into CancelledFailure. */
-  private exec(id: string, cmd: string[], opts: Parameters<Engine["exec"]>[2]) {
+  exec(id: string, cmd: string[], opts: ExecOptions): Promise<ExecResult> {
     return this.guard(id, () => this.engine.exec(id, cmd, opts));
   }
 
   /** Runs an engine call on box `id`; when it fails, a dead box or an abort is the reason reported. */
-  private async guard<T>(id: string, fn: () => Promise<T>): Promise<T> {
+  async guard<T>(id: string, fn: () => Promise<T>): Promise<T> {
     try {
       return await fn();
     } catch (e) {
@@ -637,7 +386,25 @@ class TrialRun extends TrialRecorder {
     }
   }
 
-  private context(plan: StepPlan, phaseEnv: Record<string, string> = {}): HarnessContext {
+  /** A box of the trial started elsewhere (a compose service): removed with the trial's. */
+  track(id: string): void {
+    this.boxes.add(id);
+  }
+
+  /** Removes a box of the trial before the trial ends (the agent's, before a separate verifier). */
+  async removeBox(id: string): Promise<void> {
+    await this.engine.remove(id);
+    this.boxes.delete(id);
+    this.mountedBoxes.delete(id);
+  }
+
+  /** A line of an image build, to listeners (the build stream). */
+  buildLog(line: string): void {
+    this.deps.onEvent?.({ kind: "log", trialId: this.req.trialId, stream: "build", line });
+  }
+
+  /** What the harness sees of step `plan`: the agent's box, user, workdir and environment (`phaseEnv` laid over). */
+  context(plan: StepPlan, phaseEnv: Record<string, string> = {}): HarnessContext {
     return {
       engine: this.engine,
       containerId: this.agentBox,
@@ -655,7 +422,7 @@ class TrialRun extends TrialRecorder {
   }
 
   /** The gateway's address inside the trial's boxes (the relay network.ts gives every box of a leased trial). */
-  private gatewayUrl(): string {
+  gatewayUrl(): string {
     const url = this.net?.gatewayUrl();
     if (!url) throw new TrialFailure("NetworkSetupError", "the trial's boxes have no route to the gateway");
     return url;
@@ -666,30 +433,17 @@ class TrialRun extends TrialRecorder {
     return existsSync(p) ? readFileSync(p, "utf8") : "";
   }
 
-  private agentUser(): string | undefined {
+  /** `[agent] user` as the exec user; undefined runs as the image's user. */
+  agentUser(): string | undefined {
     const u = this.cfg.agent.user;
     return u === undefined ? undefined : String(u);
   }
 
-  private stepPlans(): StepPlan[] {
+  /** The task's steps, timeouts multiplied. */
+  stepPlans(): StepPlan[] {
     return stepPlans(this.cfg, this.req.task.dir, this.req.timeoutMultiplier);
   }
 
-
-  /** Absolute container paths of the task's (and the step's) `artifacts` entries. */
-  private artifactSources(plan: StepPlan): string[] {
-    return artifactSources([...this.cfg.artifacts, ...plan.artifacts]);
-  }
-
-  /** Moves this step's agent and verifier outputs to steps/<name>/ so the next step starts with empty /logs folders. */
-  private async archiveStep(name: string): Promise<void> {
-    for (const d of [TRIAL.agent, TRIAL.verifier]) {
-      const from = join(this.path, d);
-      const to = join(trialPaths(this.path).step(name), d);
-      await mkdir(to, { recursive: true });
-      for (const f of await readdir(from)) await rename(join(from, f), join(to, f));
-    }
-  }
 
   private makeConfig(): TrialConfigFile {
     return trialConfigFile(this.req, this.cfg);

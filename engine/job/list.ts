@@ -1,0 +1,107 @@
+/**
+ * `job list` and finding a job: which jobs a filter keeps, newest first, how many a limit hides, and a job by id
+ * or by its `--job-name`. Pure reads of the store; the CLI only parses the flags and prints the rows.
+ */
+import { EvolveError } from "../errors.ts";
+import type { JobRecord, Store } from "../store/index.ts";
+import { effectiveStatus, jobConfig, type JobKind, type JobStatus } from "./job.ts";
+import { jobKind, summarizeJob } from "./summary.ts";
+
+/** The job statuses a user can filter on. */
+export const JOB_STATUSES: readonly JobStatus[] = ["RUNNING", "INTERRUPTED", "COMPLETED", "CANCELLED"];
+/** The job kinds a user can filter on. */
+export const JOB_KINDS: readonly JobKind[] = ["run", "check", "retry", "regrade"];
+
+/** What `job list` keeps; every field left out keeps everything. */
+export interface JobFilter {
+  status?: readonly JobStatus[];
+  kind?: readonly JobKind[];
+  /** The agent's name, exactly. */
+  agent?: string;
+  /** A dataset `name` (any version) or `name@version`. */
+  dataset?: string;
+  /** The `--job-name`, exactly. */
+  name?: string;
+  /** Only jobs created at or after this time (ms since the epoch). */
+  since?: number;
+  /** At most this many rows, newest first; 0 or absent: all. */
+  limit?: number;
+}
+
+/** One row of `job list` (its `--json` elements). */
+export interface JobRow {
+  id: string;
+  kind: JobKind;
+  name: string | null;
+  status: JobStatus;
+  agent: string;
+  model: string | null;
+  source: string;
+  n_trials: number;
+  counts: Record<string, number>;
+  mean_reward: number | null;
+  created_at: string;
+}
+
+/** The rows a filter keeps, newest first, with how many jobs matched in all (`hidden` = matched − shown). */
+export function listJobRows(store: Store, f: JobFilter): { jobs: JobRow[]; matched: number; hidden: number } {
+  const rows: JobRow[] = [];
+  let matched = 0;
+  for (const job of store.listJobs()) {
+    const config = jobConfig(job);
+    if (f.agent !== undefined && config.agent.name !== f.agent) continue;
+    if (f.name !== undefined && config.name !== f.name) continue;
+    if (f.dataset !== undefined && !datasetMatches(job.dataset, f.dataset)) continue;
+    if (f.since !== undefined && !(Date.parse(job.created_at) >= f.since)) continue;
+    const status = effectiveStatus(job);
+    if (f.status && !f.status.includes(status)) continue;
+    // a job's kind is in its config; only older jobs need their trials read to tell it, and only when filtering on it
+    if (f.kind && !f.kind.includes(config.kind ?? jobKind(job, store.listTrials(job.id)))) continue;
+    matched++;
+    if (f.limit && rows.length >= f.limit) continue;
+    const s = summarizeJob(job, store.listTrials(job.id));
+    rows.push({
+      id: job.id,
+      kind: s.kind,
+      name: s.name,
+      status,
+      agent: s.agent,
+      model: s.model,
+      source: s.source,
+      n_trials: s.n_trials,
+      counts: s.counts as Record<string, number>,
+      mean_reward: s.mean_reward,
+      created_at: job.created_at,
+    });
+  }
+  return { jobs: rows, matched, hidden: matched - rows.length };
+}
+
+function datasetMatches(recorded: string | undefined, wanted: string): boolean {
+  if (recorded === undefined) return false;
+  return wanted.includes("@") ? recorded === wanted : recorded.slice(0, recorded.lastIndexOf("@")) === wanted;
+}
+
+const UNITS: Record<string, number> = { s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000, w: 604_800_000 };
+
+/**
+ * `--since`: a relative age (`30m`, `2h`, `3d`, `1w`) back from `now`, or an ISO date or time (`2026-06-01`,
+ * `2026-06-01T12:00Z`); returns ms since the epoch. Anything else is a usage error.
+ */
+export function parseSince(v: string, now: number = Date.now()): number {
+  const rel = /^(\d+)\s*([smhdw])$/.exec(v.trim());
+  if (rel) return now - Number(rel[1]) * UNITS[rel[2]];
+  const at = /^\d{4}-\d{2}-\d{2}([T ][\d:.]+(Z|[+-]\d{2}:?\d{2})?)?$/.test(v.trim()) ? Date.parse(v.trim()) : NaN;
+  if (Number.isFinite(at)) return at;
+  throw new EvolveError("usage", `--since ${v}: expected an age like 30m, 2h, 3d, 1w or an ISO date like 2026-06-01`, "e.g. --since 2h");
+}
+
+/**
+ * The job `ref` names: the job with that id, else the newest job whose `--job-name` it is; undefined when neither.
+ * A name is a label, not a key: several jobs may carry it, and the newest one is meant.
+ */
+export function findJob(store: Store, ref: string): JobRecord | undefined {
+  const byId = store.getJob(ref);
+  if (byId) return byId;
+  return store.listJobs().find((j) => jobConfig(j).name === ref);
+}

@@ -1,0 +1,92 @@
+/**
+ * The agent phase of one step: the step's workdir and setup.sh, the harness's run in the agent's box with a fresh
+ * gateway credential, and the sweep that ends every process the agent left before anything reads its work.
+ */
+import { existsSync } from "node:fs";
+import { join } from "node:path";
+import { firstLine } from "../../errors.ts";
+import type { Harness } from "../../harness/types.ts";
+import { TrialFailure } from "../outcome.ts";
+import type { StepPlan } from "../plan.ts";
+import { killNewProcs, snapshotProcs, type ProcSnapshot } from "../procs.ts";
+import { now } from "../recorder.ts";
+import type { StepResult } from "../result.ts";
+import type { TrialRoom } from "./room.ts";
+
+/**
+ * Runs the agent of step `plan` in the agent's box and records on `step` how it went: its clock, and the
+ * exception of an agent that timed out, hit the spend cap or exited non-zero (the verifier still runs after it).
+ */
+export async function agentStep(room: TrialRoom, plan: StepPlan, step: StepResult): Promise<void> {
+  room.update({ status: "RUNNING" });
+  const started = now();
+  const { engine, harness } = room;
+  const box = room.agentBox;
+  await room.net!.enter(box, "agent");
+  if (plan.name !== null && existsSync(join(plan.dir, "workdir"))) {
+    await engine.copyIn(box, join(plan.dir, "workdir"), room.workdir!);
+    const setup = `${room.workdir}/setup.sh`;
+    const r = await room.exec(box, ["sh", "-c", `[ ! -f '${setup}' ] || bash '${setup}'`], {
+      user: room.agentUser(),
+      workdir: room.workdir,
+      env: { ...room.agentEnv, ...room.net!.execEnv("agent") },
+      timeoutMs: plan.agentTimeoutSec * 1000,
+    });
+    if (r.exitCode !== 0) room.log(`step ${plan.name}: workdir/setup.sh exited ${r.exitCode}`);
+  }
+  let gatewayEnv: Record<string, string> = {};
+  if (room.lease && harness.usesModel) {
+    // a fresh credential per agent phase, alive a minute past the phase's timeout at most
+    gatewayEnv = room.lease.agentEnv(room.gatewayUrl(), plan.agentTimeoutSec * 1000 + 60_000);
+  }
+  const ctx = room.context(plan, { ...room.net!.execEnv("agent"), ...gatewayEnv });
+  // what runs in the box now is the image's (its ENTRYPOINT's services) and the task's own setup: it stays
+  const before = await room.guard(box, () => snapshotProcs(engine, box));
+  let out: Awaited<ReturnType<Harness["run"]>>;
+  try {
+    // a harness's engine call that fails because the entrypoint died is that death, not an engine error
+    out = await room.guard(box, () => harness.run(ctx));
+  } finally {
+    // revoked the moment the phase ends: nothing the agent left running spends during the verifier
+    room.lease?.endAgent();
+  }
+  room.checkCancelled();
+  await endAgentProcesses(room, box, before);
+  if (harness.afterAgent) {
+    try {
+      await room.guard(box, () => harness.afterAgent!(ctx, out));
+    } catch (e) {
+      room.checkCancelled();
+      room.log(`${harness.name}: reading the agent's output failed: ${firstLine(e)}`);
+    }
+  }
+  if (out.timedOut) {
+    step.exception = room.exc("AgentTimeoutError", `the agent ran past its ${plan.agentTimeoutSec} s timeout${plan.name ? ` in step ${plan.name}` : ""}`);
+  } else if (room.lease?.capReached()) {
+    step.exception = room.exc("AgentSpendCapError", `the agent reached the trial's spend cap: ${room.lease.capReached()}`);
+  } else if (out.exitCode !== 0) {
+    step.exception = room.exc("NonZeroAgentExitCodeError", `the agent exited with code ${out.exitCode}${plan.name ? ` in step ${plan.name}` : ""}`);
+  }
+  if (step.exception) {
+    room.log(`${step.exception.type}: ${step.exception.message}; the verifier still runs`);
+    room.agentException ??= step.exception;
+  }
+  step.agent_execution = { started_at: started, finished_at: now() };
+}
+
+/**
+ * Kills every process the agent started (procs.ts) before anything reads what it left: what survives would keep
+ * writing during the verifier, or read the judge's credential from its environment. A box whose processes
+ * cannot all be ended gives no verdict.
+ */
+export async function endAgentProcesses(room: TrialRoom, box: string, before: ProcSnapshot): Promise<void> {
+  const r = await room.guard(box, () => killNewProcs(room.engine, box, before));
+  if (r.killed.length > 0) {
+    const shownProcs = r.killed.slice(0, 20).map((p) => `${p.name}(${p.pid})`).join(", ");
+    room.log(`agent phase ended: killed ${r.killed.length} process(es) the agent left running (${before.via} sweep): ${shownProcs}${r.killed.length > 20 ? ", …" : ""}`);
+  }
+  if (r.left.length > 0) {
+    const names = r.left.slice(0, 10).map((p) => `${p.name}(${p.pid})`).join(", ");
+    throw new TrialFailure("AgentProcessesSurvivedError", `${r.left.length} process(es) the agent started were still alive after the sweep (${names}); no verifier runs beside them`);
+  }
+}

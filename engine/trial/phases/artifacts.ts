@@ -1,0 +1,61 @@
+/**
+ * What the agent's work leaves for the verifier and the trial tree: after the agent, the task's pre_artifacts.sh
+ * or its listed artifact paths are collected into /logs/artifacts; after each step of a multi-step task, that
+ * step's outputs are archived under steps/<name>/.
+ */
+import { existsSync } from "node:fs";
+import { copyFile, mkdir, mkdtemp, readdir, rename, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import type { TaskConfig } from "../../task/model.ts";
+import { artifactSources, BOX, collectArtifactCommand, TRIAL, trialPaths } from "../layout.ts";
+import type { StepPlan } from "../plan.ts";
+import type { TrialRoom } from "./room.ts";
+
+/** Absolute container paths of the task's (and the step's) `artifacts` entries. */
+export function stepArtifactSources(cfg: TaskConfig, plan: StepPlan): string[] {
+  return artifactSources([...cfg.artifacts, ...plan.artifacts]);
+}
+
+/** After the agent: pre_artifacts.sh (uncommitted work committed first), else the listed artifact paths. */
+export async function collectArtifacts(room: TrialRoom, plan: StepPlan): Promise<void> {
+  const box = room.agentBox;
+  const pre = join(room.req.task.dir, "pre_artifacts.sh");
+  if (existsSync(pre)) {
+    const tmp = await mkdtemp(join(tmpdir(), "evolve-pre-"));
+    try {
+      await copyFile(pre, join(tmp, "pre_artifacts.sh"));
+      await room.engine.copyIn(box, tmp, BOX.scratch);
+    } finally {
+      await rm(tmp, { recursive: true, force: true });
+    }
+    const commit =
+      "if git -c safe.directory='*' rev-parse --is-inside-work-tree >/dev/null 2>&1; then " +
+      "git -c safe.directory='*' add -A && (git -c safe.directory='*' diff --cached --quiet || " +
+      "git -c safe.directory='*' -c user.name=evolve -c user.email=evolve@localhost commit -q -m 'agent work'); fi";
+    const r = await room.exec(box, ["bash", "-c", `${commit}; mkdir -p ${BOX.artifacts}; bash ${BOX.scratch}/pre_artifacts.sh`], {
+      user: "root",
+      workdir: room.workdir,
+      env: room.literals,
+      timeoutMs: plan.verifierTimeoutSec * 1000,
+    });
+    room.log(`pre_artifacts.sh exited ${r.exitCode}${r.timedOut ? " (timed out)" : ""}`);
+    return;
+  }
+  for (const src of stepArtifactSources(room.cfg, plan)) {
+    const r = await room.exec(box, ["sh", "-c", collectArtifactCommand(src)], {
+      user: "root",
+    });
+    if (r.exitCode !== 0) room.log(`artifact ${src} was not collected (missing?)`);
+  }
+}
+
+/** Moves step `name`'s agent and verifier outputs to steps/<name>/ so the next step starts with empty /logs folders. */
+export async function archiveStep(trialPath: string, name: string): Promise<void> {
+  for (const d of [TRIAL.agent, TRIAL.verifier]) {
+    const from = join(trialPath, d);
+    const to = join(trialPaths(trialPath).step(name), d);
+    await mkdir(to, { recursive: true });
+    for (const f of await readdir(from)) await rename(join(from, f), join(to, f));
+  }
+}

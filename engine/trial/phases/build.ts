@@ -1,0 +1,89 @@
+/**
+ * The build, boot and install phases: the agent's image (the task's compose services, its docker_image or its
+ * environment/Dockerfile), the agent's box started from it with the task's services beside it, and the harness
+ * installed in it.
+ */
+import { existsSync } from "node:fs";
+import { join } from "node:path";
+import { awaitHealthy, ensureBuilt, requireImage, requireRunning, taskImageTag } from "../box.ts";
+import { BOX } from "../layout.ts";
+import { TrialFailure } from "../outcome.ts";
+import type { TrialRoom } from "./room.ts";
+
+/** build: makes (or finds cached) the image the agent's box runs and sets `room.image`. */
+export async function buildImage(room: TrialRoom): Promise<void> {
+  const { engine, req } = room;
+  const env = room.cfg.environment;
+  const context = join(req.task.dir, "environment");
+  if (room.compose) {
+    const mainFromCompose = !env.docker_image && !existsSync(join(context, "Dockerfile"));
+    await room.compose.build(engine, {
+      digest: req.task.digest, force: !!req.forceBuild, timeoutMs: env.build_timeout_sec * 1000, mainFromCompose,
+      log: (line) => room.buildLog(line),
+    });
+    if (mainFromCompose) {
+      room.image = room.compose.mainImage!;
+      return;
+    }
+  }
+  if (env.docker_image) {
+    await requireImage(engine, env.docker_image);
+    room.image = env.docker_image;
+    return;
+  }
+  if (!existsSync(join(context, "Dockerfile"))) {
+    throw new TrialFailure("TaskInvalidError", "the task has no environment/Dockerfile, no docker_image and no image for its compose service main");
+  }
+  const tag = taskImageTag(req.task.digest);
+  const r = await ensureBuilt(engine, {
+    context,
+    tag,
+    digest: req.task.digest,
+    force: !!req.forceBuild,
+    timeoutMs: env.build_timeout_sec * 1000,
+    log: (line) => room.buildLog(line),
+  });
+  room.log(r.built ? `built image ${tag}` : `image ${tag} is cached`);
+  room.image = tag;
+}
+
+/**
+ * boot: starts the task's compose services and the agent's box (`room.agentBox`), waits for its healthcheck, and
+ * settles its workdir; whether `[agent] user` exists is checked in the same exec and failed on in install.
+ */
+export async function bootAgentBox(room: TrialRoom): Promise<void> {
+  const { cfg, engine, req } = room;
+  if (room.compose) {
+    await room.compose.start(engine, room.net!, { trialId: req.trialId, jobId: req.jobId, home: req.home, userns: room.userns, track: (id) => room.track(id), log: (l) => room.log(l) });
+  }
+  room.agentBox = await room.startBox(room.image, room.policies.baseline, cfg.environment, "agent");
+  if (cfg.environment.healthcheck) {
+    await awaitHealthy(engine, room.agentBox, cfg.environment.healthcheck, () => !!room.deps.signal?.aborted);
+    room.checkCancelled();
+  }
+  const state = await requireRunning(engine, room.agentBox, "before the agent started");
+  // Every exec spawns a runtime process (~0.2 s on podman), so the image's WORKDIR comes from inspect and the
+  // workdir and agent-user checks share one exec; a missing user still fails in install, before any agent work.
+  const wd = cfg.environment.workdir;
+  const user = room.agentUser();
+  room.workdir = wd || state.workdir || "/";
+  if (wd || user !== undefined) {
+    // the agent's log folders are the agent user's own, never world-writable
+    const check = `if [ -n "$1" ]; then mkdir -p "$1"; fi; if [ -n "$2" ]; then if id -u "$2" >/dev/null 2>&1; then chown "$2" ${BOX.agentLogs} ${BOX.artifacts}; else echo evolve-no-user; fi; fi`;
+    const r = await room.exec(room.agentBox, ["sh", "-c", check, "sh", wd ?? "", user ?? ""], { user: "root" });
+    room.userMissing = user !== undefined && (r.exitCode !== 0 || r.stdout.includes("evolve-no-user"));
+  }
+}
+
+/** install: refuses a missing `[agent] user`, then runs the harness's install in the agent's box. */
+export async function installAgent(room: TrialRoom): Promise<void> {
+  const user = room.agentUser();
+  if (user !== undefined) {
+    if (room.userMissing) {
+      await requireRunning(room.engine, room.agentBox, "before the agent started");
+      throw new TrialFailure("AgentUserNotFoundError", `[agent] user ${user} does not exist in the image (add it in the Dockerfile, e.g. RUN useradd -m ${user})`);
+    }
+  }
+  await room.harness.install?.(room.context(room.stepPlans()[0]));
+  await requireRunning(room.engine, room.agentBox, "before the agent started");
+}

@@ -1,0 +1,114 @@
+/**
+ * The verify phase of one step: the verifier runs in the agent's box (shared mode) or in a fresh box of its own
+ * (separate mode, the agent's box of a single-step task retired first), with the judge's credential when the
+ * rubric asks for one, and scores the step through the one verifier path every run shares (recorder.ts
+ * runVerifier). buildVerifierImage is shared with the regrade (regrade.ts).
+ */
+import { existsSync } from "node:fs";
+import { join } from "node:path";
+import type { Engine } from "../../driver/types.ts";
+import { verifierMode, type TaskConfig } from "../../task/model.ts";
+import { ensureBuilt, taskImageTag } from "../box.ts";
+import { keepChangedFiles } from "../changes.ts";
+import { emptyBoxDir } from "../boxfs.ts";
+import { judgeFamily, resolveVerifierEnv, withJudgeEnv } from "../env.ts";
+import { restoreArtifactCommand, trialPaths } from "../layout.ts";
+import type { StepPlan } from "../plan.ts";
+import { now } from "../recorder.ts";
+import type { StepResult } from "../result.ts";
+import type { TrialRequest } from "../types.ts";
+import { stepArtifactSources } from "./artifacts.ts";
+import type { TrialRoom } from "./room.ts";
+
+/** Runs the verifier of step `plan` and records its scores (or its exception) and its clock on `step`. */
+export async function verifyStep(room: TrialRoom, plan: StepPlan, step: StepResult): Promise<{ ok: boolean }> {
+  const started = now();
+  try {
+    const { cfg, req } = room;
+    const separate = verifierMode(cfg.verifier) === "separate";
+    if (separate && room.stepPlans().length === 1) await retireAgentBox(room);
+    else await room.net!.enter(room.agentBox, "verify");
+    // nothing of the agent runs any more (endAgentProcesses): what it left in the verifier's folder goes, and
+    // only the verifier writes there from now on
+    await emptyBoxDir(trialPaths(room.path).verifier);
+    const box = separate ? await separateVerifierBox(room, plan) : room.agentBox;
+    const resolved = resolveVerifierEnv({ ...cfg.verifier.env, ...plan.verifierEnv });
+    let env = resolved.env;
+    if (resolved.judge.length > 0 && room.lease) {
+      const vars = room.lease.judgeEnv(resolved.judge.map((j) => judgeFamily(j.name)), room.gatewayUrl(), plan.verifierTimeoutSec * 1000 + 60_000);
+      env = withJudgeEnv(env, resolved.judge, vars);
+      room.log(`judge credential for ${resolved.judge.map((j) => j.key).join(", ")} issued through the gateway`);
+    }
+    // --ve REWARDKIT_JUDGE / REWARDKIT_MODEL: the job's override of the rubric's judge
+    env = { ...env, ...(req.verifierEnv ?? {}) };
+    const v = await room.runVerifier(box, {
+      guard: (fn) => room.guard(box, fn),
+      testsDirs: [join(req.task.dir, "tests"), ...(plan.name !== null ? [join(plan.dir, "tests")] : [])],
+      workdir: room.workdir,
+      env: { ...room.literals, ...(separate ? {} : room.net!.execEnv("verify")), ...env },
+      timeoutSec: plan.verifierTimeoutSec,
+    });
+    if ("exception" in v) {
+      step.exception = v.exception;
+      return { ok: false };
+    }
+    step.rewards = v.rewards;
+    step.reward = v.primary;
+    return { ok: true };
+  } finally {
+    room.lease?.endJudge();
+    step.verifier = { started_at: started, finished_at: now() };
+  }
+}
+
+/**
+ * A separate verifier of a single-step task never runs beside the agent's box: the kept tree is taken and the
+ * box removed first (the task's other services stay: they hold no trial folder). A multi-step task's box lives on for its next step; it has
+ * no /logs/verifier mount and none of the agent's processes left.
+ */
+export async function retireAgentBox(room: TrialRoom): Promise<void> {
+  const box = room.agentBox;
+  if (!box) return;
+  await keepChangedFiles(room.engine, box, room.path, (l) => room.log(l));
+  room.keptTaken = true;
+  await room.removeBox(box);
+  room.agentBox = "";
+  room.log(`agent box ${box.slice(0, 12)} removed before the separate verifier starts`);
+}
+
+/** A fresh box for a separate verifier: tests/Dockerfile when present (and no docker_image), else the task image. */
+export async function separateVerifierBox(room: TrialRoom, plan: StepPlan): Promise<string> {
+  const { cfg, req } = room;
+  const built = await buildVerifierImage(room.engine, req, cfg, { force: !!req.forceBuild, log: (line) => room.buildLog(line) });
+  const image = built ?? room.image;
+  const venv = cfg.verifier.environment ?? cfg.environment;
+  const box = await room.startBox(image, room.policies.separateVerifier ?? room.policies.baseline, venv, "verifier");
+  // the verifier sees /logs/artifacts (mounted) and each listed artifact back at its source path
+  for (const src of stepArtifactSources(cfg, plan)) {
+    await room.exec(box, ["sh", "-c", restoreArtifactCommand(src)], { user: "root" });
+  }
+  return box;
+}
+
+/**
+ * The separate verifier's own image, built (or found cached) from the task's tests/Dockerfile; undefined when the
+ * task has none, or names a docker_image, and the verifier runs the task image.
+ */
+export async function buildVerifierImage(
+  engine: Engine,
+  req: TrialRequest,
+  cfg: TaskConfig,
+  o: { force: boolean; log: (line: string) => void },
+): Promise<string | undefined> {
+  if (cfg.environment.docker_image || !existsSync(join(req.task.dir, "tests", "Dockerfile"))) return undefined;
+  const image = taskImageTag(req.task.digest, "verifier");
+  await ensureBuilt(engine, {
+    context: join(req.task.dir, "tests"),
+    tag: image,
+    digest: req.task.digest,
+    force: o.force,
+    timeoutMs: cfg.environment.build_timeout_sec * 1000,
+    log: o.log,
+  });
+  return image;
+}
