@@ -179,6 +179,10 @@ describe.skipIf(!hasPodman)("evolve run (needs podman and the local debian:bookw
       const before = JSON.parse(evolve(["job", "show", job.id, "--json"]).stdout);
       expect(before.trials).toHaveLength(3);
       const settledBefore = before.trials.filter((t: { status: string }) => t.status === "SCORED");
+      // the interrupted job's unsettled trials show the time they ran until the kill, not a clock that keeps going
+      if (before.trials.some((t: { status: string; started_at?: string }) => t.status === "RUNNING" && t.started_at)) {
+        expect(evolve(["job", "show", job.id]).stdout).toMatch(/\d\.\ds \(interrupted\)/);
+      }
 
       const resumed = evolve(["job", "resume", job.id]);
       expect(resumed.code).toBe(0);
@@ -191,6 +195,15 @@ describe.skipIf(!hasPodman)("evolve run (needs podman and the local debian:bookw
         expect(after.trials.find((t: { id: string }) => t.id === b.id).updated_at).toBe(b.updated_at);
       }
       expect(evolve(["job", "resume", job.id]).code).toBe(0); // nothing left to run: a no-op
+      // a trial the kill cut short keeps that attempt in its history, closed as interrupted, then the one that scored
+      const cut = before.trials.filter((t: { status: string }) => t.status === "RUNNING" || t.status === "SCORING");
+      for (const b of cut) {
+        const a = after.trials.find((t: { id: string }) => t.id === b.id);
+        expect(a.attempts.map((x: { status: string; ended_because: string }) => [x.status, x.ended_because])).toEqual([
+          [b.status, `interrupted in phase ${b.attempt_phase}`],
+          ["SCORED", "scored"],
+        ]);
+      }
 
       expect(evolve(["gc"]).code).toBe(0);
       const left = spawnSync("podman", ["ps", "-a", "--filter", `label=dev.evolve.job=${job.id}`, "--format", "{{.ID}}"], { encoding: "utf8" });
