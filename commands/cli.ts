@@ -160,6 +160,15 @@ export function buildProgram(version: string, setExit: (code: number) => void): 
     .addHelpText("after", examples(["evolve job resume 01JB..."]))
     .action(async (id: string, opts) => setExit(await (await import("./run.ts")).resumeCommand(id, opts)));
   job
+    .command("retry")
+    .description("run a job's trials that did not score again, as a new job (kind retry) linked to the old one")
+    .argument("<id>", "job id")
+    .option("--status <status>", "only trials in this status (e.g. INFRASTRUCTURE_ERROR); repeatable or comma-separated", collect, [])
+    .addOption(engineOpt())
+    .option("--json", "stream JSON lines, then the new job's summary")
+    .addHelpText("after", examples(["evolve job retry 01JB...", "evolve job retry 01JB... --status INFRASTRUCTURE_ERROR --status BUDGET"]))
+    .action(async (id: string, opts) => setExit(await (await import("./run.ts")).jobRetryCommand(id, opts)));
+  job
     .command("cancel")
     .description("cancel a job: queued trials settle CANCELLED, running ones are stopped")
     .argument("<id>", "job id")

@@ -16,6 +16,10 @@ export interface JobSummary {
   agent: string;
   model: string | null;
   source: string;
+  /** How the job came to be: `run` (also trial retry/regrade), or `retry` for `job retry`. */
+  kind: string;
+  /** The job this one retries (`job retry`), else null. */
+  retry_of: string | null;
   n_trials: number;
   counts: Partial<Record<TrialStatus, number>>;
   /** Mean of the primary reward over trials that have one; null when none has. */
@@ -89,6 +93,8 @@ export function summarizeJob(job: JobRecord, trials: readonly TrialRecord[]): Jo
     agent: config.agent.name,
     model: config.agent.model ?? null,
     source: config.source.kind === "dataset" ? config.source.ref : config.source.path,
+    kind: job.kind ?? "run",
+    retry_of: job.retry_of ?? null,
     n_trials: trials.length,
     counts,
     mean_reward: primaryN > 0 ? primarySum / primaryN : null,
