@@ -136,7 +136,7 @@ export function buildProgram(version: string, setExit: (code: number) => void): 
     .addHelpText("after", examples(["evolve check -p fixtures/tasks/valid/minimal", "evolve check -d example@1.0 --json"]))
     .action(async (opts) => setExit(await (await import("./run.ts")).checkCommand(opts)));
 
-  const job = program.command("job").description("list, inspect, resume and cancel jobs");
+  const job = program.command("job").description("list, inspect, resume, retry and cancel jobs");
   job
     .command("list")
     .description("jobs, newest first")
@@ -153,7 +153,7 @@ export function buildProgram(version: string, setExit: (code: number) => void): 
     .action(async (id: string, opts) => setExit(await (await import("./job.ts")).jobShowCommand(id, opts)));
   job
     .command("resume")
-    .description("finish an interrupted job: unsettled trials run again, settled ones are kept")
+    .description("finish an interrupted job (Ctrl-C, SIGTERM, a killed run): unsettled and INTERRUPTED trials run again, settled ones are kept")
     .argument("<id>", "job id")
     .addOption(engineOpt())
     .option("--json", "stream JSON lines")

@@ -57,7 +57,8 @@ function newJobWith(store: Store, job: JobRecord, config: JobConfig, lineage: Pi
 export function createRetry(store: Store, id: string): { job: JobRecord; trial: TrialRecord } {
   const t = requireTrial(store, id);
   if (!isSettled(t)) {
-    throw new EvolveError("trial_not_settled", `trial ${id} is ${t.status}: only a settled trial can be retried`, `wait for it, or \`evolve trial stop ${id}\` first`);
+    const hint = t.status === "INTERRUPTED" ? `\`evolve job resume ${t.job_id}\` runs it again` : `wait for it, or \`evolve trial stop ${id}\` first`;
+    throw new EvolveError("trial_not_settled", `trial ${id} is ${t.status}: only a settled trial can be retried`, hint);
   }
   if (!store.getTask(t.task_digest)) {
     throw new EvolveError("task_missing", `the task of trial ${id} (${t.task_digest}) is no longer stored`, "publish or run the task again");
