@@ -25,6 +25,7 @@ function duration(t: TrialRecord): string {
 /** Prints a job summary and its trials, as `job show` and the end of `run` show them. */
 export function printJobSummary(s: JobSummary, trials: readonly TrialRecord[], spend: JobSpend = jobSpend(trials)): void {
   out(`${style.bold(`job ${s.id}`)}${s.name !== null ? ` ${s.name}` : ""}  ${s.kind}  ${s.status}  ${s.agent}${s.model ? ` (${s.model})` : ""}  on ${s.source}  ${style.dim(when(s.created_at))}`);
+  if (s.retry_of) out(`retries job ${s.retry_of}`);
   out(`trials ${s.n_trials}: ${Object.entries(s.counts).map(([k, v]) => `${k} ${v}`).join(", ") || "none"}`);
   out(`mean reward ${fmt(s.mean_reward)}${s.counts.SCORED ? style.dim(` over ${s.counts.SCORED} scored`) : ""}`);
   const keys = Object.entries(s.metrics);

@@ -52,8 +52,20 @@ export function formatError(code: ErrorCode, message: string, hint?: string): st
   return hint ? `${first}\n${dim(`  hint: ${hint}`)}` : first;
 }
 
-/** Prints an error to stderr and returns the exit status the convention gives it. */
-export function reportError(err: unknown): 1 | 2 {
+/**
+ * Ends a command with status `exit` once it has printed all it has to say (an interrupted job printed how to go
+ * on): nothing more is written.
+ */
+export class QuietExit extends Error {
+  constructor(readonly exit: number) {
+    super(`exit ${exit}`);
+    this.name = "QuietExit";
+  }
+}
+
+/** Prints an error to stderr and returns the exit status the convention gives it (a QuietExit's own, silently). */
+export function reportError(err: unknown): number {
+  if (err instanceof QuietExit) return err.exit;
   if (err instanceof EvolveError) {
     process.stderr.write(formatError(err.code, err.message, err.hint) + "\n");
     return err.exit;

@@ -74,8 +74,11 @@ export function applyEvent(s: ProgressState, e: JobEvent, now: number, taskOf: (
   const t = e.trial;
   const r = s.running.get(t.id);
   s.running.delete(t.id);
-  s.settled++;
-  if (t.status === "SCORED") {
+  // an interrupted trial is not done: `job resume` runs it again
+  if (t.status !== "INTERRUPTED") s.settled++;
+  if (t.status === "INTERRUPTED") {
+    // counted nowhere
+  } else if (t.status === "SCORED") {
     s.scored++;
     const reward = primaryReward(t.rewards);
     if (reward !== null) {

@@ -23,7 +23,7 @@ import { isJudgeTask } from "../task/rules-env.ts";
 import { awaitHealthy, boxSpec, ensureBuilt, requireImage, taskImageTag } from "./box.ts";
 import { keepChangedFiles, readKeptFile, readManifest, type KeptManifest } from "./changes.ts";
 import { resolveAgentEnv, resolveVerifierEnv } from "./env.ts";
-import { CancelledFailure, isSettledStatus, TrialFailure } from "./outcome.ts";
+import { CancelledFailure, isSettledStatus, isStopped, stopFailure, TrialFailure } from "./outcome.ts";
 import { artifactSources, BOX, restoreArtifactCommand, trialPaths } from "./layout.ts";
 import { boxPutTar } from "./inspect.ts";
 import { writeJson, writeResult, type ExceptionRecord, type TrialConfigFile } from "./result.ts";
@@ -114,8 +114,9 @@ class Regrade extends TrialRecorder {
       status = e instanceof TrialFailure ? e.status : "INFRASTRUCTURE_ERROR";
       exception = e instanceof TrialFailure ? this.exc(e.type, e.message, e.traceback) : this.exc("EnvironmentError", String((e as Error)?.message ?? e), String((e as Error)?.stack ?? ""));
       if (this.deps.signal?.aborted) {
-        status = "CANCELLED";
-        exception = this.exc("CancelledError", new CancelledFailure().message);
+        const stopped = stopFailure(this.deps.signal.reason);
+        status = stopped.status;
+        exception = this.exc(stopped.type, stopped.message);
       }
       this.log(`regrade failed: ${exception.type}: ${exception.message.split("\n")[0]}`);
     } finally {
@@ -265,7 +266,7 @@ class Regrade extends TrialRecorder {
 
   private async persist(status: TrialStatus, rewards: RewardMap | null, exception: ExceptionRecord | null): Promise<TrialRecord> {
     const span = this.beginPersist();
-    if (this.box && status !== "CANCELLED" && this.cfg && !this.separate()) {
+    if (this.box && !isStopped(status) && this.cfg && !this.separate()) {
       await keepChangedFiles(this.engine, this.box, this.path, (l) => this.log(l));
     }
     let boxesGone = true;

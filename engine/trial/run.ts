@@ -24,7 +24,7 @@ import { homeGateway, spendRecord } from "./spend.ts";
 import { zeroLane } from "../../gateway/meter.ts";
 import { ComposeTask } from "./compose.ts";
 import { TrialNetwork, trialPolicies, type NetPolicy, type TrialPolicies } from "./network.ts";
-import { CancelledFailure, TrialFailure } from "./outcome.ts";
+import { CancelledFailure, isStopped, stopFailure, TrialFailure } from "./outcome.ts";
 import { ATTEMPT_OUTPUTS, MOUNTED, trialPaths } from "./layout.ts";
 import { writeEvolveJson, writeJson, writeResult, type AgentUsage, type ExceptionRecord, type StepResult, type TrialConfigFile } from "./result.ts";
 import type { RewardMap } from "./reward.ts";
@@ -120,14 +120,16 @@ class TrialRun extends TrialRecorder implements TrialRoom {
       exception = this.toException(e);
       status = e instanceof TrialFailure ? e.status : "INFRASTRUCTURE_ERROR";
       if (this.deps.signal?.aborted) {
-        status = "CANCELLED";
-        exception = this.toException(new CancelledFailure());
+        // a cancel settles CANCELLED; an interrupted runner (Ctrl-C, SIGTERM) leaves INTERRUPTED for `job resume`
+        const stopped = stopFailure(this.deps.signal.reason);
+        status = stopped.status;
+        exception = this.toException(stopped);
       }
       this.log(`trial failed: ${exception.type}: ${exception.message.split("\n")[0]}`);
     } finally {
       this.deps.signal?.removeEventListener("abort", onAbort);
     }
-    if (this.refused && status !== "CANCELLED") {
+    if (this.refused && !isStopped(status)) {
       // whatever the stopped agent or verifier left behind is not a verdict: the budget ended the trial
       status = "BUDGET";
       rewards = null;
@@ -290,7 +292,7 @@ class TrialRun extends TrialRecorder implements TrialRoom {
   private async persist(status: TrialStatus, rewards: RewardMap | null, exception: ExceptionRecord | null, steps: StepResult[] | null): Promise<TrialRecord> {
     const span = this.beginPersist();
     // the kept tree (`trial files` after the run, `trial regrade`): what the run changed, copied out before the box goes
-    if (this.agentBox && !this.keptTaken && status !== "CANCELLED") await keepChangedFiles(this.engine, this.agentBox, this.path, (l) => this.log(l));
+    if (this.agentBox && !this.keptTaken && !isStopped(status)) await keepChangedFiles(this.engine, this.agentBox, this.path, (l) => this.log(l));
     // every box that mounts a trial folder is gone before evolve writes into those folders (boxfs.ts)
     const boxesGone = await this.removeMountedBoxes();
     this.scheduleRemoval();
