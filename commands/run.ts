@@ -8,11 +8,11 @@ import type { Engine } from "../engine/driver/types.ts";
 import { EvolveError } from "../engine/errors.ts";
 import { checkJobSize, createJob, type JobConfig, type JobEvent } from "../engine/job/job.ts";
 import { primaryReward, summarizeJob } from "../engine/job/summary.ts";
-import { openStore, taskBlobDir, type JobRecord, type Store, type TrialRecord } from "../engine/store/index.ts";
+import { openStore, resolveJob, taskBlobDir, type JobRecord, type Store, type TrialRecord } from "../engine/store/index.ts";
 import { driveJob as runRecordedJob } from "../engine/job/drive.ts";
 import { runsOnResume } from "../engine/trial/outcome.ts";
 import { isTTY } from "../engine/runtime.ts";
-import { out, outJson, outTable, style } from "./output.ts";
+import { formatReward, out, outJson, outJsonLine, outTable, statusWord, style } from "./output.ts";
 import { printJobSummary } from "./job.ts";
 import { printReports } from "./task.ts";
 
@@ -105,14 +105,14 @@ function progress(total: number, json: boolean, streamJson = true) {
   let last = "";
   const render = () => {
     const running = started.size;
-    const mean = rewarded > 0 ? (rewardSum / rewarded).toFixed(3) : "-";
+    const mean = rewarded > 0 ? formatReward(rewardSum / rewarded) : "-";
     const line = `${done}/${total} done, ${running} running, ${total - done - running} queued, mean reward ${mean}, ${errors} errors`;
     if (line !== last) process.stdout.write(`\r\x1b[K${line}`);
     last = line;
   };
   return {
     onEvent(e: JobEvent) {
-      if (json && streamJson) process.stdout.write(JSON.stringify(e) + "\n");
+      if (json && streamJson) outJsonLine(e);
       if (e.kind === "phase") started.add(e.trialId);
       if (e.kind === "cleanup" && !json) process.stderr.write(`removed ${e.containers} box(es) and ${e.networks} network(s) the interrupted run left\n`);
       if (e.kind === "trial_settled") {
@@ -135,10 +135,10 @@ function progress(total: number, json: boolean, streamJson = true) {
 
 function trialLine(t: TrialRecord): string {
   const r = primaryReward(t.rewards);
-  const status = t.status === "SCORED" ? style.green(t.status) : style.red(t.status);
+  const status = statusWord(t.status);
   const name = t.task_name ?? t.task_digest.slice(7, 19);
   const why = t.exception ? style.dim(` ${t.exception.type}: ${t.exception.message.split("\n")[0].slice(0, 100)}`) : "";
-  return `${status} ${name} ${style.dim(t.id)}${r !== null ? ` reward ${r}` : ""}${why}`;
+  return `${status} ${name} ${style.dim(t.id)}${r !== null ? ` reward ${formatReward(r)}` : ""}${why}`;
 }
 
 /** Starts a job from the options and runs it to the end; returns the store, job id and trials. */
@@ -214,7 +214,7 @@ export async function checkCommand(opts: RunOptions): Promise<number> {
     else {
       outTable(
         ["TASK", "SOLVABLE", "STATUS", "REWARD", "TRIAL", "WHY"],
-        rows.map((r) => [r.task, r.solvable ? style.green("yes") : style.red("no"), r.status, r.reward, r.trial, r.exception]),
+        rows.map((r) => [r.task, r.solvable ? style.green("yes") : style.red("no"), statusWord(r.status), formatReward(r.reward), r.trial, r.exception]),
       );
       const bad = rows.filter((r) => !r.solvable).length;
       out(`\n${rows.length} task${rows.length === 1 ? "" : "s"}: ${rows.length - bad} solvable, ${bad} not`);
@@ -226,12 +226,12 @@ export async function checkCommand(opts: RunOptions): Promise<number> {
 }
 
 /** `evolve job resume <id>`: runs every trial of the job that had not settled, and those a budget stopped; the rest are kept. */
-export async function resumeCommand(id: string, opts: { json?: boolean; engine?: "podman" | "docker" }): Promise<number> {
+export async function resumeCommand(arg: string, opts: { json?: boolean; engine?: "podman" | "docker" }): Promise<number> {
   const config = loadConfig();
   const store = openStore(config.home);
   try {
-    const job = store.getJob(id);
-    if (!job) throw new EvolveError("job_not_found", `no job ${id}`, "see `evolve job list`");
+    const job = resolveJob(store, arg);
+    const id = job.id;
     const before = store.listTrials(id);
     const pending = before.filter((t) => runsOnResume(t.status)).length;
     const engine = await openEngine({ kind: opts.engine, home: config.home });

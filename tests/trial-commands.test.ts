@@ -201,7 +201,7 @@ describe.skipIf(!hasPodman)("a live trial (needs podman)", () => {
       const t0 = Date.now();
       let ids: string[] = [];
       for (;;) {
-        const agent = [...seen.matchAll(/"kind":"phase","trialId":"(\w+)","phase":"agent"/g)].map((m) => m[1]);
+        const agent = [...seen.matchAll(/"kind":"phase","trial_id":"(\w+)","phase":"agent"/g)].map((m) => m[1]);
         ids = [...new Set(agent)];
         if (ids.length === 2 && ids.every((id) => existsSync(join(home, "trials", id, "agent", "oracle.txt")) && readFileSync(join(home, "trials", id, "agent", "oracle.txt"), "utf8").includes("started"))) break;
         if (Date.now() - t0 > 120_000) throw new Error(`trials never reached the agent: ${seen}`);
