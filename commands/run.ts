@@ -203,7 +203,7 @@ export async function checkCommand(opts: RunOptions): Promise<number> {
       const r = primaryReward(t.rewards);
       return {
         task: t.task_name ?? t.task_digest,
-        trial: t.id,
+        trial_id: t.id,
         status: t.status,
         reward: r,
         solvable: t.status === "SCORED" && r === 1,
@@ -214,7 +214,7 @@ export async function checkCommand(opts: RunOptions): Promise<number> {
     else {
       outTable(
         ["TASK", "SOLVABLE", "STATUS", "REWARD", "TRIAL", "WHY"],
-        rows.map((r) => [r.task, r.solvable ? style.green("yes") : style.red("no"), statusWord(r.status), formatReward(r.reward), r.trial, r.exception]),
+        rows.map((r) => [r.task, r.solvable ? style.green("yes") : style.red("no"), statusWord(r.status), formatReward(r.reward), r.trial_id, r.exception]),
       );
       const bad = rows.filter((r) => !r.solvable).length;
       out(`\n${rows.length} task${rows.length === 1 ? "" : "s"}: ${rows.length - bad} solvable, ${bad} not`);
