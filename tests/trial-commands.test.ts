@@ -79,7 +79,12 @@ describe.skipIf(!hasPodman)("a finished trial (needs podman)", () => {
 
     const ls = json(["trial", "files", "ls", okTrial, "/app"]);
     expect(ls.entries.map((e: { path: string }) => e.path)).toEqual(["/app/hello.txt"]);
-    expect(evolve(["trial", "files", "ls", okTrial, "/app"]).stdout).toMatch(/image holds them/);
+    const keptLs = evolve(["trial", "files", "ls", okTrial, "/app"]).stdout;
+    expect(keptLs).toMatch(/image holds them/);
+    // the same columns as a live box's ls, paths absolute in the box as `changes` prints them
+    expect(keptLs.split("\n")[0].split(/\s+/)).toEqual(["CHANGE", "TYPE", "SIZE", "MODE", "PATH"]);
+    expect(keptLs.split("\n")[1]).toMatch(/^added\s+file\s+13\s+\d+\s+\/app\/hello\.txt$/);
+    expect(evolve(["trial", "files", "changes", okTrial]).stdout).toMatch(/^added\s+file\s+13\s+\w+\s+\/app\/hello\.txt$/m);
 
     const out = join(work, "archives");
     const arch = json(["trial", "files", "archive", okTrial, "--path", "/app", "-o", out]);

@@ -112,21 +112,21 @@ describe("ids", () => {
   });
 
   it("resolves a trial by the start or the end of its id: a job's trials differ only in their last characters", async () => {
-    const job = createJob(store, jobConfig(3));
-    const ids = store.listTrials(job.id).map((t) => t.id);
-    let common = 0;
-    while (ids.every((id) => id[common] === ids[0][common])) common++;
-    expect(common).toBeGreaterThanOrEqual(10); // the time part at least: a short prefix never tells them apart
-    for (const id of ids) {
-      expect(resolveTrialId(store, id.slice(-4))).toBe(id);
-    }
-    const e = await expectCode(() => resolveTrialId(store, ids[0].slice(0, common)), "id_ambiguous");
-    for (const id of ids) expect(e.message).toContain(id);
+    // ids made in one millisecond share the time and all but the last of the random part (ids.ts)
+    const job = createJob(store, jobConfig(1));
+    const [t] = store.listTrials(job.id);
+    const ids = ["01M8SS4GJ37K2PXNN5CRCGBT1T", "01M8SS4GJ37K2PXNN5CRCGBT1V", "01M8SS4GJ37K2PXNN5CRCGBT1W"];
+    store.putTrials(ids.map((id) => ({ ...t, id })));
+    for (const id of ids) expect(resolveTrialId(store, id.slice(-3))).toBe(id);
+    expect(resolveTrialId(store, t.id.slice(-4))).toBe(t.id);
+    expect(resolveTrialId(store, t.id.slice(0, 22))).toBe(t.id);
+    const e = await expectCode(() => resolveTrialId(store, ids[0].slice(0, 25)), "id_ambiguous");
+    expect(e.message).toBe(`trial id ${ids[0].slice(0, 25)} matches 3 trials: ${ids.join(", ")}`);
     await expectCode(() => resolveTrialId(store, "ZZZZZZZZ"), "trial_not_found");
     await expectCode(() => resolveTrialId(store, " "), "usage");
   });
 
-  it("every command that takes an id takes the short forms: job show, trial show, trial logs, job cancel", async () => {
+  it("every command that takes an id takes the short forms: job show, trial show, logs, files, stop, job cancel", async () => {
     const job = createJob(store, jobConfig(2));
     const [a, b] = store.listTrials(job.id);
     store.putTrial({ ...a, status: "SCORED", rewards: { reward: 1 }, reward: 1 });
@@ -140,13 +140,19 @@ describe("ids", () => {
     expect(JSON.parse(trial.stdout)).toMatchObject({ id: a.id, status: "SCORED" });
     const logs = evolve("trial", "logs", b.id.slice(-5), "--stream", "setup", "--json");
     expect(JSON.parse(logs.stdout)).toMatchObject({ trial_id: b.id, recorded: false });
-    const both = evolve("trial", "show", a.id.slice(0, 20));
+    const files = evolve("trial", "files", "status", a.id.slice(-5), "--json");
+    expect(JSON.parse(files.stdout)).toMatchObject({ trial_id: a.id, source: "none" });
+    const stop = evolve("trial", "stop", b.id.slice(-5), "--wait", "0", "--json");
+    expect(JSON.parse(stop.stdout)).toEqual([{ id: b.id, action: "cancelled", status: "CANCELLED", settled: true }]);
+    let common = 0;
+    while (a.id[common] === b.id[common]) common++;
+    const both = evolve("trial", "show", a.id.slice(0, common));
     expect(both.status).toBe(2);
     expect(both.stderr).toMatch(/^error\[id_ambiguous\]: trial id \w+ matches 2 trials: /);
     expect(both.stderr).toContain(a.id);
     const cancel = evolve("job", "cancel", job.id.slice(0, 24), "--json");
     expect(cancel.status, cancel.stderr).toBe(0);
-    expect(JSON.parse(cancel.stdout)).toEqual({ id: job.id, cancelled: 1, runner_pid: null });
+    expect(JSON.parse(cancel.stdout)).toEqual({ id: job.id, cancelled: 0, runner_pid: null });
     store = openStore(home);
   });
 });
