@@ -123,19 +123,8 @@ export function when(iso: string | null | undefined): string {
   return Number.isNaN(t) ? iso : new Date(t).toISOString().replace("T", " ").replace(/\.\d+Z$/, "Z");
 }
 
-/**
- * A duration as every table and message prints it: `16.6s` under a minute, `2m05s` under an hour, `1h02m` beyond;
- * `-` when unknown. One form everywhere, so `16.569293403s` (Go's) or `125.0s` never reach a user.
- */
-export function formatDuration(ms: number | null | undefined): string {
-  if (ms === null || ms === undefined || !Number.isFinite(ms) || ms < 0) return "-";
-  const tenths = Math.round(ms / 100);
-  if (tenths < 600) return `${(tenths / 10).toFixed(1)}s`;
-  const secs = Math.round(ms / 1000);
-  if (secs < 3600) return `${Math.floor(secs / 60)}m${String(secs % 60).padStart(2, "0")}s`;
-  const mins = Math.round(ms / 60_000);
-  return `${Math.floor(mins / 60)}h${String(mins % 60).padStart(2, "0")}m`;
-}
+/** A duration's one human form (engine/duration.ts): `250ms`, `16.6s`, `2m05s`, `1h02m`. */
+export { formatDuration } from "../engine/duration.ts";
 
 /** A reward or metric as tables print it: three decimals (`1.000`, `0.667`); `-` when there is none. */
 export function formatReward(x: number | null | undefined): string {

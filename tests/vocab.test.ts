@@ -47,9 +47,11 @@ describe("JSON keys", () => {
 });
 
 describe("the human forms", () => {
-  it("prints durations one way: tenths under a minute, m+ss under an hour, h+mm beyond", () => {
+  it("prints durations one way: ms under a second, tenths under a minute, m+ss under an hour, h+mm beyond", () => {
     expect(formatDuration(16_569.293403)).toBe("16.6s");
-    expect(formatDuration(0)).toBe("0.0s");
+    expect(formatDuration(0)).toBe("0ms");
+    expect(formatDuration(250.4)).toBe("250ms");
+    expect(formatDuration(999.6)).toBe("1.0s");
     expect(formatDuration(59_960)).toBe("1m00s");
     expect(formatDuration(125_000)).toBe("2m05s");
     expect(formatDuration(3_599_400)).toBe("59m59s");

@@ -36,6 +36,7 @@ import { killNewProcs, snapshotProcs, type ProcSnapshot } from "./procs.ts";
 import { defuseTree, emptyBoxDir } from "./boxfs.ts";
 import { now, TrialRecorder } from "./recorder.ts";
 import type { Phase, TrialDeps, TrialRequest, TrialStatus } from "./types.ts";
+import { formatDuration } from "../duration.ts";
 
 
 // container removals run after the trial returns; callers that exit (tests, `evolve run`) await them here
@@ -394,7 +395,7 @@ class TrialRun extends TrialRecorder {
       }
     }
     if (out.timedOut) {
-      step.exception = this.exc("AgentTimeoutError", `the agent ran past its ${plan.agentTimeoutSec} s timeout${plan.name ? ` in step ${plan.name}` : ""}`);
+      step.exception = this.exc("AgentTimeoutError", `the agent ran past its ${formatDuration(plan.agentTimeoutSec * 1000)} timeout${plan.name ? ` in step ${plan.name}` : ""}`);
     } else if (this.lease?.capReached()) {
       step.exception = this.exc("AgentSpendCapError", `the agent reached the trial's spend cap: ${this.lease.capReached()}`);
     } else if (out.exitCode !== 0) {
