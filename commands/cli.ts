@@ -173,7 +173,7 @@ export function buildProgram(version: string, setExit: (code: number) => void): 
   job
     .command("show")
     .description("a job's status counts, mean reward, pass@k, exceptions and trials")
-    .argument("<id>", "job id, or the job's --job-name (the newest job with it)")
+    .argument("<id>", "job id (or a unique start of it), or the job's --job-name (the newest job with it)")
     .option("--status <status>", "list only trials in this status (e.g. SCORING_ERROR); repeatable or comma-separated", collect, [])
     .option("--json", "print as JSON")
     .addHelpText(
@@ -184,7 +184,7 @@ export function buildProgram(version: string, setExit: (code: number) => void): 
   job
     .command("resume")
     .description("finish an interrupted job (Ctrl-C, SIGTERM, a killed run): unsettled and INTERRUPTED trials run again, settled ones are kept")
-    .argument("<id>", "job id")
+    .argument("<id>", "job id, or a unique start of it")
     .addOption(engineOpt())
     .option("--json", "stream JSON lines")
     .addHelpText("after", examples(["evolve job resume 01JB..."]))
@@ -201,7 +201,7 @@ export function buildProgram(version: string, setExit: (code: number) => void): 
   job
     .command("cancel")
     .description("cancel a job: queued trials settle CANCELLED, running ones are stopped")
-    .argument("<id>", "job id")
+    .argument("<id>", "job id, or a unique start of it")
     .option("--json", "print as JSON")
     .addHelpText("after", examples(["evolve job cancel 01JB..."]))
     .action(async (id: string, opts) => setExit(await (await import("./job.ts")).jobCancelCommand(id, opts)));
@@ -225,7 +225,7 @@ export function buildProgram(version: string, setExit: (code: number) => void): 
   trial
     .command("show")
     .description("a trial's task, agent, status, reward, tokens, spend and exception")
-    .argument("<id>", "trial id")
+    .argument("<id>", "trial id, or a unique start or end of it")
     .option("--json", "print as JSON")
     .addHelpText("after", examples(["evolve trial show 01JB...", "evolve trial show 01JB... --json | jq .rewards"]))
     .action(async (id: string, opts) => setExit(await (await import("./job.ts")).trialShowCommand(id, opts)));

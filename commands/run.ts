@@ -10,11 +10,11 @@ import { checkJobSize, createJob, jobConfig, type JobConfig, type JobEvent, type
 import { selectTasks } from "../engine/job/select.ts";
 import { createJobRetry, retryPicks } from "../engine/job/actions.ts";
 import { primaryReward, summarizeJob } from "../engine/job/summary.ts";
-import { openStore, taskBlobDir, trialDir, type JobRecord, type Store, type TrialRecord } from "../engine/store/index.ts";
+import { openStore, resolveJob, resolveJobId, taskBlobDir, trialDir, type JobRecord, type Store, type TrialRecord } from "../engine/store/index.ts";
 import { driveJob as runRecordedJob } from "../engine/job/drive.ts";
 import { Interruption, isInterruption, runsOnResume, TRIAL_STATUSES, type TrialStatus } from "../engine/trial/outcome.ts";
 import { deferBrokenPipe, isBrokenPipe, isTTY } from "../engine/runtime.ts";
-import { out, outJson, outTable, QuietExit, style } from "./output.ts";
+import { formatReward, out, outJson, outTable, QuietExit, statusWord, style } from "./output.ts";
 import { progressView, type ProgressMode } from "./progress.ts";
 import { printJobSummary } from "./job.ts";
 import { printReports } from "./task.ts";
@@ -197,7 +197,7 @@ export async function checkCommand(opts: RunOptions): Promise<number> {
       const r = primaryReward(t.rewards);
       return {
         task: t.task_name ?? t.task_digest,
-        trial: t.id,
+        trial_id: t.id,
         status: t.status,
         reward: r,
         solvable: t.status === "SCORED" && r === 1,
@@ -208,7 +208,7 @@ export async function checkCommand(opts: RunOptions): Promise<number> {
     else {
       outTable(
         ["TASK", "SOLVABLE", "STATUS", "REWARD", "TRIAL", "WHY"],
-        rows.map((r) => [r.task, r.solvable ? style.green("yes") : style.red("no"), r.status, r.reward, r.trial, r.exception]),
+        rows.map((r) => [r.task, r.solvable ? style.green("yes") : style.red("no"), statusWord(r.status), formatReward(r.reward), r.trial_id, r.exception]),
       );
       const bad = rows.filter((r) => !r.solvable).length;
       out(`\n${rows.length} task${rows.length === 1 ? "" : "s"}: ${rows.length - bad} solvable, ${bad} not`);
@@ -220,12 +220,12 @@ export async function checkCommand(opts: RunOptions): Promise<number> {
 }
 
 /** `evolve job resume <id>`: runs every trial of the job that had not settled, and those a budget stopped; the rest are kept. */
-export async function resumeCommand(id: string, opts: { json?: boolean; engine?: "podman" | "docker" }): Promise<number> {
+export async function resumeCommand(arg: string, opts: { json?: boolean; engine?: "podman" | "docker" }): Promise<number> {
   const config = loadConfig();
   const store = openStore(config.home);
   try {
-    const job = store.getJob(id);
-    if (!job) throw new EvolveError("job_not_found", `no job ${id}`, "see `evolve job list`");
+    const job = resolveJob(store, arg);
+    const id = job.id;
     const before = store.listTrials(id);
     const pending = before.filter((t) => runsOnResume(t.status)).length;
     const engine = await openEngine({ kind: opts.engine, home: config.home });
@@ -258,11 +258,12 @@ export function parseStatuses(flags: readonly string[] | undefined): TrialStatus
  * `evolve job retry <id> [--status S…]`: the job's trials that did not score (or those in the given statuses) run
  * again as a new job of kind `retry`; the old job is left as it is. Nothing to retry is no error: it says so, exit 0.
  */
-export async function jobRetryCommand(id: string, opts: { status?: string[]; json?: boolean; engine?: "podman" | "docker" }): Promise<number> {
+export async function jobRetryCommand(arg: string, opts: { status?: string[]; json?: boolean; engine?: "podman" | "docker" }): Promise<number> {
   const statuses = parseStatuses(opts.status);
   const config = loadConfig();
   const store = openStore(config.home);
   try {
+    const id = resolveJobId(store, arg);
     // checked before the engine opens (and again as the job is recorded): nothing picked starts nothing
     const { picked } = retryPicks(store, id, statuses);
     if (picked.length === 0) {

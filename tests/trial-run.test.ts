@@ -245,7 +245,7 @@ describe("trial records", () => {
   it("keeps the verifier running after an agent timeout and records the timeout", () => {
     const { rec, phases } = ran.get("agent-timeout")!;
     expect(phases).toContain("verify");
-    expect(rec.exception?.message).toMatch(/2 s timeout/);
+    expect(rec.exception?.message).toMatch(/2\.0s timeout/);
   });
 });
 

@@ -7,7 +7,7 @@
  * (`retry_of` / `regrade_of`), which is also how the trial runner knows to run a regrade verifier-only.
  */
 import { EvolveError } from "../errors.ts";
-import { newId, taskBlobDir, type JobRecord, type Store, type TrialRecord } from "../store/index.ts";
+import { newId, resolveTrial, taskBlobDir, type JobRecord, type Store, type TrialRecord } from "../store/index.ts";
 import { regradeRefusal } from "../trial/regrade.ts";
 import { isSettledStatus } from "../trial/outcome.ts";
 import { createJob, jobConfig, runnerAlive, type JobConfig, type JobKind } from "./job.ts";
@@ -15,11 +15,9 @@ import type { TrialStatus } from "../trial/outcome.ts";
 
 const now = () => new Date().toISOString();
 
-/** A trial by id, or `trial_not_found`. */
+/** The trial an id argument names (its whole id, or a unique start or end: store/resolve.ts), or `trial_not_found`. */
 export function requireTrial(store: Store, id: string): TrialRecord {
-  const t = store.getTrial(id);
-  if (!t) throw new EvolveError("trial_not_found", `no trial ${id}`, "see `evolve job show <job-id>` for trial ids");
-  return t;
+  return resolveTrial(store, id);
 }
 
 /** Whether a trial has reached its final status. */
@@ -57,8 +55,9 @@ function newJobWith(store: Store, job: JobRecord, config: JobConfig, lineage: Pi
  * Records a new job holding one new QUEUED trial of the same task, agent and settings as `id`. Refuses a trial
  * that has not settled (`trial_not_settled`) and a task no longer stored (`task_missing`). Run the job with runJob.
  */
-export function createRetry(store: Store, id: string): { job: JobRecord; trial: TrialRecord } {
-  const t = requireTrial(store, id);
+export function createRetry(store: Store, arg: string): { job: JobRecord; trial: TrialRecord } {
+  const t = requireTrial(store, arg);
+  const id = t.id;
   if (!isSettled(t)) {
     const hint = t.status === "INTERRUPTED" ? `\`evolve job resume ${t.job_id}\` runs it again` : `wait for it, or \`evolve trial stop ${id}\` first`;
     throw new EvolveError("trial_not_settled", `trial ${id} is ${t.status}: only a settled trial can be retried`, hint);
@@ -74,8 +73,9 @@ export function createRetry(store: Store, id: string): { job: JobRecord; trial: 
  * Records a new job holding one new trial that re-runs only the verifier of `id` on its kept files. Refuses what
  * cannot be regraded with a stable code (see regrade.ts regradeRefusal), before anything is written.
  */
-export async function createRegrade(store: Store, home: string, id: string): Promise<{ job: JobRecord; trial: TrialRecord }> {
-  const t = requireTrial(store, id);
+export async function createRegrade(store: Store, home: string, arg: string): Promise<{ job: JobRecord; trial: TrialRecord }> {
+  const t = requireTrial(store, arg);
+  const id = t.id;
   const refusal = await regradeRefusal(home, t, taskBlobDir(home, t.task_digest));
   if (refusal) throw refusal;
   const job = originalJob(store, t);

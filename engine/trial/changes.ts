@@ -30,6 +30,7 @@ import { TarReader, type TarHeader } from "../driver/untar.ts";
 import { EvolveError } from "../errors.ts";
 import { boxChanges, type BoxChange } from "./inspect.ts";
 import { writeJson } from "./result.ts";
+import { formatDuration } from "../duration.ts";
 
 /** Bytes of file content kept per trial. */
 export const KEPT_CAP_BYTES = 64 * 1024 * 1024;
@@ -294,7 +295,7 @@ async function captureChanges(engine: Engine, id: string, trialPath: string, cap
     stopReason ??= why;
     all.abort();
   };
-  const timer = setTimeout(() => stopAll(`not reached within the capture's ${caps.timeMs / 1000} s`), caps.timeMs);
+  const timer = setTimeout(() => stopAll(`not reached within the capture's ${formatDuration(caps.timeMs)}`), caps.timeMs);
   const made = new Set<string>();
 
   /** The parts of folder `dir` fetched one by one, around `avoid` (a file too big to read past) when given. */

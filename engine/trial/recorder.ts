@@ -13,6 +13,7 @@ import { defuseTree } from "./boxfs.ts";
 import { pruneEmptyDirs, redactTree, type ExceptionRecord, type TimeSpan, type TrialOutcome } from "./result.ts";
 import { primaryReward, readRewards, verifierTail, type RewardMap } from "./reward.ts";
 import type { Phase, TrialDeps, TrialRequest, TrialStatus } from "./types.ts";
+import { formatDuration } from "../duration.ts";
 
 /**
  * Provider keys in evolve's own environment (`*_API_KEY`, `*_AUTH_TOKEN`): they never enter a box, but whatever a
@@ -185,7 +186,7 @@ export abstract class TrialRecorder {
       return tail.trim() ? tail : fallback;
     };
     if (r.timedOut) {
-      const msg = `the verifier ran past its ${o.timeoutSec} s timeout`;
+      const msg = `the verifier ran past its ${formatDuration(o.timeoutSec * 1000)} timeout`;
       return { exception: this.exc("VerifierTimeoutError", await tailOr(msg), msg) };
     }
     const parsed = await readRewards(vdir);

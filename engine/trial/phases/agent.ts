@@ -5,6 +5,7 @@
 import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { firstLine } from "../../errors.ts";
+import { formatDuration } from "../../duration.ts";
 import type { Harness } from "../../harness/types.ts";
 import { TrialFailure } from "../outcome.ts";
 import type { StepPlan } from "../plan.ts";
@@ -61,7 +62,7 @@ export async function agentStep(room: TrialRoom, plan: StepPlan, step: StepResul
     }
   }
   if (out.timedOut) {
-    step.exception = room.exc("AgentTimeoutError", `the agent ran past its ${plan.agentTimeoutSec} s timeout${plan.name ? ` in step ${plan.name}` : ""}`);
+    step.exception = room.exc("AgentTimeoutError", `the agent ran past its ${formatDuration(plan.agentTimeoutSec * 1000)} timeout${plan.name ? ` in step ${plan.name}` : ""}`);
   } else if (room.lease?.capReached()) {
     step.exception = room.exc("AgentSpendCapError", `the agent reached the trial's spend cap: ${room.lease.capReached()}`);
   } else if (out.exitCode !== 0) {
