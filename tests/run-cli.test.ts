@@ -121,6 +121,20 @@ describe.skipIf(!hasPodman)("evolve run (needs podman and the local debian:bookw
     expectDocumented("check", [doc]);
   });
 
+  it("check says a task without a reference solution has none, and neither builds nor verifies it", () => {
+    const task = join(root, "fixtures", "tasks", "trials", "no-solution");
+    const r = evolve(["check", "-p", task]);
+    expect(r.code).toBe(1);
+    expect(r.stdout).toMatch(/SolutionNotFoundError: no reference solution: the task has no solution\/solve\.sh/);
+    expect(r.stdout).toMatch(/1 task: 0 solvable, 1 not/);
+    const doc = JSON.parse(evolve(["check", "-p", task, "--json"]).stdout);
+    expect(doc.tasks[0]).toMatchObject({ solvable: false, status: "INFRASTRUCTURE_ERROR", reward: null, exception: expect.stringMatching(/^SolutionNotFoundError: no reference solution/) });
+    // deterministic: the job's automatic retries leave it alone, and nothing past prepare ran
+    const trial = JSON.parse(evolve(["trial", "show", doc.tasks[0].trial, "--json"]).stdout);
+    expect(trial.attempt ?? 1).toBe(1);
+    expect(Object.keys(trial.phase_timings ?? {})).not.toContain("build");
+  });
+
   it("refuses a run whose secret is not in the environment, before starting anything", () => {
     const task = makeTask("needs-secret");
     const r = evolve(["run", "-p", task, "--secret", "EVOLVE_TEST_UNSET_SECRET"]);

@@ -30,6 +30,7 @@ const BASE_FILES: Record<string, string> = {
   "instruction.md": "Write /app/out.txt containing hello.\n",
   "tests/test.sh": "#!/bin/bash\ntest -f /app/out.txt && echo 1 > /logs/verifier/reward.txt || echo 0 > /logs/verifier/reward.txt\n",
   "environment/Dockerfile": "FROM debian:bookworm-slim\nWORKDIR /app\n",
+  "solution/solve.sh": "#!/bin/bash\necho hello > /app/out.txt\n",
 };
 
 /** Writes a task directory: the base files, then `files` (a null value deletes a base file). */
@@ -550,10 +551,21 @@ describe("verifier rules", () => {
 });
 
 describe("multi-step tasks", () => {
-  const stepFiles = { "instruction.md": null, "steps/01-a/instruction.md": "a", "steps/02-b/instruction.md": "b" };
+  const stepFiles: Record<string, string | null> = {
+    "instruction.md": null, "solution/solve.sh": null,
+    "steps/01-a/instruction.md": "a", "steps/02-b/instruction.md": "b", "steps/01-a/solution/solve.sh": "#!/bin/bash\n", "steps/02-b/solution/solve.sh": "#!/bin/bash\n",
+  };
 
   it("accepts matching [[steps]] and steps/ folders, using the shared tests/test.sh", async () => {
     expect(await findings(`[[steps]]\nname = "01-a"\nmin_reward = 0.5\n[[steps]]\nname = "02-b"\nmin_reward = { reward = 1 }\n`, stepFiles)).toEqual([]);
+  });
+
+  it("notes each step without a reference solution, and never refuses the task for it", async () => {
+    const r = await validateTask(mkTask(`[[steps]]\nname = "01-a"\n[[steps]]\nname = "02-b"\n`, { ...stepFiles, "steps/02-b/solution/solve.sh": null }), OPTS);
+    expect(r.ok).toBe(true);
+    expect(r.findings).toEqual([
+      expect.objectContaining({ code: "solution_missing", severity: "note", file: "steps/02-b/solution/solve.sh", message: expect.stringMatching(/^step "02-b" has no reference solution/) }),
+    ]);
   });
 
   it("requires [[steps]] and steps/ to agree both ways", async () => {

@@ -10,7 +10,7 @@ describe("exception registry", () => {
     expect([...DETERMINISTIC_EXCEPTIONS].sort()).toEqual(
       [
         "AgentUserNotFoundError", "BoxUsernsError", "DiskFullError", "EnvironmentBuildError", "GatewayConfigError", "GpuUnavailableError", "ImageNotFoundError",
-        "NetworkPolicyUnsupportedError", "RegradeRefusedError", "RegradeRestoreError", "SecretNotAttached", "TaskInvalidError", "UnknownAgentError",
+        "NetworkPolicyUnsupportedError", "RegradeRefusedError", "RegradeRestoreError", "ScriptInterpreterNotFoundError", "SecretNotAttached", "SolutionNotFoundError", "TaskInvalidError", "UnknownAgentError",
       ].sort(),
     );
     expect(isDeterministic("EnvironmentStartError")).toBe(false);

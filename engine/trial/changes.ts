@@ -15,7 +15,7 @@
  * skipped path never costs the capture of the others. Kept files are written through descriptors that follow no
  * link, and read back the same way (`readKeptFile`).
  */
-import { TRIAL } from "./layout.ts";
+import { BOX_ROOT, TRIAL } from "./layout.ts";
 import { BoxFileRefused, openBoxFile, readRange } from "./boxfs.ts";
 import { createHash, type Hash } from "node:crypto";
 import { constants, createWriteStream } from "node:fs";
@@ -187,7 +187,7 @@ async function listChanges(engine: Engine, id: string): Promise<{ changes: BoxCh
     return { changes: await boxChanges(engine, id), from: "engine" };
   } catch (e) {
     const why = firstLine(e, 200);
-    const r = await engine.exec(id, ["sh", "-c", FIND_CHANGED], { user: "root", timeoutMs: 120_000 }).catch(() => undefined);
+    const r = await engine.exec(id, ["sh", "-c", FIND_CHANGED], { user: BOX_ROOT, timeoutMs: 120_000 }).catch(() => undefined);
     if (!r || r.exitCode !== 0) throw new Error(`the engine could not list the changes (${why}) and the box could not either`);
     const paths = [...new Set(r.stdout.split("\0"))].filter((p) => p.startsWith("/") && p !== "/").sort();
     const cut = r.truncated ? "; the list was cut at the exec output limit" : "";
@@ -494,7 +494,7 @@ async function ownersOf(engine: Engine, id: string, paths: string[]): Promise<Ma
       bytes += Buffer.byteLength(paths[i++]) + 1;
     }
     const r = await engine
-      .exec(id, ["sh", "-c", 'stat -c "%u:%g|%n" -- "$@" 2>/dev/null; exit 0', "sh", ...batch], { user: "root", timeoutMs: 30_000 })
+      .exec(id, ["sh", "-c", 'stat -c "%u:%g|%n" -- "$@" 2>/dev/null; exit 0', "sh", ...batch], { user: BOX_ROOT, timeoutMs: 30_000 })
       .catch(() => undefined);
     for (const line of r?.stdout.split("\n") ?? []) {
       const m = /^(\d+):(\d+)\|(.*)$/.exec(line);

@@ -8,6 +8,7 @@ import { posix } from "node:path";
 import { LABEL_TRIAL, type Engine } from "../driver/types.ts";
 import { EvolveError } from "../errors.ts";
 import { TarReader, type TarHeader, type TarSink } from "../driver/untar.ts";
+import { BOX_ROOT } from "./layout.ts";
 
 /** One path the box's file system changed, as the engine reports it against the image. */
 export interface BoxChange {
@@ -142,7 +143,7 @@ const LS_SCRIPT = [
 
 /** Lists one folder of the live box (`ls` of `trial files`). `raw` is set instead of `entries` when the box has no `stat`. */
 export async function boxList(engine: Engine, id: string, dir: string): Promise<{ entries: DirEntry[]; raw?: string }> {
-  const r = await engine.exec(id, ["/bin/sh", "-c", LS_SCRIPT, "sh", dir], { user: "root", timeoutMs: 30_000 });
+  const r = await engine.exec(id, ["/bin/sh", "-c", LS_SCRIPT, "sh", dir], { user: BOX_ROOT, timeoutMs: 30_000 });
   if (r.exitCode === 3) {
     throw new EvolveError("file_not_found", `${dir} is not a folder in the live box`, "read a file with `evolve trial files cat <id> <path>`");
   }

@@ -101,6 +101,8 @@ export const EXCEPTIONS = {
   ImageNotFoundError: infra("the task's docker_image is not on this machine", true),
   EnvironmentBuildError: infra("the task's image did not build", true),
   AgentUserNotFoundError: infra("the task's [agent] user does not exist in its image", true),
+  ScriptInterpreterNotFoundError: infra("a script of the task needs an interpreter its box does not have (bash, sh or its #! program)", true),
+  SolutionNotFoundError: infra("the oracle found no reference solution (solution/solve.sh) to run", true),
   GatewayConfigError: infra("the gateway's upstreams or prices could not be read", true),
   DiskFullError: infra("the disk holding the trial folders is full", true),
   BoxUsernsError: infra("the trial folders could not be given to the box's mapped root", true),

@@ -24,7 +24,7 @@ import { awaitHealthy, boxSpec, ensureBuilt, requireImage, taskImageTag } from "
 import { keepChangedFiles, readKeptFile, readManifest, type KeptManifest } from "./changes.ts";
 import { resolveAgentEnv, resolveVerifierEnv } from "./env.ts";
 import { CancelledFailure, isSettledStatus, isStopped, stopFailure, TrialFailure } from "./outcome.ts";
-import { artifactSources, BOX, restoreArtifactCommand, trialPaths } from "./layout.ts";
+import { artifactSources, BOX, BOX_ROOT, restoreArtifactCommand, trialPaths } from "./layout.ts";
 import { boxPutTar } from "./inspect.ts";
 import { writeJson, writeResult, type ExceptionRecord, type TrialConfigFile } from "./result.ts";
 import type { RewardMap } from "./reward.ts";
@@ -297,7 +297,7 @@ class Regrade extends TrialRecorder {
   }
 
   private async root(cmd: string[], what: string) {
-    const r = await this.engine.exec(this.box, cmd, { user: "root", timeoutMs: 120_000 });
+    const r = await this.engine.exec(this.box, cmd, { user: BOX_ROOT, timeoutMs: 120_000 });
     if (this.deps.signal?.aborted) throw new CancelledFailure();
     if (r.exitCode !== 0) throw new TrialFailure("RegradeRestoreError", `${what} failed (exit ${r.exitCode}): ${(r.stderr || r.stdout).trim().slice(-500)}`);
     return r;

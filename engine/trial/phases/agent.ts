@@ -10,6 +10,7 @@ import type { Harness } from "../../harness/types.ts";
 import { TrialFailure } from "../outcome.ts";
 import type { StepPlan } from "../plan.ts";
 import { killNewProcs, snapshotProcs, type ProcSnapshot } from "../procs.ts";
+import { setupScript } from "../scripts.ts";
 import { now } from "../recorder.ts";
 import type { StepResult } from "../result.ts";
 import type { TrialRoom } from "./room.ts";
@@ -26,8 +27,11 @@ export async function agentStep(room: TrialRoom, plan: StepPlan, step: StepResul
   await room.net!.enter(box, "agent");
   if (plan.name !== null && existsSync(join(plan.dir, "workdir"))) {
     await engine.copyIn(box, join(plan.dir, "workdir"), room.workdir!);
-    const setup = `${room.workdir}/setup.sh`;
-    const r = await room.exec(box, ["sh", "-c", `[ ! -f '${setup}' ] || bash '${setup}'`], {
+  }
+  // only the step's own setup.sh: one an earlier step copied into the same workdir has run already
+  const setup = setupScript(room.req.task.dir, plan.dir);
+  if (plan.name !== null && existsSync(setup.host)) {
+    const r = await room.exec(box, ["sh", "-c", room.scriptCommand(setup, `${room.workdir}/setup.sh`)], {
       user: room.agentUser(),
       workdir: room.workdir,
       env: { ...room.agentEnv, ...room.net!.execEnv("agent") },
