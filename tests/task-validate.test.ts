@@ -166,14 +166,15 @@ describe("bad input costs bounded time and memory", () => {
     symlinkSync("/dev/zero", join(zero, "instruction.md"));
     const a = await within(zero, 5000);
     expect(a.r).not.toBe("hung");
-    expect(a.ms).toBeLessThan(1000);
+    // a blow-up bound, not the goal (scripts/bench/validate.ts measures that): reading it all took minutes or OOMed
+    expect(a.ms).toBeLessThan(4000);
     if (a.r !== "hung") expect(codes(a.r.findings)).toContain("task_symlink");
 
     const huge = mkTask("");
     truncateSync(join(huge, "instruction.md"), 1 << 30); // sparse: costs no disk
     const rss = process.memoryUsage().rss;
     const b = await within(huge, 5000);
-    expect(b.ms).toBeLessThan(1000);
+    expect(b.ms).toBeLessThan(4000);
     expect((process.memoryUsage().rss - rss) / 2 ** 20, "MB of RSS the validator added").toBeLessThan(100);
     expect(b.r !== "hung" && b.r.ok).toBe(true);
   });
@@ -261,7 +262,8 @@ describe("line numbers", () => {
     const t0 = performance.now();
     const deep = indexTomlLines(`[a]\n${"x.".repeat(n)}y = 1\nz = ${"[".repeat(n)}${"]".repeat(n)}\nw = ${"{a=".repeat(n)}1${"}".repeat(n)}\nlast = 1\n`);
     const heads = indexTomlLines(Array.from({ length: n / 4 }, (_, i) => `[[t${i}]]\n[t${i}.sub]\nk = 1\n`).join(""));
-    expect(performance.now() - t0).toBeLessThan(2000);
+    // a blow-up bound for a loaded CI machine: the quadratic versions took minutes
+    expect(performance.now() - t0).toBeLessThan(10_000);
     expect(deep.lineOf(["a", "x", "x", "x"])).toBe(2);
     expect(deep.lineOf(["a", ...Array(100).fill("x")])).toBe(2);
     expect(deep.lineOf(["a", "w"])).toBe(4);
@@ -535,7 +537,7 @@ describe("verifier rules", () => {
     // hostile nesting is answered at once (unbounded, each level re-joined the rest: quadratic, then a stack overflow)
     const t0 = performance.now();
     expect(isKeepAlive(`${"sh -c ".repeat(20000)}sleep infinity`.split(" "))).toBe(false);
-    expect(performance.now() - t0).toBeLessThan(500);
+    expect(performance.now() - t0).toBeLessThan(5000);
   });
 
   it("notes a tests/Dockerfile that is never built", async () => {
