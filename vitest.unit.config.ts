@@ -23,6 +23,7 @@ export const ENGINE_TESTS = [
   "tests/doctor.test.ts",
   "tests/driver.test.ts",
   "tests/run-cli.test.ts",
+  "tests/run-interrupt.test.ts",
   "tests/trial-changes.test.ts",
   "tests/trial-commands.test.ts",
   "tests/trial-gateway-net.test.ts",

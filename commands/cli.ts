@@ -150,7 +150,7 @@ export function buildProgram(version: string, setExit: (code: number) => void): 
     .addHelpText("after", examples(["evolve check -p fixtures/tasks/valid/minimal", "evolve check -d example@1.0 --json"]))
     .action(async (opts, cmd: Command) => setExit(await (await import("./run.ts")).checkCommand(await withRunConfig(opts, cmd))));
 
-  const job = program.command("job").description("list, inspect, resume and cancel jobs");
+  const job = program.command("job").description("list, inspect, resume, retry and cancel jobs");
   job
     .command("list")
     .description("jobs, newest first (the last 20 unless --limit)")
@@ -176,7 +176,7 @@ export function buildProgram(version: string, setExit: (code: number) => void): 
   job
     .command("show")
     .description("a job's status counts, mean reward, pass@k, exceptions and trials")
-    .argument("<id>", "job id, or the job's --job-name (the newest job with it)")
+    .argument("<id>", "job id (or a unique start of it), or the job's --job-name (the newest job with it)")
     .option("--status <status>", "list only trials in this status (e.g. SCORING_ERROR); repeatable or comma-separated", collect, [])
     .option("--json", "print as JSON")
     .addHelpText(
@@ -186,16 +186,25 @@ export function buildProgram(version: string, setExit: (code: number) => void): 
     .action(async (id: string, opts) => setExit(await (await import("./job.ts")).jobShowCommand(id, opts)));
   job
     .command("resume")
-    .description("finish an interrupted job: unsettled trials run again, settled ones are kept")
-    .argument("<id>", "job id")
+    .description("finish an interrupted job (Ctrl-C, SIGTERM, a killed run): unsettled and INTERRUPTED trials run again, settled ones are kept")
+    .argument("<id>", "job id, or a unique start of it")
     .addOption(engineOpt())
     .option("--json", "stream JSON lines")
     .addHelpText("after", examples(["evolve job resume 01JB..."]))
     .action(async (id: string, opts) => setExit(await (await import("./run.ts")).resumeCommand(id, opts)));
   job
+    .command("retry")
+    .description("run a job's trials that did not score again, as a new job (kind retry) linked to the old one")
+    .argument("<id>", "job id")
+    .option("--status <status>", "only trials in this status (e.g. INFRASTRUCTURE_ERROR); repeatable or comma-separated", collect, [])
+    .addOption(engineOpt())
+    .option("--json", "stream JSON lines, then the new job's summary")
+    .addHelpText("after", examples(["evolve job retry 01JB...", "evolve job retry 01JB... --status INFRASTRUCTURE_ERROR --status BUDGET"]))
+    .action(async (id: string, opts) => setExit(await (await import("./run.ts")).jobRetryCommand(id, opts)));
+  job
     .command("cancel")
     .description("cancel a job: queued trials settle CANCELLED, running ones are stopped")
-    .argument("<id>", "job id")
+    .argument("<id>", "job id, or a unique start of it")
     .option("--json", "print as JSON")
     .addHelpText("after", examples(["evolve job cancel 01JB..."]))
     .action(async (id: string, opts) => setExit(await (await import("./job.ts")).jobCancelCommand(id, opts)));
@@ -219,7 +228,7 @@ export function buildProgram(version: string, setExit: (code: number) => void): 
   trial
     .command("show")
     .description("a trial's task, agent, status, reward, tokens, spend and exception")
-    .argument("<id>", "trial id")
+    .argument("<id>", "trial id, or a unique start or end of it")
     .option("--json", "print as JSON")
     .addHelpText("after", examples(["evolve trial show 01JB...", "evolve trial show 01JB... --json | jq .rewards"]))
     .action(async (id: string, opts) => setExit(await (await import("./job.ts")).trialShowCommand(id, opts)));

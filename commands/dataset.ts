@@ -6,7 +6,7 @@ import { deleteDataset, DatasetInvalidError, listDatasets, publishDataset, resol
 import { EvolveError } from "../engine/errors.ts";
 import { isTTY } from "../engine/runtime.ts";
 import { withStore } from "./store.ts";
-import { out, outJson, outTable, style, when } from "./output.ts";
+import { formatDuration, out, outJson, outTable, style, when } from "./output.ts";
 import { printReports } from "./task.ts";
 
 /** `evolve dataset publish <dir> --name N --version V` */
@@ -61,8 +61,8 @@ export async function showCommand(ref: string, opts: { json?: boolean }): Promis
       t.name,
       t.summary.steps || 1,
       t.summary.gpus ? `${t.summary.gpus}${t.summary.gpu_types.length ? ` (${t.summary.gpu_types.join("|")})` : ""}` : 0,
-      t.summary.agent_timeout_sec === null ? "none" : `${t.summary.agent_timeout_sec}s`,
-      `${t.summary.verifier_timeout_sec}s`,
+      t.summary.agent_timeout_sec === null ? "none" : formatDuration(t.summary.agent_timeout_sec * 1000),
+      t.summary.verifier_timeout_sec === null ? "none" : formatDuration(t.summary.verifier_timeout_sec * 1000),
       t.summary.network_mode,
       t.summary.verifier_mode,
     ]),

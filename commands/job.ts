@@ -18,14 +18,14 @@ import {
   type JobSummary,
   type PassAtKLeftOut,
 } from "../engine/job/summary.ts";
-import { trialDir, type TrialRecord } from "../engine/store/index.ts";
+import { resolveJob, resolveJobId, resolveTrial, trialDir, type TrialRecord } from "../engine/store/index.ts";
 import { isSettledStatus, type AttemptEntry } from "../engine/trial/outcome.ts";
 import { COUNT, parseNumberFlag } from "./flags.ts";
 import { withStore } from "./store.ts";
-import { out, outJson, outTable, style, when } from "./output.ts";
+import { formatDuration, formatReward, out, outJson, outTable, statusWord, style, when } from "./output.ts";
 
 const TRIAL_STATUSES: readonly TrialStatus[] = ["QUEUED", "RUNNING", "SCORING", ...SETTLED_STATUSES];
-const fmt = (x: number | null | undefined) => (x === null || x === undefined ? "-" : Number.isInteger(x) ? String(x) : x.toFixed(3));
+const fmt = formatReward;
 const taskName = (t: TrialRecord) => t.task_name ?? t.task_digest.slice(0, 19);
 
 /**
@@ -35,18 +35,19 @@ const taskName = (t: TrialRecord) => t.task_name ?? t.task_digest.slice(0, 19);
 function duration(t: TrialRecord, runnerLive: boolean): string {
   const sec = attemptSeconds(t, Date.now(), runnerLive);
   if (sec === null) return "-";
-  return `${sec.toFixed(1)}s${isSettledStatus(t.status) ? "" : runnerLive ? " so far" : " (interrupted)"}`;
+  return `${formatDuration(sec * 1000)}${isSettledStatus(t.status) ? "" : runnerLive ? " so far" : " (interrupted)"}`;
 }
 
 /** One earlier attempt, as `trial show` and `job show` list them: `#1 12.3s INFRASTRUCTURE_ERROR: EngineError: …`. */
 function attemptLine(a: AttemptEntry): string {
-  const sec = a.ended_at ? `${((Date.parse(a.ended_at) - Date.parse(a.started_at)) / 1000).toFixed(1)}s` : "-";
-  return `#${a.n} ${when(a.started_at)} ${sec} ${a.status ?? "?"}${a.ended_because && a.ended_because !== "scored" ? `: ${a.ended_because}` : ""}`;
+  const took = a.ended_at ? formatDuration(Date.parse(a.ended_at) - Date.parse(a.started_at)) : "-";
+  return `#${a.n} ${when(a.started_at)} ${took} ${a.status ?? "?"}${a.ended_because && a.ended_because !== "scored" ? `: ${a.ended_because}` : ""}`;
 }
 
 /** Prints a job summary and its trials, as `job show` and the end of `run` show them. */
 export function printJobSummary(s: JobSummary, trials: readonly TrialRecord[], spend: JobSpend = jobSpend(trials)): void {
-  out(`${style.bold(`job ${s.id}`)}${s.name !== null ? ` ${s.name}` : ""}  ${s.kind}  ${s.status}  ${s.agent}${s.model ? ` (${s.model})` : ""}  on ${s.source}  ${style.dim(when(s.created_at))}`);
+  out(`${style.bold(`job ${s.id}`)}${s.name !== null ? ` ${s.name}` : ""}  ${s.kind}  ${statusWord(s.status)}  ${s.agent}${s.model ? ` (${s.model})` : ""}  on ${s.source}  ${style.dim(when(s.created_at))}`);
+  if (s.retry_of) out(`retries job ${s.retry_of}`);
   out(`trials ${s.n_trials}: ${Object.entries(s.counts).map(([k, v]) => `${k} ${v}`).join(", ") || "none"}`);
   out(`mean reward ${fmt(s.mean_reward)}${s.counts.SCORED ? style.dim(` over ${s.counts.SCORED} scored`) : ""}`);
   const keys = Object.entries(s.metrics);
@@ -66,7 +67,7 @@ export function printJobSummary(s: JobSummary, trials: readonly TrialRecord[], s
   out("");
   outTable(
     ["TRIAL", "TASK", "STATUS", "REWARD", "TIME", "ATTEMPTS", "EXCEPTION"],
-    trials.map((t) => [t.id, taskName(t), t.status, fmt(primaryReward(t.rewards)), duration(t, s.status === "RUNNING"), trialAttempts(t).count, t.exception?.type]),
+    trials.map((t) => [t.id, taskName(t), statusWord(t.status), fmt(primaryReward(t.rewards)), duration(t, s.status === "RUNNING"), trialAttempts(t).count, t.exception?.type]),
   );
   // why each retried trial's earlier attempts ended: the table shows only the latest
   const retried = trials.filter((t) => trialAttempts(t).history.length > 1);
@@ -136,7 +137,7 @@ export async function jobListCommand(opts: JobListOptions): Promise<number> {
     }
     outTable(
       ["JOB", "KIND", "NAME", "STATUS", "AGENT", "MODEL", "SOURCE", "TRIALS", "SCORED", "MEAN", "CREATED"],
-      jobs.map((r) => [r.id, r.kind, r.name, r.status, r.agent, r.model, r.source, r.n_trials, r.counts.SCORED ?? 0, fmt(r.mean_reward), when(r.created_at)]),
+      jobs.map((r) => [r.id, r.kind, r.name, statusWord(r.status), r.agent, r.model, r.source, r.n_trials, r.counts.SCORED ?? 0, fmt(r.mean_reward), when(r.created_at)]),
     );
     if (note) out(style.dim(note));
     return 0;
@@ -151,7 +152,6 @@ export async function jobShowCommand(ref: string, opts: { json?: boolean; status
   const only = choices("--status", opts.status, TRIAL_STATUSES, true);
   return withStore((store) => {
     const job = findJob(store, ref);
-    if (!job) throw new EvolveError("job_not_found", `no job ${ref} (by id or --job-name)`, "see `evolve job list`");
     const id = job.id;
     const trials = store.listTrials(id);
     const summary = summarizeJob(job, trials);
@@ -167,8 +167,9 @@ export async function jobShowCommand(ref: string, opts: { json?: boolean; status
 }
 
 /** `evolve job cancel <id>` */
-export async function jobCancelCommand(id: string, opts: { json?: boolean }): Promise<number> {
+export async function jobCancelCommand(arg: string, opts: { json?: boolean }): Promise<number> {
   return withStore((store) => {
+    const id = resolveJobId(store, arg);
     const r = cancelJob(store, id);
     if (opts.json) return outJson({ id, ...r }), 0;
     if (r.already) return out(`job ${id} was already cancelled: nothing changed`), 0;
@@ -224,18 +225,18 @@ function formatJobSpend(s: JobSpend): string {
  * | "live" | null), `agent_result: {cost_usd: number|null}`, `usage` ({input, cached_read, cache_write, output,
  * reasoning, cost_usd} | null) and `judge_spent_usd` (number|null).
  */
-export async function trialShowCommand(id: string, opts: { json?: boolean }): Promise<number> {
+export async function trialShowCommand(arg: string, opts: { json?: boolean }): Promise<number> {
   return withStore((store, home) => {
-    const t = store.getTrial(id);
-    const job = t ? store.getJob(t.job_id) : undefined;
-    if (!t) throw new EvolveError("trial_not_found", `no trial ${id}`, "see `evolve job show <job-id>`");
+    const t = resolveTrial(store, arg);
+    const id = t.id;
+    const job = store.getJob(t.job_id);
     if (opts.json) return outJson({ ...t, dir: trialDir(home, id), ...trialSpendFields(t) }), 0;
     const rows: [string, string][] = [
       ["job", t.job_id],
       ["task", `${taskName(t)} ${style.dim(t.task_digest)}`],
       ["agent", t.agent],
       ["model", t.model ?? "-"],
-      ["status", t.status + (t.attempt_phase ? style.dim(` (phase ${t.attempt_phase})`) : "")],
+      ["status", statusWord(t.status) + (t.attempt_phase ? style.dim(` (phase ${t.attempt_phase})`) : "")],
       ["reward", fmt(primaryReward(t.rewards)) + (t.rewards && Object.keys(t.rewards).length > 1 ? style.dim(` ${JSON.stringify(t.rewards)}`) : "")],
       ["tokens", tokenList(t.tokens)],
       // `-  (0 calls)`: the gateway metered this trial and no call went through, which is not a spend of $0

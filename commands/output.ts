@@ -28,18 +28,66 @@ export function out(line = ""): void {
   process.stdout.write(line + "\n");
 }
 
-/** Writes a value as one JSON document (pretty on a TTY, compact when piped for `jq`). */
-export function outJson(value: unknown): void {
-  process.stdout.write(JSON.stringify(value, null, isTTY(process.stdout) ? 2 : undefined) + "\n");
+/**
+ * Keys whose values are maps keyed by data (reward and metric names from reward.json, token kinds, env names,
+ * statuses, exception types, store db names, phases): their keys print as they are, never re-cased.
+ */
+const DATA_MAPS = new Set(["rewards", "metrics", "tokens", "verifier_env", "counts", "exceptions", "pass_at_k", "dbs", "phase_timings"]);
+
+/** `trialId` → `trial_id`; a key that is not lowerCamel (snake_case, UPPER, `@1`, paths) is left as it is. */
+export function snakeKey(key: string): string {
+  return /^[a-z][a-z0-9]*(?:[A-Z][a-z0-9]*)+$/.test(key) ? key.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`) : key;
 }
 
-/** Prints rows as an aligned table with a header; empty cells print as `-`. */
+/**
+ * The JSON vocabulary's one edge: every `--json` document and line goes through here, so a camelCase field of an
+ * engine type (`trialId`, `runnerPid`) prints snake_case (`trial_id`, `runner_pid`) without each command renaming it.
+ * Children of DATA_MAPS keep their keys. `undefined` fields drop out as JSON.stringify would drop them.
+ */
+export function jsonKeys(value: unknown, dataMap = false): unknown {
+  if (Array.isArray(value)) return value.map((v) => jsonKeys(v));
+  if (value === null || typeof value !== "object" || value instanceof Date) return value;
+  if (typeof (value as { toJSON?: unknown }).toJSON === "function") return value;
+  const outObj: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(value)) {
+    const key = dataMap ? k : snakeKey(k);
+    outObj[key] = jsonKeys(v, !dataMap && DATA_MAPS.has(key));
+  }
+  return outObj;
+}
+
+/** Writes a value as one JSON document (pretty on a TTY, compact when piped for `jq`), keys through jsonKeys. */
+export function outJson(value: unknown): void {
+  process.stdout.write(JSON.stringify(jsonKeys(value), null, isTTY(process.stdout) ? 2 : undefined) + "\n");
+}
+
+/** Writes a value as one compact JSON line (a `--json` stream: run events, `logs --follow`), keys through jsonKeys. */
+export function outJsonLine(value: unknown): void {
+  process.stdout.write(JSON.stringify(jsonKeys(value)) + "\n");
+}
+
+const ANSI = /\x1b\[[0-9;]*m/g;
+
+/** How many columns a string takes on a terminal: its ANSI colour codes take none. */
+export function visibleWidth(s: string): number {
+  return s.replace(ANSI, "").length;
+}
+
+/** Pads `s` with spaces to `width` visible columns (colour codes not counted). */
+export function padVisible(s: string, width: number): string {
+  return s + " ".repeat(Math.max(0, width - visibleWidth(s)));
+}
+
+/**
+ * Prints rows as an aligned table with a header; empty cells print as `-`. Columns are measured on the visible
+ * width, so a coloured cell lines up with plain ones.
+ */
 export function outTable(header: string[], rows: (string | number | null | undefined)[][]): void {
   const cells = rows.map((r) => r.map((c) => (c === null || c === undefined || c === "" ? "-" : String(c))));
   // a loop, not Math.max(...cells): spreading a job's thousands of rows as arguments overflows the call stack
   const widths = header.map((h) => h.length);
-  for (const r of cells) r.forEach((c, i) => (widths[i] = Math.max(widths[i] ?? 0, c.length)));
-  const fmt = (r: string[]) => r.map((c, i) => (i === r.length - 1 ? c : c.padEnd(widths[i]))).join("  ");
+  for (const r of cells) r.forEach((c, i) => (widths[i] = Math.max(widths[i] ?? 0, visibleWidth(c))));
+  const fmt = (r: string[]) => r.map((c, i) => (i === r.length - 1 ? c : padVisible(c, widths[i]))).join("  ");
   out(style.bold(fmt(header)));
   for (const r of cells) out(fmt(r));
 }
@@ -52,8 +100,20 @@ export function formatError(code: ErrorCode, message: string, hint?: string): st
   return hint ? `${first}\n${dim(`  hint: ${hint}`)}` : first;
 }
 
-/** Prints an error to stderr and returns the exit status the convention gives it. */
-export function reportError(err: unknown): 1 | 2 {
+/**
+ * Ends a command with status `exit` once it has printed all it has to say (an interrupted job printed how to go
+ * on): nothing more is written.
+ */
+export class QuietExit extends Error {
+  constructor(readonly exit: number) {
+    super(`exit ${exit}`);
+    this.name = "QuietExit";
+  }
+}
+
+/** Prints an error to stderr and returns the exit status the convention gives it (a QuietExit's own, silently). */
+export function reportError(err: unknown): number {
+  if (err instanceof QuietExit) return err.exit;
   if (err instanceof EvolveError) {
     process.stderr.write(formatError(err.code, err.message, err.hint) + "\n");
     return err.exit;
@@ -66,7 +126,29 @@ export function reportError(err: unknown): 1 | 2 {
   return 2;
 }
 
-/** An ISO time as `YYYY-MM-DD HH:MM:SSZ` for tables; `-` when absent. */
+// ---- the human vocabulary: times, durations, rewards, statuses (JSON keeps ISO 8601 UTC and full numbers) -------
+
+/** A time as tables and text print it, `YYYY-MM-DD HH:MM:SSZ` (UTC, whole seconds); `-` when absent or unreadable. */
 export function when(iso: string | null | undefined): string {
-  return iso ? iso.replace("T", " ").replace(/\.\d+Z$/, "Z") : "-";
+  if (!iso) return "-";
+  const t = Date.parse(iso);
+  return Number.isNaN(t) ? iso : new Date(t).toISOString().replace("T", " ").replace(/\.\d+Z$/, "Z");
+}
+
+/** A duration's one human form (engine/duration.ts): `250ms`, `16.6s`, `2m05s`, `1h02m`. */
+export { formatDuration } from "../engine/duration.ts";
+
+/** A reward or metric as tables print it: three decimals (`1.000`, `0.667`); `-` when there is none. */
+export function formatReward(x: number | null | undefined): string {
+  return x === null || x === undefined || !Number.isFinite(x) ? "-" : x.toFixed(3);
+}
+
+/** The words a status may be, colour only: SCORED and COMPLETED green, still going yellow, every other end red. */
+const GOING = new Set(["QUEUED", "RUNNING", "SCORING", "INTERRUPTED"]);
+
+/** A trial or job status as tables print it: the stored word itself (never re-worded), coloured by what it means. */
+export function statusWord(status: string): string {
+  if (status === "SCORED" || status === "COMPLETED") return style.green(status);
+  if (GOING.has(status)) return style.yellow(status);
+  return style.red(status);
 }

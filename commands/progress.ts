@@ -9,7 +9,7 @@
 import type { JobEvent } from "../engine/job/job.ts";
 import { primaryReward } from "../engine/job/summary.ts";
 import type { TrialRecord } from "../engine/store/index.ts";
-import { style } from "./output.ts";
+import { formatDuration, formatReward, jsonKeys, statusWord, style } from "./output.ts";
 
 /** One trial that has started and not settled. */
 export interface RunningTrial {
@@ -74,8 +74,11 @@ export function applyEvent(s: ProgressState, e: JobEvent, now: number, taskOf: (
   const t = e.trial;
   const r = s.running.get(t.id);
   s.running.delete(t.id);
-  s.settled++;
-  if (t.status === "SCORED") {
+  // an interrupted trial is not done: `job resume` runs it again
+  if (t.status !== "INTERRUPTED") s.settled++;
+  if (t.status === "INTERRUPTED") {
+    // counted nowhere
+  } else if (t.status === "SCORED") {
     s.scored++;
     const reward = primaryReward(t.rewards);
     if (reward !== null) {
@@ -86,15 +89,6 @@ export function applyEvent(s: ProgressState, e: JobEvent, now: number, taskOf: (
   else if (t.status === "BUDGET") s.budget++;
   else s.errors++;
   return { kind: "settled", trial: t, task: r?.task ?? t.task_name ?? taskOf(t.id), ms: r ? now - r.since : null };
-}
-
-/** A duration as people read it: `8s`, `2m05s`, `1h02m`. */
-export function formatDuration(ms: number): string {
-  const sec = Math.max(0, Math.round(ms / 1000));
-  if (sec < 60) return `${sec}s`;
-  const min = Math.floor(sec / 60);
-  if (min < 60) return `${min}m${String(sec % 60).padStart(2, "0")}s`;
-  return `${Math.floor(min / 60)}h${String(min % 60).padStart(2, "0")}m`;
 }
 
 /**
@@ -113,7 +107,7 @@ const plural = (n: number, one: string, many = `${one}s`) => `${n} ${n === 1 ? o
 /** The one-line summary: counts, mean reward, errors and cancellations apart, elapsed time and ETA. */
 export function renderSummary(s: ProgressState, now: number): string {
   const queued = Math.max(0, s.total - s.settled - s.running.size);
-  const mean = s.rewarded > 0 ? (s.rewardSum / s.rewarded).toFixed(3) : "-";
+  const mean = s.rewarded > 0 ? formatReward(s.rewardSum / s.rewarded) : "-";
   const parts = [`${s.settled}/${s.total} done`, `${s.running.size} running`, `${queued} queued`, `mean reward ${mean}`, plural(s.errors, "error")];
   if (s.budget > 0) parts.push(`${s.budget} budget`);
   if (s.cancelled > 0) parts.push(`${s.cancelled} cancelled`);
@@ -150,10 +144,10 @@ export function renderNote(n: NonNullable<ProgressNote>): string {
     case "settled": {
       const t = n.trial;
       const r = primaryReward(t.rewards);
-      const status = t.status === "SCORED" ? style.green(t.status) : t.status === "CANCELLED" ? style.yellow(t.status) : style.red(t.status);
+      const status = statusWord(t.status);
       const why = t.exception ? style.dim(` ${t.exception.type}: ${exceptionLine(t)}`) : "";
       const time = n.ms !== null ? ` ${style.dim(`(${formatDuration(n.ms)})`)}` : "";
-      return `${status} ${n.task} ${style.dim(t.id)}${r !== null ? ` reward ${r}` : ""}${time}${why}`;
+      return `${status} ${n.task} ${style.dim(t.id)}${r !== null ? ` reward ${formatReward(r)}` : ""}${time}${why}`;
     }
   }
 }
@@ -237,7 +231,7 @@ export function progressView(o: ProgressViewOptions): { onEvent(e: JobEvent): vo
   if (o.mode === "tty") draw();
   return {
     onEvent(e) {
-      if (o.mode === "json") o.write(JSON.stringify(e) + "\n");
+      if (o.mode === "json") o.write(JSON.stringify(jsonKeys(e)) + "\n");
       const note = applyEvent(state, e, now(), taskOf);
       if (o.mode === "lines" && note && note.kind !== "phase") o.write(`${renderNote(note)}\n`);
       if (o.mode === "tty") {

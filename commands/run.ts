@@ -7,14 +7,15 @@ import { openEngine } from "../engine/driver/select.ts";
 import type { Engine } from "../engine/driver/types.ts";
 import { EvolveError } from "../engine/errors.ts";
 import { checkAgentName } from "../engine/harness/index.ts";
-import { checkJobSize, createJob, type JobConfig, type JobEvent, type JobKind } from "../engine/job/job.ts";
+import { checkJobSize, createJob, jobConfig, type JobConfig, type JobEvent, type JobKind } from "../engine/job/job.ts";
 import { selectTasks } from "../engine/job/select.ts";
+import { createJobRetry, retryPicks } from "../engine/job/actions.ts";
 import { primaryReward, summarizeJob } from "../engine/job/summary.ts";
-import { openStore, taskBlobDir, trialDir, type JobRecord, type Store, type TrialRecord } from "../engine/store/index.ts";
+import { openStore, resolveJob, resolveJobId, taskBlobDir, trialDir, type JobRecord, type Store, type TrialRecord } from "../engine/store/index.ts";
 import { driveJob as runRecordedJob } from "../engine/job/drive.ts";
-import { runsOnResume } from "../engine/trial/outcome.ts";
-import { isTTY } from "../engine/runtime.ts";
-import { out, outJson, outTable, style } from "./output.ts";
+import { Interruption, isInterruption, runsOnResume, TRIAL_STATUSES, type TrialStatus } from "../engine/trial/outcome.ts";
+import { deferBrokenPipe, isBrokenPipe, isTTY } from "../engine/runtime.ts";
+import { formatReward, out, outJson, outTable, QuietExit, statusWord, style } from "./output.ts";
 import { progressView, type ProgressMode } from "./progress.ts";
 import { printJobSummary } from "./job.ts";
 import { printReports } from "./task.ts";
@@ -187,7 +188,7 @@ export async function checkCommand(opts: RunOptions): Promise<number> {
       const r = primaryReward(t.rewards);
       return {
         task: t.task_name ?? t.task_digest,
-        trial: t.id,
+        trial_id: t.id,
         status: t.status,
         reward: r,
         solvable: t.status === "SCORED" && r === 1,
@@ -198,7 +199,7 @@ export async function checkCommand(opts: RunOptions): Promise<number> {
     else {
       outTable(
         ["TASK", "SOLVABLE", "STATUS", "REWARD", "TRIAL", "WHY"],
-        rows.map((r) => [r.task, r.solvable ? style.green("yes") : style.red("no"), r.status, r.reward, r.trial, r.exception]),
+        rows.map((r) => [r.task, r.solvable ? style.green("yes") : style.red("no"), statusWord(r.status), formatReward(r.reward), r.trial_id, r.exception]),
       );
       const bad = rows.filter((r) => !r.solvable).length;
       out(`\n${rows.length} task${rows.length === 1 ? "" : "s"}: ${rows.length - bad} solvable, ${bad} not`);
@@ -210,12 +211,12 @@ export async function checkCommand(opts: RunOptions): Promise<number> {
 }
 
 /** `evolve job resume <id>`: runs every trial of the job that had not settled, and those a budget stopped; the rest are kept. */
-export async function resumeCommand(id: string, opts: { json?: boolean; engine?: "podman" | "docker" }): Promise<number> {
+export async function resumeCommand(arg: string, opts: { json?: boolean; engine?: "podman" | "docker" }): Promise<number> {
   const config = loadConfig();
   const store = openStore(config.home);
   try {
-    const job = store.getJob(id);
-    if (!job) throw new EvolveError("job_not_found", `no job ${id}`, "see `evolve job list`");
+    const job = resolveJob(store, arg);
+    const id = job.id;
     const before = store.listTrials(id);
     const pending = before.filter((t) => runsOnResume(t.status)).length;
     const engine = await openEngine({ kind: opts.engine, home: config.home });
@@ -233,6 +234,54 @@ function taskNames(trials: readonly TrialRecord[]): Map<string, string> {
   return new Map(trials.map((t) => [t.id, t.task_name ?? t.task_digest.slice(7, 19)]));
 }
 
+/** Reads `--status` values (repeatable, comma-separated, any case) as trial statuses; an unknown one is a usage error. */
+export function parseStatuses(flags: readonly string[] | undefined): TrialStatus[] {
+  const statuses = (flags ?? []).flatMap((f) => f.split(",")).map((s) => s.trim().toUpperCase()).filter((s) => s !== "");
+  for (const s of statuses) {
+    if (!(TRIAL_STATUSES as readonly string[]).includes(s)) {
+      throw new EvolveError("usage", `--status ${s}: not a trial status`, `one of ${TRIAL_STATUSES.join(", ")}`);
+    }
+  }
+  return statuses as TrialStatus[];
+}
+
+/**
+ * `evolve job retry <id> [--status S…]`: the job's trials that did not score (or those in the given statuses) run
+ * again as a new job of kind `retry`; the old job is left as it is. Nothing to retry is no error: it says so, exit 0.
+ */
+export async function jobRetryCommand(arg: string, opts: { status?: string[]; json?: boolean; engine?: "podman" | "docker" }): Promise<number> {
+  const statuses = parseStatuses(opts.status);
+  const config = loadConfig();
+  const store = openStore(config.home);
+  try {
+    const id = resolveJobId(store, arg);
+    // checked before the engine opens (and again as the job is recorded): nothing picked starts nothing
+    const { picked } = retryPicks(store, id, statuses);
+    if (picked.length === 0) {
+      const what = statuses.length > 0 ? `no trial of job ${id} is ${statuses.join(" or ")}` : `every trial of job ${id} scored`;
+      if (opts.json) outJson({ retry_of: id, job_id: null, n_trials: 0 });
+      else out(`${what}: nothing to retry`);
+      return 0;
+    }
+    const engine = await openEngine({ kind: opts.engine, home: config.home });
+    const made = createJobRetry(store, id, statuses);
+    if (!made) {
+      await engine.close();
+      if (opts.json) outJson({ retry_of: id, job_id: null, n_trials: 0 });
+      else out(`nothing to retry in job ${id}`);
+      return 0;
+    }
+    const n = made.trials.length;
+    if (!opts.json) out(`${style.bold(`job ${made.job.id}`)}: retrying ${n} trial${n === 1 ? "" : "s"} of job ${id}`);
+    const view = progress(n, taskNames(made.trials), opts.json === true);
+    const secrets = secretsFromEnv(jobConfig(made.job).secret_names);
+    const trials = await driveJob({ store, engine, home: config.home, jobId: made.job.id, secrets, onEvent: view.onEvent, warn: view.warn }).finally(() => view.end());
+    return report(store.getJob(made.job.id)!, trials, opts.json === true);
+  } finally {
+    await store.close();
+  }
+}
+
 /** The attached secrets among `names`, read from this process's environment (values stay in memory only). */
 export function secretsFromEnv(names: readonly string[]): Record<string, string> {
   const out: Record<string, string> = {};
@@ -240,9 +289,23 @@ export function secretsFromEnv(names: readonly string[]): Record<string, string>
   return out;
 }
 
+/** The signals that interrupt a job, with the status a process they ended exits with (128 + the signal). */
+const INTERRUPT_SIGNALS = [
+  ["SIGINT", 130],
+  ["SIGTERM", 143],
+  ["SIGHUP", 129],
+] as const;
+
+/** What a process whose stdout was closed under it exits with (128 + SIGPIPE), as a Unix tool killed by it would. */
+const BROKEN_PIPE_EXIT = 141;
+
 /**
- * Runs a recorded job to its end (engine/job/drive.ts). The first Ctrl-C stops gracefully (running trials settle
- * CANCELLED), a second exits at once.
+ * Runs a recorded job to its end (engine/job/drive.ts) and makes interruptions behave as Unix users expect. The first
+ * Ctrl-C, SIGTERM or SIGHUP, or a closed stdout or stderr (`evolve run … | head`), stops the running trials (their
+ * boxes removed; they settle INTERRUPTED) and leaves the job resumable; then the exact `evolve job resume <id>` is
+ * printed to stderr and the command exits 128 + the signal (141 for a closed pipe, which is otherwise quiet). A second
+ * signal quits at once; the next `job resume` removes what the stopped trials left. A job cancelled meanwhile (`job
+ * cancel`, the store says CANCELLED) ends as before.
  */
 export async function driveJob(o: {
   store: Store;
@@ -255,14 +318,55 @@ export async function driveJob(o: {
   warn?: (line: string) => void;
 }): Promise<TrialRecord[]> {
   const stop = new AbortController();
-  const onSigint = () => (stop.signal.aborted ? process.exit(130) : stop.abort());
-  process.on("SIGINT", onSigint);
-  const warn = o.warn ?? ((l: string) => process.stderr.write(`${l}\n`));
+  const say = (line: string) => {
+    try {
+      if (o.warn) o.warn(line);
+      else process.stderr.write(line + "\n");
+    } catch {
+      // stderr is gone too: the job record still says how to go on
+    }
+  };
+  let outputGone = false;
+  const onSignal = (signal: string, exitCode: number) => () => {
+    if (stop.signal.aborted) {
+      say(`quitting at once: \`evolve job resume ${o.jobId}\` removes what the stopped trials left and goes on`);
+      process.exit(exitCode);
+    }
+    say(`${isTTY(process.stdout) ? "\n" : ""}${signal}: stopping job ${o.jobId}'s running trials (${signal === "SIGINT" ? "Ctrl-C" : signal} again quits at once)`);
+    stop.abort(new Interruption(signal, exitCode));
+  };
+  const onPipe = () => {
+    outputGone = true;
+    if (!stop.signal.aborted) stop.abort(new Interruption("closed output", BROKEN_PIPE_EXIT));
+  };
+  const handlers = INTERRUPT_SIGNALS.map(([signal, code]) => [signal, onSignal(signal, code)] as const);
+  for (const [signal, h] of handlers) process.on(signal, h);
+  const restorePipe = deferBrokenPipe(onPipe);
+  // once the reader is gone nothing more is shown; a write that throws (older Bun) is that same closed pipe
+  const onEvent = (e: JobEvent) => {
+    if (outputGone) return;
+    try {
+      o.onEvent?.(e);
+    } catch (err) {
+      if (!isBrokenPipe(err)) throw err;
+      onPipe();
+    }
+  };
+  let trials: TrialRecord[];
   try {
-    return await runRecordedJob({ ...o, signal: stop.signal, warn: (m) => warn(`${style.yellow("warning")}: ${m}`) });
+    trials = await runRecordedJob({ ...o, onEvent, signal: stop.signal, warn: (m) => say(`${style.yellow("warning")}: ${m}`) });
   } finally {
-    process.off("SIGINT", onSigint);
+    for (const [signal, h] of handlers) process.off(signal, h);
+    restorePipe();
   }
+  const why = stop.signal.reason;
+  if (isInterruption(why) && o.store.getJob(o.jobId)?.status === "INTERRUPTED") {
+    const left = trials.filter((t) => runsOnResume(t.status)).length;
+    say(`interrupted: job ${o.jobId} stopped with ${left} of ${trials.length} trial${trials.length === 1 ? "" : "s"} left to run`);
+    say(`continue with: evolve job resume ${o.jobId}`);
+    throw new QuietExit(why.exitCode);
+  }
+  return trials;
 }
 
 /** Prints a finished job's summary (one JSON document with --json); exit 1 unless every trial scored. */

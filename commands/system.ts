@@ -30,7 +30,9 @@ export async function gcCommand(opts: { engine?: "podman" | "docker"; json?: boo
     try {
       // Only this home's objects: another EVOLVE_HOME on the same engine has its own live trials.
       const result = await gc(engine, store, { dryRun: opts.dryRun, scope: { [LABEL_HOME]: config.home } });
-      if (opts.json) return outJson({ dry_run: opts.dryRun === true, ...result }), 0;
+      // `trial_id`/`job_id`: the vocabulary's name for another thing's id (docs/json.md)
+      const named = <T extends { trial?: string; job?: string }>({ trial, job, ...rest }: T) => ({ ...rest, trial_id: trial, job_id: job });
+      if (opts.json) return outJson({ dry_run: opts.dryRun === true, containers: result.containers.map(named), networks: result.networks.map(named) }), 0;
       const verb = opts.dryRun ? "would remove" : "removed";
       for (const c of result.containers) out(`${verb} container ${c.id.slice(0, 12)}${c.trial ? style.dim(` trial ${c.trial}`) : ""}`);
       for (const n of result.networks) out(`${verb} network ${n.name}`);

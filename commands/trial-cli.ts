@@ -16,7 +16,7 @@ export function addTrialCommands(trial: Command, setExit: (code: number) => void
   trial
     .command("retry")
     .description("run a settled trial again as a new job holding one new trial (same task, agent and settings)")
-    .argument("<id>", "trial id")
+    .argument("<id>", "trial id, or a unique start or end of it")
     .addOption(engineOpt())
     .option("--json", "print the new trial's outcome as JSON")
     .addHelpText("after", examples(["evolve trial retry 01JB...", "evolve trial retry 01JB... --json | jq .trial_id"]))
@@ -24,7 +24,7 @@ export function addTrialCommands(trial: Command, setExit: (code: number) => void
   trial
     .command("regrade")
     .description("re-run only the verifier of a settled trial, on its kept files, as a new job; exit 1 if it cannot be regraded")
-    .argument("<id>", "trial id")
+    .argument("<id>", "trial id, or a unique start or end of it")
     .addOption(engineOpt())
     .option("--json", "print the new trial's outcome as JSON")
     .addHelpText("after", examples(["evolve trial regrade 01JB...", "evolve trial regrade 01JB... --json | jq .rewards"]))
@@ -32,7 +32,7 @@ export function addTrialCommands(trial: Command, setExit: (code: number) => void
   trial
     .command("stop")
     .description("end in-flight trials without cancelling their job: each settles CANCELLED")
-    .argument("<id...>", "trial ids")
+    .argument("<id...>", "trial ids, each whole or a unique start or end")
     .option("--wait <seconds>", "how long to wait for each trial to settle (default 30)", numberFlag("--wait", SECONDS))
     .option("--json", "print each trial's outcome as JSON")
     .addHelpText("after", examples(["evolve trial stop 01JB...", "evolve trial stop 01JB... 01JC... --wait 0"]))
@@ -40,7 +40,7 @@ export function addTrialCommands(trial: Command, setExit: (code: number) => void
   trial
     .command("logs")
     .description("print one of a trial's streams; --follow tails it while the trial runs")
-    .argument("<id>", "trial id")
+    .argument("<id>", "trial id, or a unique start or end of it")
     .addOption(
       new Option("--stream <stream>", "agent (the harness's stdout) | verifier (test-stdout.txt) | system (trial.log) | setup | metrics (named, not recorded)")
         .choices(["agent", "verifier", "system", "setup", "metrics"])
@@ -60,7 +60,7 @@ export function addTrialCommands(trial: Command, setExit: (code: number) => void
   files
     .command("status")
     .description("whether the live box or the kept tree is served, and what the kept tree holds")
-    .argument("<id>", "trial id")
+    .argument("<id>", "trial id, or a unique start or end of it")
     .addOption(engineOpt())
     .option("--json", "print as JSON")
     .addHelpText("after", examples(["evolve trial files status 01JB..."]))
@@ -68,7 +68,7 @@ export function addTrialCommands(trial: Command, setExit: (code: number) => void
   files
     .command("ls")
     .description("list a folder (kept tree: the run's changes only)")
-    .argument("<id>", "trial id")
+    .argument("<id>", "trial id, or a unique start or end of it")
     .argument("[path]", "absolute path in the box (default /)")
     .addOption(engineOpt())
     .option("--json", "print as JSON")
@@ -77,7 +77,7 @@ export function addTrialCommands(trial: Command, setExit: (code: number) => void
   files
     .command("cat")
     .description("print one file")
-    .argument("<id>", "trial id")
+    .argument("<id>", "trial id, or a unique start or end of it")
     .argument("<path>", "absolute path in the box")
     .addOption(engineOpt())
     .option("--json", "print as JSON")
@@ -86,7 +86,7 @@ export function addTrialCommands(trial: Command, setExit: (code: number) => void
   files
     .command("changes")
     .description("what the run added, modified and deleted, and what was left out and why")
-    .argument("<id>", "trial id")
+    .argument("<id>", "trial id, or a unique start or end of it")
     .addOption(engineOpt())
     .option("--json", "print as JSON")
     .addHelpText("after", examples(["evolve trial files changes 01JB...", "evolve trial files changes 01JB... --json | jq -r '.changes[].path'"]))
@@ -94,7 +94,7 @@ export function addTrialCommands(trial: Command, setExit: (code: number) => void
   files
     .command("archive")
     .description("write a .tar.gz of one subtree")
-    .argument("<id>", "trial id")
+    .argument("<id>", "trial id, or a unique start or end of it")
     .argument("[path]", "absolute path of the subtree to archive (default /); --path is the same")
     .option("--path <path>", "subtree to archive (default /)")
     .option("-o, --output <dir>", "folder to write <trial-id>[-<path>].tar.gz into (default .)")
@@ -107,7 +107,7 @@ export function addTrialCommands(trial: Command, setExit: (code: number) => void
   trial
     .command("procs")
     .description("list the processes of a trial's box while it runs")
-    .argument("<id>", "trial id")
+    .argument("<id>", "trial id, or a unique start or end of it")
     .addOption(engineOpt())
     .option("--json", "print as JSON")
     .addHelpText("after", examples(["evolve trial procs 01JB...", "evolve trial procs 01JB... --json | jq '.processes[].command'"]))

@@ -8,7 +8,7 @@
  */
 import { existsSync, readdirSync } from "node:fs";
 import { mkdir, open, readFile, stat } from "node:fs/promises";
-import { join, posix, resolve } from "node:path";
+import { join, resolve } from "node:path";
 import { openEngine } from "../engine/driver/select.ts";
 import type { Engine, EngineKind } from "../engine/driver/types.ts";
 import { EvolveError } from "../engine/errors.ts";
@@ -19,7 +19,7 @@ import { BoxFileRefused, readBoxFile, streamBoxFile } from "../engine/trial/boxf
 import { trialPaths } from "../engine/trial/layout.ts";
 import type { RegradeVerifier } from "../engine/trial/regrade.ts";
 import { boxChanges, boxList, boxPath, boxProcesses, boxReadFile, findLiveBox } from "../engine/trial/inspect.ts";
-import { out, outJson, outTable, style } from "./output.ts";
+import { formatDuration, formatReward, out, outJson, outJsonLine, outTable, statusWord, style, when } from "./output.ts";
 import { driveJob, secretsFromEnv } from "./run.ts";
 import { withStore } from "./store.ts";
 
@@ -32,10 +32,10 @@ async function runOneTrialJob(
   store: Store,
   home: string,
   made: { job: { id: string }; trial: TrialRecord; verifier?: RegradeVerifier },
-  what: string,
-  of: string,
+  what: "retry" | "regrade",
   opts: { json?: boolean; engine?: EngineKind },
 ): Promise<number> {
+  const of = (what === "retry" ? made.trial.retry_of : made.trial.regrade_of)!;
   const config = (store.getJob(made.job.id)!.config ?? {}) as { secret_names?: string[] };
   const engine = await openEngine({ kind: opts.engine, home });
   if (!opts.json) {
@@ -60,21 +60,21 @@ async function runOneTrialJob(
   };
   if (opts.json) outJson(doc);
   else {
-    const status = t.status === "SCORED" ? style.green(t.status) : style.red(t.status);
+    const status = statusWord(t.status);
     const why = t.exception ? style.dim(` ${t.exception.type}: ${t.exception.message.split("\n")[0].slice(0, 160)}`) : "";
-    out(`${status} ${t.task_name ?? t.task_digest} ${style.dim(t.id)}${t.reward !== null && t.reward !== undefined ? ` reward ${t.reward}` : ""}${why}`);
+    out(`${status} ${t.task_name ?? t.task_digest} ${style.dim(t.id)}${t.reward !== null && t.reward !== undefined ? ` reward ${formatReward(t.reward)}` : ""}${why}`);
   }
   return t.status === "SCORED" ? 0 : 1;
 }
 
 /** `evolve trial retry <id>` */
 export async function retryCommand(id: string, opts: { json?: boolean; engine?: EngineKind }): Promise<number> {
-  return withStore((store, home) => runOneTrialJob(store, home, createRetry(store, id), "retry", id, opts));
+  return withStore((store, home) => runOneTrialJob(store, home, createRetry(store, id), "retry", opts));
 }
 
 /** `evolve trial regrade <id>` */
 export async function regradeCommand(id: string, opts: { json?: boolean; engine?: EngineKind }): Promise<number> {
-  return withStore(async (store, home) => runOneTrialJob(store, home, await createRegrade(store, home, id), "regrade", id, opts));
+  return withStore(async (store, home) => runOneTrialJob(store, home, await createRegrade(store, home, id), "regrade", opts));
 }
 
 // ---- stop ------------------------------------------------------------------------------------------------------
@@ -99,7 +99,7 @@ export async function stopCommand(ids: string[], opts: { json?: boolean; wait?: 
       for (const r of rows) {
         if (r.action === "settled") out(`${r.id}: already settled ${r.status}; nothing to stop`);
         else if (r.settled) out(`${r.id}: stopped, ${r.status}`);
-        else out(`${r.id}: stop requested; still ${r.status} after ${waitSec} s (its runner settles it when the current step returns)`);
+        else out(`${r.id}: stop requested; still ${r.status} after ${formatDuration(waitSec * 1000)} (its runner settles it when the current step returns)`);
       }
     }
     return rows.every((r) => r.settled) ? 0 : 1;
@@ -155,12 +155,13 @@ export async function logsCommand(id: string, opts: { stream?: string; follow?: 
   }
 }
 
-async function printLogs(id: string, opts: { stream?: string; follow?: boolean; json?: boolean }): Promise<number> {
+async function printLogs(arg: string, opts: { stream?: string; follow?: boolean; json?: boolean }): Promise<number> {
   const stream = (opts.stream ?? "agent") as LogStream;
   return withStore(async (store, home) => {
-    const t = requireTrial(store, id);
+    const t = requireTrial(store, arg);
+    const id = t.id;
     if (UNRECORDED[stream]) {
-      if (opts.json) outJson({ trial: id, stream, recorded: false, reason: UNRECORDED[stream], text: "" });
+      if (opts.json) outJson({ trial_id: id, stream, recorded: false, reason: UNRECORDED[stream], text: "" });
       else process.stderr.write(`${style.dim(`(empty) ${UNRECORDED[stream]}`)}\n`);
       return 0;
     }
@@ -169,7 +170,7 @@ async function printLogs(id: string, opts: { stream?: string; follow?: boolean; 
     const emitBytes = (b: Buffer) => emit(decoder.decode(b, { stream: true }));
     const emit = (text: string) => {
       if (!text) return;
-      if (opts.json && opts.follow) process.stdout.write(JSON.stringify({ trial: id, stream, text }) + "\n");
+      if (opts.json && opts.follow) outJsonLine({ trial_id: id, stream, text });
       else if (!opts.json) process.stdout.write(text);
     };
     if (!opts.follow) {
@@ -178,7 +179,7 @@ async function printLogs(id: string, opts: { stream?: string; follow?: boolean; 
       if (opts.json) {
         const parts: string[] = [];
         for (const f of files) parts.push((await readBoxFile(tdir, f, { limit: JSON_LOG_LIMIT, tail: true })) ?? "");
-        outJson({ trial: id, stream, recorded: true, files, text: parts.join("") });
+        outJson({ trial_id: id, stream, recorded: true, files, text: parts.join("") });
       } else {
         for (const f of files) await streamBoxFile(tdir, f, (b: Buffer) => void process.stdout.write(b));
       }
@@ -226,7 +227,7 @@ type Source =
 async function withSource<T>(id: string, engineKind: EngineKind | undefined, fn: (s: Source, home: string) => Promise<T>): Promise<T> {
   return withStore(async (store, home) => {
     const t = requireTrial(store, id);
-    const dir = trialDir(home, id);
+    const dir = trialDir(home, t.id);
     if (!isSettled(t)) {
       const engine = await openEngine({ kind: engineKind, home });
       try {
@@ -250,9 +251,10 @@ function requireReadable(s: Source): asserts s is Exclude<Source, { kind: "none"
 const UNTOUCHED_NOTE = "files the run never touched are not listed: the image holds them (the kept tree is only what the run added, modified or deleted)";
 
 /** `evolve trial files status <id>` */
-export async function filesStatusCommand(id: string, opts: { json?: boolean; engine?: EngineKind }): Promise<number> {
-  return withSource(id, opts.engine, async (s) => {
-    const doc: Record<string, unknown> = { trial: id, status: s.trial.status, source: s.kind };
+export async function filesStatusCommand(arg: string, opts: { json?: boolean; engine?: EngineKind }): Promise<number> {
+  return withSource(arg, opts.engine, async (s) => {
+    const id = s.trial.id;
+    const doc: Record<string, unknown> = { trial_id: id, status: s.trial.status, source: s.kind };
     if (s.kind === "live") Object.assign(doc, { box: s.box.id, role: s.box.role });
     if (s.kind === "kept") {
       const m = s.manifest;
@@ -274,7 +276,7 @@ export async function filesStatusCommand(id: string, opts: { json?: boolean; eng
     if (opts.json) return outJson(doc), 0;
     if (s.kind === "live") out(`trial ${id} is ${s.trial.status}: reading its live ${s.box.role} box ${s.box.id.slice(0, 12)}`);
     else if (s.kind === "kept") {
-      out(`trial ${id} settled ${s.trial.status}: serving its kept tree (${doc.files} file(s), ${doc.deleted} deletion(s), ${s.manifest.kept_bytes} bytes, captured ${s.manifest.captured_at})`);
+      out(`trial ${id} settled ${s.trial.status}: serving its kept tree (${doc.files} file(s), ${doc.deleted} deletion(s), ${s.manifest.kept_bytes} bytes, captured ${when(s.manifest.captured_at)})`);
       if (s.manifest.skipped.length) out(style.yellow(`${s.manifest.skipped.length} changed path(s) could not be kept; see \`evolve trial files changes ${id}\``));
       if (s.manifest.changes_note) out(style.yellow(s.manifest.changes_note));
       out(style.dim(UNTOUCHED_NOTE));
@@ -283,23 +285,37 @@ export async function filesStatusCommand(id: string, opts: { json?: boolean; eng
   });
 }
 
+/** `trial files ls`'s columns, the same for a live box and a kept tree. */
+const LS_HEADER = ["CHANGE", "TYPE", "SIZE", "MODE", "PATH"];
+
+/**
+ * A path as `files ls` and `files changes` print it: absolute in the box (the same root for both, live or kept),
+ * a folder with a trailing `/`, a link with its target.
+ */
+function pathCell(path: string, type?: string, target?: string): string {
+  return `${path}${type === "dir" && path !== "/" ? "/" : ""}${target ? ` -> ${target}` : ""}`;
+}
+
 /** `evolve trial files ls <id> [path]` */
-export async function filesLsCommand(id: string, path: string | undefined, opts: { json?: boolean; engine?: EngineKind }): Promise<number> {
+export async function filesLsCommand(arg: string, path: string | undefined, opts: { json?: boolean; engine?: EngineKind }): Promise<number> {
   const p = boxPath(path);
-  return withSource(id, opts.engine, async (s) => {
+  return withSource(arg, opts.engine, async (s) => {
+    const id = s.trial.id;
     requireReadable(s);
     if (s.kind === "live") {
       const r = await boxList(s.engine, s.box.id, p);
-      if (opts.json) return outJson({ trial: id, source: "live", path: p, entries: r.entries, ...(r.raw !== undefined ? { raw: r.raw } : {}) }), 0;
+      if (opts.json) return outJson({ trial_id: id, source: "live", path: p, entries: r.entries, ...(r.raw !== undefined ? { raw: r.raw } : {}) }), 0;
       if (r.raw !== undefined) return process.stdout.write(r.raw), 0;
-      outTable(["TYPE", "SIZE", "MODE", "MODIFIED", "NAME"], r.entries.map((e) => [e.type, e.size, e.mode, e.mtime?.replace("T", " ").replace(/\.\d+Z$/, "Z"), e.type === "dir" ? `${e.name}/` : e.name]));
+      // the CHANGE column as the kept tree has it; an engine that cannot diff leaves it `-` rather than failing ls
+      const changed = new Map((await boxChanges(s.engine, s.box.id).catch(() => [])).map((c) => [c.path, c.kind]));
+      outTable(LS_HEADER, r.entries.map((e) => [changed.get(e.path), e.type, e.size, e.mode, pathCell(e.path, e.type)]));
       return 0;
     }
     const self = s.manifest.files.find((e) => e.path === p);
     const entries = self && self.type !== "dir" ? [self] : keptChildren(s.manifest, p);
-    if (opts.json) return outJson({ trial: id, source: "kept", path: p, entries, note: UNTOUCHED_NOTE }), 0;
+    if (opts.json) return outJson({ trial_id: id, source: "kept", path: p, entries, note: UNTOUCHED_NOTE }), 0;
     if (entries.length) {
-      outTable(["CHANGE", "TYPE", "SIZE", "MODE", "NAME"], entries.map((e) => [e.kind, e.type ?? "-", e.size, e.mode, `${posix.basename(e.path)}${e.type === "dir" ? "/" : ""}${e.target ? ` -> ${e.target}` : ""}`]));
+      outTable(LS_HEADER, entries.map((e) => [e.kind, e.type, e.size, e.mode, pathCell(e.path, e.type, e.target)]));
     } else out(`nothing under ${p} was changed by the run`);
     out(style.dim(UNTOUCHED_NOTE));
     return 0;
@@ -307,9 +323,10 @@ export async function filesLsCommand(id: string, path: string | undefined, opts:
 }
 
 /** `evolve trial files cat <id> <path>` */
-export async function filesCatCommand(id: string, path: string, opts: { json?: boolean; engine?: EngineKind }): Promise<number> {
+export async function filesCatCommand(arg: string, path: string, opts: { json?: boolean; engine?: EngineKind }): Promise<number> {
   const p = boxPath(path);
-  return withSource(id, opts.engine, async (s) => {
+  return withSource(arg, opts.engine, async (s) => {
+    const id = s.trial.id;
     requireReadable(s);
     let data: Buffer;
     if (s.kind === "live") data = (await boxReadFile(s.engine, s.box.id, p)).data;
@@ -325,7 +342,7 @@ export async function filesCatCommand(id: string, path: string, opts: { json?: b
       if (e.type !== "file") throw new EvolveError("not_a_file", `${p} is a ${e.type}${e.target ? ` to ${e.target}` : ""}`, "");
       data = await readKeptFile(s.dir, p, s.manifest.cap_bytes);
     }
-    if (opts.json) outJson({ trial: id, source: s.kind, path: p, size: data.length, text: data.toString("utf8") });
+    if (opts.json) outJson({ trial_id: id, source: s.kind, path: p, size: data.length, text: data.toString("utf8") });
     else process.stdout.write(data);
     return 0;
   });
@@ -336,22 +353,23 @@ export async function filesCatCommand(id: string, path: string, opts: { json?: b
  * skipped: {path, kind, reason}[] (every path not kept, by name), kept_bytes, cap_bytes, cap_files, changes_from:
  * "engine" | "box", changes_note: string | null}; on a live box: {trial, source: "live", changes: {path, kind}[]}.
  */
-export async function filesChangesCommand(id: string, opts: { json?: boolean; engine?: EngineKind }): Promise<number> {
-  return withSource(id, opts.engine, async (s) => {
+export async function filesChangesCommand(arg: string, opts: { json?: boolean; engine?: EngineKind }): Promise<number> {
+  return withSource(arg, opts.engine, async (s) => {
+    const id = s.trial.id;
     requireReadable(s);
     if (s.kind === "live") {
       const all = await boxChanges(s.engine, s.box.id);
       const changes = all.filter((c) => !exclusion(c.path));
-      if (opts.json) return outJson({ trial: id, source: "live", changes }), 0;
+      if (opts.json) return outJson({ trial_id: id, source: "live", changes }), 0;
       outTable(["CHANGE", "PATH"], changes.map((c) => [c.kind, c.path]));
       return 0;
     }
     const m = s.manifest;
     const changes = m.files.filter((f) => !(f.kind === "modified" && f.type === "dir"));
-    if (opts.json) return outJson({ trial: id, source: "kept", changes, excluded: m.excluded, skipped: m.skipped, kept_bytes: m.kept_bytes, cap_bytes: m.cap_bytes, cap_files: m.cap_files ?? null, changes_from: m.changes_from ?? "engine", changes_note: m.changes_note ?? null }), 0;
+    if (opts.json) return outJson({ trial_id: id, source: "kept", changes, excluded: m.excluded, skipped: m.skipped, kept_bytes: m.kept_bytes, cap_bytes: m.cap_bytes, cap_files: m.cap_files ?? null, changes_from: m.changes_from ?? "engine", changes_note: m.changes_note ?? null }), 0;
     if (m.changes_note) out(style.yellow(m.changes_note));
     if (changes.length === 0) out("the run changed no files (outside the paths left out below)");
-    else outTable(["CHANGE", "TYPE", "SIZE", "SHA256", "PATH"], changes.map((f) => [f.kind, f.type, f.size, f.sha256?.slice(0, 12), `${f.path}${f.target ? ` -> ${f.target}` : ""}`]));
+    else outTable(["CHANGE", "TYPE", "SIZE", "SHA256", "PATH"], changes.map((f) => [f.kind, f.type, f.size, f.sha256?.slice(0, 12), pathCell(f.path, f.type, f.target)]));
     const notKept = skippedSummary(m.skipped);
     for (const line of notKept) out(style.yellow(`not kept: ${line}`));
     if (notKept.length < m.skipped.length) out(style.dim(`every path not kept, by name: evolve trial files changes ${id} --json | jq -r '.skipped[].path'`));
@@ -362,17 +380,18 @@ export async function filesChangesCommand(id: string, opts: { json?: boolean; en
 
 /** `evolve trial files archive <id> [path | --path P] [-o DIR]`: a .tar.gz of one subtree. */
 export async function filesArchiveCommand(
-  id: string,
+  arg: string,
   path: string | undefined,
   opts: { path?: string; output?: string; maxBytes?: number; json?: boolean; engine?: EngineKind },
 ): Promise<number> {
   // the subtree may be given positionally (as `ls` and `cat` take it) or as --path; two different ones are a mistake
   if (path !== undefined && opts.path !== undefined && path !== opts.path) {
-    throw new EvolveError("usage", `two paths to archive: ${path} and --path ${opts.path}`, `give one: evolve trial files archive ${id} ${path}`);
+    throw new EvolveError("usage", `two paths to archive: ${path} and --path ${opts.path}`, `give one: evolve trial files archive ${arg} ${path}`);
   }
   const p = boxPath(path ?? opts.path);
   const outDir = resolve(opts.output ?? ".");
-  return withSource(id, opts.engine, async (s) => {
+  return withSource(arg, opts.engine, async (s) => {
+    const id = s.trial.id;
     requireReadable(s);
     await mkdir(outDir, { recursive: true });
     const file = join(outDir, `${id}${p === "/" ? "" : `-${p.slice(1).replace(/\//g, "_")}`}.tar.gz`);
@@ -384,7 +403,7 @@ export async function filesArchiveCommand(
       await archiveKept(s.dir, s.manifest, p, file);
     }
     const bytes = (await stat(file)).size;
-    if (opts.json) outJson({ trial: id, source: s.kind, path: p, file, bytes });
+    if (opts.json) outJson({ trial_id: id, source: s.kind, path: p, file, bytes });
     else out(`wrote ${file} (${bytes} bytes, ${s.kind === "live" ? "from the live box" : "the kept tree"} under ${p})`);
     return 0;
   });
@@ -393,9 +412,10 @@ export async function filesArchiveCommand(
 // ---- procs -----------------------------------------------------------------------------------------------------
 
 /** `evolve trial procs <id>` */
-export async function procsCommand(id: string, opts: { json?: boolean; engine?: EngineKind }): Promise<number> {
+export async function procsCommand(arg: string, opts: { json?: boolean; engine?: EngineKind }): Promise<number> {
   return withStore(async (store, home) => {
-    const t = requireTrial(store, id);
+    const t = requireTrial(store, arg);
+    const id = t.id;
     if (isSettled(t)) {
       throw new EvolveError("trial_not_live", `trial ${id} settled ${t.status}: its box is gone, there are no processes to list`, `read what it left: evolve trial files changes ${id}`);
     }
@@ -404,8 +424,8 @@ export async function procsCommand(id: string, opts: { json?: boolean; engine?: 
       const box = await findLiveBox(engine, id);
       if (!box) throw new EvolveError("trial_not_live", `trial ${id} is ${t.status}${t.attempt_phase ? ` in phase ${t.attempt_phase}` : ""} and has no running box yet`, "try again once it boots");
       const procs = await boxProcesses(engine, box.id);
-      if (opts.json) return outJson({ trial: id, box: box.id, role: box.role, processes: procs }), 0;
-      outTable(["PID", "PPID", "USER", "ELAPSED", "COMMAND"], procs.map((p) => [p.pid, p.ppid, p.user, p.elapsed, p.command]));
+      if (opts.json) return outJson({ trial_id: id, box: box.id, role: box.role, processes: procs }), 0;
+      outTable(["PID", "PPID", "USER", "ELAPSED", "COMMAND"], procs.map((p) => [p.pid, p.ppid, p.user, p.elapsed_sec === null ? "-" : formatDuration(p.elapsed_sec * 1000), p.command]));
       return 0;
     } finally {
       await engine.close();

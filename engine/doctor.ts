@@ -11,6 +11,7 @@ import { firstLine } from "./errors.ts";
 import { openEngine, resolveKind } from "./driver/select.ts";
 import { which } from "./driver/socket.ts";
 import { LABEL_HOME, LABEL_MANAGED, type Engine, type EngineKind, type IdMapping } from "./driver/types.ts";
+import { formatDuration } from "./duration.ts";
 
 /** One check's outcome; `fix` says what to do when it failed. */
 export interface DoctorCheck {
@@ -85,7 +86,7 @@ export async function runDoctor(opts: { kind?: EngineKind; home: string }): Prom
       try {
         await engine.build({ context: scratch, tag, labels, timeoutMs: 120_000 });
         built = (await engine.imageLabels(tag))?.["dev.evolve.doctor"] === run;
-        add({ name: "build", ok: built, detail: built ? `built ${base}-based image in ${Date.now() - t0} ms` : "the built image lacks its label" });
+        add({ name: "build", ok: built, detail: built ? `built ${base}-based image in ${formatDuration(Date.now() - t0)}` : "the built image lacks its label" });
       } catch (e) {
         errors.push(String((e as Error).message));
         add({ name: "build", ok: false, detail: firstLine(e), fix: DROP_IN_SYMPTOMS.test(String((e as Error).message)) ? DROP_IN_FIX : (e as { hint?: string }).hint });
@@ -102,7 +103,7 @@ export async function runDoctor(opts: { kind?: EngineKind; home: string }): Prom
         await engine.start(id);
         const r = await engine.exec(id, ["sh", "-c", "echo ok-$((6*7))"]);
         boxOk = r.exitCode === 0 && r.stdout.trim() === "ok-42";
-        add({ name: "run + exec", ok: boxOk, detail: boxOk ? `create, start and exec in ${Date.now() - t0} ms` : `exec gave exit ${r.exitCode}: ${firstLine(r.stderr || r.stdout)}` });
+        add({ name: "run + exec", ok: boxOk, detail: boxOk ? `create, start and exec in ${formatDuration(Date.now() - t0)}` : `exec gave exit ${r.exitCode}: ${firstLine(r.stderr || r.stdout)}` });
         if (boxOk) {
           const src = join(scratch, "copy");
           mkdirSync(join(src, "sub"), { recursive: true });
@@ -233,7 +234,7 @@ async function usernsCheck(engine: Engine, image: string | undefined, labels: Re
     if (got !== want || (hostUid !== undefined && Number(hostUid) !== map.hostId)) {
       return { name, ok: false, detail: `a box's uid_map is ${got || "(none)"} and its root is host uid ${hostUid ?? "unknown"}, not ${want}`, fix: "check that the engine is rootful podman (`podman info`), or set [box] userns = false" };
     }
-    return { name, ok: true, detail: `box root is host uid ${map.hostId}, ${map.size} ids mapped (a box started in ${Date.now() - t0} ms)` };
+    return { name, ok: true, detail: `box root is host uid ${map.hostId}, ${map.size} ids mapped (a box started in ${formatDuration(Date.now() - t0)})` };
   } catch (e) {
     return { name, ok: false, detail: firstLine(e), fix: "set [box] userns = false in config.toml to run boxes without a user namespace" };
   }

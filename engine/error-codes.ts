@@ -81,6 +81,9 @@ export const ERROR_CODES = {
   dataset_version_exists: ran("that dataset version is already published with different content"),
   dataset_version_deleted: ran("that dataset version was deleted, and a deleted version is never reused with other content"),
 
+  // Ids (engine/store/resolve.ts)
+  id_ambiguous: env("the id prefix (or trial id suffix) names more than one job or trial; type more of it"),
+
   // Jobs
   job_not_found: env("no job by that id is stored"),
   agent_unknown: env("-a names an agent evolve does not know"),

@@ -13,17 +13,38 @@ declare const Deno: unknown;
 /** Which runtime is running us; checked by global, since Bun and Deno both also expose `process`. */
 export const runtime: RuntimeName = typeof Bun !== "undefined" ? "bun" : typeof Deno !== "undefined" ? "deno" : "node";
 
+let onBrokenPipe: ((stream: "stdout" | "stderr") => void) | undefined;
+
+/** Whether an error is a write to a closed pipe (or to a stream already destroyed by one). */
+export function isBrokenPipe(err: unknown): boolean {
+  const code = (err as NodeJS.ErrnoException | undefined)?.code;
+  return code === "EPIPE" || code === "ERR_STREAM_DESTROYED";
+}
+
 /**
  * Makes a closed stdout/stderr (`evolve … | head`) end the process quietly with status 0 instead of a stack
- * trace. Node and Deno report EPIPE as an 'error' event on the stream; Bun may throw it from write().
+ * trace, unless a handler from {@link deferBrokenPipe} is in place. Node, Deno and Bun (1.4) report EPIPE as an
+ * 'error' event on the stream; older Bun threw it from write(), which deferBrokenPipe's callers also catch.
  */
 export function exitQuietlyOnBrokenPipe(): void {
-  for (const stream of [process.stdout, process.stderr]) {
+  for (const [name, stream] of [["stdout", process.stdout], ["stderr", process.stderr]] as const) {
     stream.on("error", (err: NodeJS.ErrnoException) => {
-      if (err.code === "EPIPE" || err.code === "ERR_STREAM_DESTROYED") process.exit(0);
-      throw err;
+      if (!isBrokenPipe(err)) throw err;
+      if (onBrokenPipe) return onBrokenPipe(name);
+      process.exit(0);
     });
   }
+}
+
+/**
+ * While work that must not be cut short runs (a job: exiting would leave its boxes behind), a closed stdout or
+ * stderr calls `handler` instead of exiting. Returns the function that restores exiting.
+ */
+export function deferBrokenPipe(handler: (stream: "stdout" | "stderr") => void): () => void {
+  onBrokenPipe = handler;
+  return () => {
+    if (onBrokenPipe === handler) onBrokenPipe = undefined;
+  };
 }
 
 /** Whether a stream is an interactive terminal (colour and progress only go to TTYs). */

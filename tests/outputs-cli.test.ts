@@ -134,7 +134,7 @@ describe("job show: pass@k over the tasks that settled", () => {
           : { status: "SCORED", rewards: { reward: 0.5 } },
     );
     const text = evolve(["job", "show", job]).stdout;
-    expect(text).toMatch(/^pass@k: @1 0\.500  @2 1  over 1 of 3 tasks; left out 2: 1 with a trial that did not score, 1 with a reward other than 0 or 1$/m);
+    expect(text).toMatch(/^pass@k: @1 0\.500  @2 1\.000  over 1 of 3 tasks; left out 2: 1 with a trial that did not score, 1 with a reward other than 0 or 1$/m);
     const json = JSON.parse(evolve(["job", "show", job, "--json"]).stdout);
     expect(json.pass_at_k).toEqual({ "1": 0.5, "2": 1 });
     expect(json.pass_at_k_tasks).toBe(1);

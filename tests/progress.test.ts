@@ -8,7 +8,6 @@ import type { TrialRecord } from "../engine/store/index.ts";
 import {
   applyEvent,
   estimateRemaining,
-  formatDuration,
   newProgress,
   progressView,
   renderLive,
@@ -16,6 +15,7 @@ import {
   renderRunning,
   renderSummary,
 } from "../commands/progress.ts";
+import { formatDuration } from "../commands/output.ts";
 
 const T0 = Date.parse("2026-06-01T12:00:00Z");
 const phase = (trialId: string, p: string): JobEvent => ({ kind: "phase", trialId, phase: p as never, at: "" });
@@ -47,7 +47,7 @@ describe("progress state and its summary line", () => {
     applyEvent(s, settled("e", "CANCELLED"), T0, taskOf);
     applyEvent(s, settled("f", "BUDGET"), T0, taskOf);
     const line = renderSummary(s, T0 + 5_000);
-    expect(line).toMatch(/^6\/6 done, 0 running, 0 queued, mean reward 0\.750, 1 error, 1 budget, 2 cancelled, elapsed 5s$/);
+    expect(line).toMatch(/^6\/6 done, 0 running, 0 queued, mean reward 0\.750, 1 error, 1 budget, 2 cancelled, elapsed 5\.0s$/);
   });
 
   it("shows elapsed time and an ETA from the rate trials settle at", () => {
@@ -64,8 +64,8 @@ describe("progress state and its summary line", () => {
   });
 
   it("formats durations as people read them", () => {
-    expect(formatDuration(0)).toBe("0s");
-    expect(formatDuration(8_400)).toBe("8s");
+    expect(formatDuration(0)).toBe("0ms");
+    expect(formatDuration(8_400)).toBe("8.4s");
     expect(formatDuration(125_000)).toBe("2m05s");
     expect(formatDuration(3_720_000)).toBe("1h02m");
   });
@@ -78,8 +78,8 @@ describe("progress state and its summary line", () => {
     applyEvent(s, phase("b", "boot"), T0 + 5000, taskOf);
     const lines = renderRunning(s, T0 + 12_000);
     expect(lines).toHaveLength(2);
-    expect(lines[0]).toMatch(/^ {2}task-a\s+agent\s+12s$/);
-    expect(lines[1]).toMatch(/^ {2}task-b\s+boot\s+7s$/);
+    expect(lines[0]).toMatch(/^ {2}task-a\s+agent\s+12\.0s$/);
+    expect(lines[1]).toMatch(/^ {2}task-b\s+boot\s+7\.0s$/);
     expect(renderSummary(s, T0 + 12_000)).toMatch(/^0\/12 done, 2 running, 10 queued, mean reward -, 0 errors/);
     for (let i = 0; i < 10; i++) applyEvent(s, phase(`m${i}`, "prepare"), T0 + 6000, taskOf);
     const capped = renderLive(s, T0 + 12_000, 4);
@@ -95,9 +95,9 @@ describe("progress state and its summary line", () => {
     const s = newProgress(2, T0);
     applyEvent(s, phase("a", "prepare"), T0, taskOf);
     const done = applyEvent(s, settled("a", "INFRASTRUCTURE_ERROR", undefined, "BuildFailedError"), T0 + 3000, taskOf)!;
-    expect(renderNote(done)).toBe("INFRASTRUCTURE_ERROR task-a a (3s) BuildFailedError: it broke");
+    expect(renderNote(done)).toBe("INFRASTRUCTURE_ERROR task-a a (3.0s) BuildFailedError: it broke");
     const ok = applyEvent(s, settled("b", "SCORED", 1), T0 + 3000, taskOf)!;
-    expect(renderNote(ok)).toBe("SCORED task-b b reward 1");
+    expect(renderNote(ok)).toBe("SCORED task-b b reward 1.000");
     expect(renderNote({ kind: "started", trialId: "c", task: "task-c", phase: "prepare" })).toBe("started task-c c");
     const retry = applyEvent(s, { kind: "retry", trialId: "c", attempt: 2, reason: "engine hiccup\nmore" }, T0, taskOf)!;
     expect(renderNote(retry)).toBe("retry task-c c attempt 2: engine hiccup");
@@ -118,11 +118,11 @@ describe("the progress view", () => {
     expect(written).toBe("started hello a\nstarted world b\n");
     now += 30_000;
     vi.advanceTimersByTime(30_000);
-    expect(written.split("\n").at(-2)).toBe("[0/2 done, 2 running, 0 queued, mean reward -, 0 errors, elapsed 30s]");
+    expect(written.split("\n").at(-2)).toBe("[0/2 done, 2 running, 0 queued, mean reward -, 0 errors, elapsed 30.0s]");
     now += 1_000;
     view.onEvent(settled("a", "SCORED", 1));
     view.onEvent(settled("b", "CANCELLED"));
-    expect(written).toMatch(/\nSCORED hello a reward 1 \(31s\)\nCANCELLED world b \(31s\)\n$/);
+    expect(written).toMatch(/\nSCORED hello a reward 1\.000 \(31\.0s\)\nCANCELLED world b \(31\.0s\)\n$/);
     // nothing runs any more: no further summary lines
     const before = written;
     vi.advanceTimersByTime(120_000);
@@ -140,7 +140,7 @@ describe("the progress view", () => {
     now += 2000;
     vi.advanceTimersByTime(1000);
     const last = writes.at(-1)!;
-    expect(last).toMatch(/^0\/3 done, 2 running, 1 queued, mean reward -, 0 errors, elapsed 2s\n {2}hello\s+build\s+2s\n {2}world\s+agent\s+2s$/);
+    expect(last).toMatch(/^0\/3 done, 2 running, 1 queued, mean reward -, 0 errors, elapsed 2\.0s\n {2}hello\s+build\s+2\.0s\n {2}world\s+agent\s+2\.0s$/);
     // the block before it was three lines: the cursor goes back up two and clears before the redraw
     expect(writes.at(-2)).toBe("\x1b[2F\x1b[J");
     // an event that changes nothing on screen writes nothing
@@ -149,7 +149,7 @@ describe("the progress view", () => {
     view.onEvent(phase("a", "build"));
     expect(writes.length).toBe(count);
     view.onEvent(settled("b", "SCORING_ERROR", undefined, "RewardFileNotFoundError"));
-    expect(writes.join("")).toMatch(/SCORING_ERROR world b \(2s\) RewardFileNotFoundError: it broke\n/);
+    expect(writes.join("")).toMatch(/SCORING_ERROR world b \(2\.0s\) RewardFileNotFoundError: it broke\n/);
     view.end();
     expect(writes.at(-1)).toBe("\x1b[1F\x1b[J");
   });

@@ -7,6 +7,7 @@ import { existsSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { expectDocumented } from "./support/json-docs.ts";
 
 const root = resolve(__dirname, "..");
 const bun = join(root, "node_modules/.bin/bun");
@@ -81,6 +82,7 @@ describe.skipIf(!hasPodman)("evolve run (needs podman and the local debian:bookw
     expect(r.code).toBe(0);
     const report = JSON.parse(r.stdout);
     expect(report.ok).toBe(true);
+    expectDocumented("doctor", [report]);
     expect(report.checks.map((c: { name: string }) => c.name)).toEqual(expect.arrayContaining(["network isolation", "build"]));
     const docker = evolve(["run", "-p", join(work, "hello"), "--engine", "docker"], { DOCKER_HOST: `unix://${join(work, "no-docker.sock")}`, PATH: process.env.PATH! });
     expect(docker.code).toBe(2);
@@ -99,6 +101,8 @@ describe.skipIf(!hasPodman)("evolve run (needs podman and the local debian:bookw
     const summary = lines.at(-1);
     expect(summary.kind).toBe("job_summary");
     expect(summary.summary).toMatchObject({ mean_reward: 0, n_trials: 2, pass_at_k: { "1": 0, "2": 0 } });
+    expect(lines.filter((l) => l.kind === "phase").every((l) => typeof l.trial_id === "string")).toBe(true);
+    expectDocumented("run", lines);
   });
 
   it("check proves a task solvable, and names one that is not", () => {
@@ -118,6 +122,21 @@ describe.skipIf(!hasPodman)("evolve run (needs podman and the local debian:bookw
     const doc = JSON.parse(r.stdout);
     expect(doc.ok).toBe(false);
     expect(doc.tasks[0]).toMatchObject({ solvable: false, status: "SCORED", reward: 0 });
+    expectDocumented("check", [doc]);
+  });
+
+  it("check says a task without a reference solution has none, and neither builds nor verifies it", () => {
+    const task = join(root, "fixtures", "tasks", "trials", "no-solution");
+    const r = evolve(["check", "-p", task]);
+    expect(r.code).toBe(1);
+    expect(r.stdout).toMatch(/SolutionNotFoundError: no reference solution: the task has no solution\/solve\.sh/);
+    expect(r.stdout).toMatch(/1 task: 0 solvable, 1 not/);
+    const doc = JSON.parse(evolve(["check", "-p", task, "--json"]).stdout);
+    expect(doc.tasks[0]).toMatchObject({ solvable: false, status: "INFRASTRUCTURE_ERROR", reward: null, exception: expect.stringMatching(/^SolutionNotFoundError: no reference solution/) });
+    // deterministic: the job's automatic retries leave it alone, and nothing past prepare ran
+    const trial = JSON.parse(evolve(["trial", "show", doc.tasks[0].trial, "--json"]).stdout);
+    expect(trial.attempt ?? 1).toBe(1);
+    expect(Object.keys(trial.phase_timings ?? {})).not.toContain("build");
   });
 
   it("refuses a run whose secret is not in the environment, before starting anything", () => {
@@ -181,7 +200,7 @@ describe.skipIf(!hasPodman)("evolve run (needs podman and the local debian:bookw
       const settledBefore = before.trials.filter((t: { status: string }) => t.status === "SCORED");
       // the interrupted job's unsettled trials show the time they ran until the kill, not a clock that keeps going
       if (before.trials.some((t: { status: string; started_at?: string }) => t.status === "RUNNING" && t.started_at)) {
-        expect(evolve(["job", "show", job.id]).stdout).toMatch(/\d\.\ds \(interrupted\)/);
+        expect(evolve(["job", "show", job.id]).stdout).toMatch(/\S+s \(interrupted\)/);
       }
 
       const resumed = evolve(["job", "resume", job.id]);
@@ -194,7 +213,9 @@ describe.skipIf(!hasPodman)("evolve run (needs podman and the local debian:bookw
       for (const b of settledBefore) {
         expect(after.trials.find((t: { id: string }) => t.id === b.id).updated_at).toBe(b.updated_at);
       }
-      expect(evolve(["job", "resume", job.id]).code).toBe(0); // nothing left to run: a no-op
+      const noop = evolve(["job", "resume", job.id.slice(0, 20), "--json"]); // nothing left to run; a prefix of the id
+      expect(noop.code).toBe(0);
+      expectDocumented("job resume", noop.stdout.trim().split("\n").map((l) => JSON.parse(l)));
       // a trial the kill cut short keeps that attempt in its history, closed as interrupted, then the one that scored
       const cut = before.trials.filter((t: { status: string }) => t.status === "RUNNING" || t.status === "SCORING");
       for (const b of cut) {
@@ -205,7 +226,9 @@ describe.skipIf(!hasPodman)("evolve run (needs podman and the local debian:bookw
         ]);
       }
 
-      expect(evolve(["gc"]).code).toBe(0);
+      const gc = evolve(["gc", "--json"]);
+      expect(gc.code).toBe(0);
+      expectDocumented("gc", [JSON.parse(gc.stdout)]);
       const left = spawnSync("podman", ["ps", "-a", "--filter", `label=dev.evolve.job=${job.id}`, "--format", "{{.ID}}"], { encoding: "utf8" });
       expect(left.stdout.trim()).toBe("");
     });

@@ -347,10 +347,10 @@ describe(`validateTask under fuzzing (seed ${SEED}, ${CASES} cases)`, () => {
 });
 
 /**
- * The bench's goal is 1 s per shape (scripts/bench/validate.ts measures it); the test allows three times that for a
- * loaded CI machine. Before the fixes these shapes took 10 s to minutes, or several GB, or hung.
+ * The bench's goal is 1 s per shape (scripts/bench/validate.ts measures it); the test is a blow-up bound for a
+ * loaded CI machine, not the goal. Before the fixes these shapes took 10 s to minutes, or several GB, or hung.
  */
-const SHAPE_BUDGET_MS = 3000;
+const SHAPE_BUDGET_MS = 10_000;
 
 describe(`validateTask on hostile 1 MB shapes (seed ${SEED})`, () => {
   it.each(SHAPES.map((s) => [s.name, s] as const))("%s", async (_name, shape) => {

@@ -30,6 +30,7 @@ const BASE_FILES: Record<string, string> = {
   "instruction.md": "Write /app/out.txt containing hello.\n",
   "tests/test.sh": "#!/bin/bash\ntest -f /app/out.txt && echo 1 > /logs/verifier/reward.txt || echo 0 > /logs/verifier/reward.txt\n",
   "environment/Dockerfile": "FROM debian:bookworm-slim\nWORKDIR /app\n",
+  "solution/solve.sh": "#!/bin/bash\necho hello > /app/out.txt\n",
 };
 
 /** Writes a task directory: the base files, then `files` (a null value deletes a base file). */
@@ -165,14 +166,15 @@ describe("bad input costs bounded time and memory", () => {
     symlinkSync("/dev/zero", join(zero, "instruction.md"));
     const a = await within(zero, 5000);
     expect(a.r).not.toBe("hung");
-    expect(a.ms).toBeLessThan(1000);
+    // a blow-up bound, not the goal (scripts/bench/validate.ts measures that): reading it all took minutes or OOMed
+    expect(a.ms).toBeLessThan(4000);
     if (a.r !== "hung") expect(codes(a.r.findings)).toContain("task_symlink");
 
     const huge = mkTask("");
     truncateSync(join(huge, "instruction.md"), 1 << 30); // sparse: costs no disk
     const rss = process.memoryUsage().rss;
     const b = await within(huge, 5000);
-    expect(b.ms).toBeLessThan(1000);
+    expect(b.ms).toBeLessThan(4000);
     expect((process.memoryUsage().rss - rss) / 2 ** 20, "MB of RSS the validator added").toBeLessThan(100);
     expect(b.r !== "hung" && b.r.ok).toBe(true);
   });
@@ -260,7 +262,8 @@ describe("line numbers", () => {
     const t0 = performance.now();
     const deep = indexTomlLines(`[a]\n${"x.".repeat(n)}y = 1\nz = ${"[".repeat(n)}${"]".repeat(n)}\nw = ${"{a=".repeat(n)}1${"}".repeat(n)}\nlast = 1\n`);
     const heads = indexTomlLines(Array.from({ length: n / 4 }, (_, i) => `[[t${i}]]\n[t${i}.sub]\nk = 1\n`).join(""));
-    expect(performance.now() - t0).toBeLessThan(2000);
+    // a blow-up bound for a loaded CI machine: the quadratic versions took minutes
+    expect(performance.now() - t0).toBeLessThan(10_000);
     expect(deep.lineOf(["a", "x", "x", "x"])).toBe(2);
     expect(deep.lineOf(["a", ...Array(100).fill("x")])).toBe(2);
     expect(deep.lineOf(["a", "w"])).toBe(4);
@@ -534,7 +537,7 @@ describe("verifier rules", () => {
     // hostile nesting is answered at once (unbounded, each level re-joined the rest: quadratic, then a stack overflow)
     const t0 = performance.now();
     expect(isKeepAlive(`${"sh -c ".repeat(20000)}sleep infinity`.split(" "))).toBe(false);
-    expect(performance.now() - t0).toBeLessThan(500);
+    expect(performance.now() - t0).toBeLessThan(5000);
   });
 
   it("notes a tests/Dockerfile that is never built", async () => {
@@ -550,10 +553,21 @@ describe("verifier rules", () => {
 });
 
 describe("multi-step tasks", () => {
-  const stepFiles = { "instruction.md": null, "steps/01-a/instruction.md": "a", "steps/02-b/instruction.md": "b" };
+  const stepFiles: Record<string, string | null> = {
+    "instruction.md": null, "solution/solve.sh": null,
+    "steps/01-a/instruction.md": "a", "steps/02-b/instruction.md": "b", "steps/01-a/solution/solve.sh": "#!/bin/bash\n", "steps/02-b/solution/solve.sh": "#!/bin/bash\n",
+  };
 
   it("accepts matching [[steps]] and steps/ folders, using the shared tests/test.sh", async () => {
     expect(await findings(`[[steps]]\nname = "01-a"\nmin_reward = 0.5\n[[steps]]\nname = "02-b"\nmin_reward = { reward = 1 }\n`, stepFiles)).toEqual([]);
+  });
+
+  it("notes each step without a reference solution, and never refuses the task for it", async () => {
+    const r = await validateTask(mkTask(`[[steps]]\nname = "01-a"\n[[steps]]\nname = "02-b"\n`, { ...stepFiles, "steps/02-b/solution/solve.sh": null }), OPTS);
+    expect(r.ok).toBe(true);
+    expect(r.findings).toEqual([
+      expect.objectContaining({ code: "solution_missing", severity: "note", file: "steps/02-b/solution/solve.sh", message: expect.stringMatching(/^step "02-b" has no reference solution/) }),
+    ]);
   });
 
   it("requires [[steps]] and steps/ to agree both ways", async () => {

@@ -87,7 +87,7 @@ describe("the attempts history", () => {
 
     const show = evolve(["trial", "show", trialId]).stdout;
     expect(show).toMatch(/^ {2}attempts {4}3$/m);
-    expect(show).toMatch(/^ {14}#1 \S+ \S+ \d+\.\ds INFRASTRUCTURE_ERROR: EnvironmentStartError: the entrypoint died \(run 1\)$/m);
+    expect(show).toMatch(/^ {14}#1 \S+ \S+ \S+ INFRASTRUCTURE_ERROR: EnvironmentStartError: the entrypoint died \(run 1\)$/m);
     expect(show).toMatch(/^ {14}#2 .* INFRASTRUCTURE_ERROR: EnvironmentStartError: the entrypoint died \(run 2\)$/m);
     expect(JSON.parse(evolve(["trial", "show", trialId, "--json"]).stdout).attempts).toHaveLength(3);
 

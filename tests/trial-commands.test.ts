@@ -9,6 +9,7 @@ import { cpSync, existsSync, mkdtempSync, readFileSync, renameSync, symlinkSync,
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { expectDocumented } from "./support/json-docs.ts";
 
 const root = resolve(__dirname, "..");
 const bun = join(root, "node_modules/.bin/bun");
@@ -78,7 +79,12 @@ describe.skipIf(!hasPodman)("a finished trial (needs podman)", () => {
 
     const ls = json(["trial", "files", "ls", okTrial, "/app"]);
     expect(ls.entries.map((e: { path: string }) => e.path)).toEqual(["/app/hello.txt"]);
-    expect(evolve(["trial", "files", "ls", okTrial, "/app"]).stdout).toMatch(/image holds them/);
+    const keptLs = evolve(["trial", "files", "ls", okTrial, "/app"]).stdout;
+    expect(keptLs).toMatch(/image holds them/);
+    // the same columns as a live box's ls, paths absolute in the box as `changes` prints them
+    expect(keptLs.split("\n")[0].split(/\s+/)).toEqual(["CHANGE", "TYPE", "SIZE", "MODE", "PATH"]);
+    expect(keptLs.split("\n")[1]).toMatch(/^added\s+file\s+13\s+\d+\s+\/app\/hello\.txt$/);
+    expect(evolve(["trial", "files", "changes", okTrial]).stdout).toMatch(/^added\s+file\s+13\s+\w+\s+\/app\/hello\.txt$/m);
 
     const out = join(work, "archives");
     const arch = json(["trial", "files", "archive", okTrial, "--path", "/app", "-o", out]);
@@ -148,6 +154,7 @@ describe.skipIf(!hasPodman)("a finished trial (needs podman)", () => {
 
   it("retry runs the same task as a new job holding one new trial", () => {
     const r = json(["trial", "retry", okTrial]);
+    expectDocumented("trial retry", [r]);
     expect(r).toMatchObject({ retry_of: okTrial, status: "SCORED", reward: 1 });
     const orig = json(["trial", "show", okTrial]);
     const again = json(["trial", "show", r.trial_id]);
@@ -160,6 +167,7 @@ describe.skipIf(!hasPodman)("a finished trial (needs podman)", () => {
 
   it("regrade re-scores from the kept files only (no agent runs) and gives the same reward", () => {
     const r = json(["trial", "regrade", okTrial]);
+    expectDocumented("trial regrade", [r]);
     expect(r).toMatchObject({ regrade_of: okTrial, status: "SCORED", reward: 1 });
     const t = json(["trial", "show", r.trial_id]);
     expect(t.regrade_of).toBe(okTrial);
@@ -219,21 +227,33 @@ describe.skipIf(!hasPodman)("a live trial (needs podman)", () => {
       const t0 = Date.now();
       let ids: string[] = [];
       for (;;) {
-        const agent = [...seen.matchAll(/"kind":"phase","trialId":"(\w+)","phase":"agent"/g)].map((m) => m[1]);
+        const agent = [...seen.matchAll(/"kind":"phase","trial_id":"(\w+)","phase":"agent"/g)].map((m) => m[1]);
         ids = [...new Set(agent)];
         if (ids.length === 2 && ids.every((id) => existsSync(join(home, "trials", id, "agent", "oracle.txt")) && readFileSync(join(home, "trials", id, "agent", "oracle.txt"), "utf8").includes("started"))) break;
         if (Date.now() - t0 > 120_000) throw new Error(`trials never reached the agent: ${seen}`);
         await sleep(100);
       }
       const [a, b] = ids;
-      expect(json(["trial", "files", "status", a])).toMatchObject({ source: "live", role: "agent" });
+      const status = json(["trial", "files", "status", a]);
+      expect(status).toMatchObject({ source: "live", role: "agent" });
+      expectDocumented("trial files status", [status]);
       expect(evolve(["trial", "files", "cat", a, "/app/hello.txt"]).stdout).toBe("hello, world\n");
       const ls = json(["trial", "files", "ls", a, "/app"]);
       expect(ls.entries.find((e: { name: string }) => e.name === "hello.txt")).toMatchObject({ type: "file", size: 13 });
-      expect(json(["trial", "files", "changes", a]).changes).toContainEqual({ path: "/app/hello.txt", kind: "added" });
+      expectDocumented("trial files ls", [ls]);
+      // the live table has the kept tree's columns, and names paths absolute in the box as `changes` does
+      const table = evolve(["trial", "files", "ls", a, "/app"]).stdout.split("\n");
+      expect(table[0].split(/\s+/)).toEqual(["CHANGE", "TYPE", "SIZE", "MODE", "PATH"]);
+      expect(table.find((l) => l.endsWith("/app/hello.txt"))).toMatch(/^added\s+file\s+13\s/);
+      const changes = json(["trial", "files", "changes", a]);
+      expect(changes.changes).toContainEqual({ path: "/app/hello.txt", kind: "added" });
+      expectDocumented("trial files changes", [changes]);
       const procs = json(["trial", "procs", a]);
       expect(procs.processes.map((p: { command: string }) => p.command).join("\n")).toMatch(/sleep 120/);
+      expect(procs.processes.every((p: { elapsed_sec: unknown }) => typeof p.elapsed_sec === "number")).toBe(true);
+      expectDocumented("trial procs", [procs]);
       const arch = json(["trial", "files", "archive", a, "--path", "/app", "-o", join(work, "live-archives")]);
+      expectDocumented("trial files archive", [arch]);
       expect(spawnSync("tar", ["tzf", arch.file], { encoding: "utf8" }).stdout.split("\n")).toContain("app/hello.txt");
 
       // a follower of the agent stream ends on its own once the trial settles

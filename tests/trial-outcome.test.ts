@@ -1,13 +1,16 @@
 /** The registry of exception types (engine/trial/outcome.ts): which status each settles and which a retry skips. */
 import { describe, expect, it } from "vitest";
-import { CancelledFailure, DETERMINISTIC_EXCEPTIONS, EXCEPTIONS, isDeterministic, isLiveStatus, isSettledStatus, TrialFailure } from "../engine/trial/outcome.ts";
+import {
+  CancelledFailure, DETERMINISTIC_EXCEPTIONS, EXCEPTIONS, Interruption, isDeterministic, isLiveStatus, isSettledStatus, isStopped, runsOnResume, stopFailure,
+  TrialFailure,
+} from "../engine/trial/outcome.ts";
 
 describe("exception registry", () => {
   it("skips on retry exactly the failures of the task or the request", () => {
     expect([...DETERMINISTIC_EXCEPTIONS].sort()).toEqual(
       [
         "AgentUserNotFoundError", "BoxUsernsError", "DiskFullError", "EnvironmentBuildError", "GatewayConfigError", "GpuUnavailableError", "ImageNotFoundError",
-        "NetworkPolicyUnsupportedError", "RegradeRefusedError", "RegradeRestoreError", "SecretNotAttached", "TaskInvalidError", "UnknownAgentError",
+        "NetworkPolicyUnsupportedError", "RegradeRefusedError", "RegradeRestoreError", "ScriptInterpreterNotFoundError", "SecretNotAttached", "SolutionNotFoundError", "TaskInvalidError", "UnknownAgentError",
       ].sort(),
     );
     expect(isDeterministic("EnvironmentStartError")).toBe(false);
@@ -30,6 +33,19 @@ describe("exception registry", () => {
     expect(["SCORED", "CANCELLED", "RUNNING"].map(isSettledStatus)).toEqual([true, true, false]);
     // a stored record may hold any string (older stores, other tools): it is neither live nor settled
     expect([isLiveStatus("running"), isLiveStatus("SOMETHING_NEW"), isSettledStatus("SOMETHING_NEW")]).toEqual([false, false, false]);
+  });
+
+  it("an interruption stops a trial as INTERRUPTED, which resume runs again; any other abort reason is a cancel", () => {
+    const i = stopFailure(new Interruption("SIGTERM", 143));
+    expect([i.type, i.status]).toEqual(["InterruptedError", "INTERRUPTED"]);
+    expect(i.message).toMatch(/SIGTERM.*evolve job resume/);
+    for (const reason of [undefined, new Error("stop requested"), new DOMException("aborted", "AbortError")]) {
+      expect(stopFailure(reason)).toBeInstanceOf(CancelledFailure);
+    }
+    // neither live (its boxes are gone, gc may remove leftovers) nor settled (resume runs it), unlike CANCELLED
+    expect([isLiveStatus("INTERRUPTED"), isSettledStatus("INTERRUPTED"), runsOnResume("INTERRUPTED")]).toEqual([false, false, true]);
+    expect(runsOnResume("CANCELLED")).toBe(false);
+    expect(["INTERRUPTED", "CANCELLED", "SCORED"].map(isStopped)).toEqual([true, true, false]);
   });
 
   it("gives every type a one-line summary", () => {

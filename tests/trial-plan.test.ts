@@ -16,7 +16,7 @@ const req = (over: Partial<TrialRequest> = {}): TrialRequest => ({
 describe("stepPlans", () => {
   it("a single-step task is one unnamed step at the task root, timeouts multiplied", () => {
     expect(stepPlans(cfgOf("oracle-ok"), "/tasks/t", 2)).toEqual([
-      { name: null, dir: "/tasks/t", agentTimeoutSec: 120, verifierTimeoutSec: 120, verifierEnv: {}, artifacts: [] },
+      { name: null, dir: "/tasks/t", testsDirs: ["/tasks/t/tests"], agentTimeoutSec: 120, verifierTimeoutSec: 120, verifierEnv: {}, artifacts: [] },
     ]);
   });
   it("a step's own timeout beats the task's, each under its own folder with its min_reward", () => {
@@ -26,6 +26,8 @@ describe("stepPlans", () => {
       ["02-extend", "/tasks/t/steps/02-extend", 30, { reward: 0.5 }],
       ["03-never", "/tasks/t/steps/03-never", 60, undefined],
     ]);
+    // the step's own tests/ is laid over the task's shared one
+    expect(plans[0].testsDirs).toEqual(["/tasks/t/tests", "/tasks/t/steps/01-write/tests"]);
   });
 });
 

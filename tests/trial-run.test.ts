@@ -147,6 +147,16 @@ const EXPECT: Record<string, { status: string; rewards?: Record<string, number> 
   "public-network": { status: "SCORED", rewards: { reward: 1 }, files: [...RAN, "verifier/reward.txt"] },
   // a no-network compose task: the verifier gets the `web` sidecar's answer by service name, nothing else
   "compose-sidecar": { status: "SCORED", rewards: { reward: 1 }, files: [...RAN, "verifier/reward.txt"] },
+  // a box with no /etc/passwd and no bash: evolve execs as uid 0, and the #!/bin/bash scripts run with sh
+  "busybox-minimal": { status: "SCORED", rewards: { reward: 1 }, reward: 1, files: [...RAN, "verifier/reward.txt"] },
+  "interpreter-missing": {
+    status: "INFRASTRUCTURE_ERROR", rewards: null, exception: "ScriptInterpreterNotFoundError",
+    message: /^tests\/test\.sh starts with #!\/usr\/bin\/python3, and the box has no \/usr\/bin\/python3 to run it/, files: [...BASE, "exception.txt"],
+  },
+  "no-solution": {
+    status: "INFRASTRUCTURE_ERROR", rewards: null, exception: "SolutionNotFoundError", message: /^no reference solution: the task has no solution\/solve\.sh/,
+    files: [...BASE, "exception.txt"],
+  },
 };
 
 beforeAll(async () => {
@@ -242,10 +252,19 @@ describe("trial records", () => {
     expect(result.step_results.map((s: any) => s.step_name)).toEqual(["01-write", "02-extend"]);
   });
 
+  it("fails a task the box cannot run, or the oracle cannot solve, before any agent or verifier work", () => {
+    // no reference solution: refused before anything is built; a retry would not help
+    expect(ran.get("no-solution")!.phases).toEqual(["prepare", "persist"]);
+    // the box is up and probed once: nothing can run test.sh, so no agent starts
+    expect(ran.get("interpreter-missing")!.phases).toEqual(["prepare", "build", "boot", "persist"]);
+    const { rec } = ran.get("busybox-minimal")!;
+    expect(readFileSync(join(home, "trials", rec.id, "trial.log"), "utf8")).toMatch(/task scripts: the box has no bash: solution\/solve\.sh with sh, tests\/test\.sh with sh/);
+  });
+
   it("keeps the verifier running after an agent timeout and records the timeout", () => {
     const { rec, phases } = ran.get("agent-timeout")!;
     expect(phases).toContain("verify");
-    expect(rec.exception?.message).toMatch(/2 s timeout/);
+    expect(rec.exception?.message).toMatch(/2\.0s timeout/);
   });
 });
 

@@ -14,6 +14,7 @@ import { isAbsolute, join, relative } from "node:path";
 import { EvolveError, firstLine } from "../errors.ts";
 import { guardNeeded, type GuardPolicy } from "./hostguard.ts";
 import type { EngineKind } from "./types.ts";
+import { formatDuration } from "../duration.ts";
 
 /** Lines of build output carried in a `build_failed` message. */
 const TAIL_LINES = 30;
@@ -256,7 +257,7 @@ async function runBuild(kind: EngineKind, socket: string, opts: BuildOptions, do
   if (timedOut) {
     throw new EvolveError(
       "build_timeout",
-      `building ${opts.tag} took longer than ${Math.round(opts.timeoutMs / 1000)} s and was stopped`,
+      `building ${opts.tag} took longer than ${formatDuration(opts.timeoutMs)} and was stopped`,
       "raise [environment] build_timeout_sec in task.toml, or make the Dockerfile faster (e.g. a prebuilt base image)",
     );
   }

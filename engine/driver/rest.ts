@@ -6,6 +6,7 @@
  */
 import http from "node:http";
 import { EvolveError } from "../errors.ts";
+import { formatDuration } from "../duration.ts";
 
 /** The API version both engines understand (podman 4+ and docker 20.10+). */
 export const API_PREFIX = "/v1.41";
@@ -157,7 +158,7 @@ export class RestClient {
       opts.signal?.addEventListener("abort", onAbort);
       const timer = setTimeout(() => {
         req.destroy();
-        done(new EvolveError("engine_timeout", `${this.describe} ${method} ${path}: no answer within ${timeoutMs} ms`, ""));
+        done(new EvolveError("engine_timeout", `${this.describe} ${method} ${path}: no answer within ${formatDuration(timeoutMs)}`, ""));
       }, timeoutMs || 2 ** 31 - 1);
       req.on("error", (e: NodeJS.ErrnoException) => {
         if (req.reusedSocket && (e.code === "ECONNRESET" || e.code === "EPIPE") && status === 0) {

@@ -10,6 +10,7 @@ import { delimiter, dirname, join } from "node:path";
 import { EvolveError } from "../errors.ts";
 import { ping } from "./rest.ts";
 import type { EngineKind } from "./types.ts";
+import { formatDuration } from "../duration.ts";
 
 /** How to start a Docker daemon by hand on a machine without systemd (toolchain.md). */
 export const DOCKERD_HINT =
@@ -111,7 +112,7 @@ export async function startPodmanService(home: string): Promise<string> {
   }
   throw new EvolveError(
     "engine_unavailable",
-    `podman system service did not answer on ${socket} within 5 s`,
+    `podman system service did not answer on ${socket} within ${formatDuration(5000)}`,
     `see ${join(runDir, "podman-service.log")}; run \`podman info\` to check podman works, then \`evolve doctor\``,
   );
 }

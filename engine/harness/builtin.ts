@@ -1,8 +1,24 @@
 /** The two built-in agents: `oracle` (the task's reference solution) and `nop` (does nothing). */
 import { existsSync } from "node:fs";
-import { join } from "node:path";
-import { BOX } from "../trial/layout.ts";
-import type { AgentOutcome, Harness, HarnessContext } from "./types.ts";
+import { join, relative } from "node:path";
+import { BOX, BOX_ROOT } from "../trial/layout.ts";
+import { TrialFailure } from "../trial/outcome.ts";
+import type { TaskScript } from "../trial/scripts.ts";
+import type { AgentOutcome, Harness, HarnessContext, HarnessStep } from "./types.ts";
+
+/**
+ * The reference solution of each step (`solution/solve.sh`, a multi-step task's `steps/<name>/solution/solve.sh`);
+ * a task that lacks one for any step is refused before anything is built (Harbor's oracle refuses it too): running
+ * on would only let the verifier score an untouched box and call the task unsolvable.
+ */
+function solveScripts(task: { dir: string; steps: readonly HarnessStep[] }): TaskScript[] {
+  const scripts = task.steps.map((s) => ({ name: relative(task.dir, join(s.dir, "solution", "solve.sh")), host: join(s.dir, "solution", "solve.sh") }));
+  const missing = scripts.filter((s) => !existsSync(s.host)).map((s) => s.name);
+  if (missing.length > 0) {
+    throw new TrialFailure("SolutionNotFoundError", `no reference solution: the task has no ${missing.join(", ")}, which the oracle agent runs`);
+  }
+  return scripts;
+}
 
 /**
  * Runs `solution/solve.sh` (the step's own `solution/` on a multi-step task) in the working directory with
@@ -11,17 +27,17 @@ import type { AgentOutcome, Harness, HarnessContext } from "./types.ts";
  */
 export const oracle: Harness = {
   name: "oracle",
+  prepare(task) {
+    return { scripts: solveScripts(task) };
+  },
   async run(ctx: HarnessContext): Promise<AgentOutcome> {
-    const solution = join(ctx.stepDir, "solution");
-    if (!existsSync(join(solution, "solve.sh"))) {
-      ctx.log("oracle: the task has no solution/solve.sh");
-      return { exitCode: 127, timedOut: false };
-    }
+    const [script] = solveScripts({ dir: ctx.taskDir, steps: [{ name: null, dir: ctx.stepDir }] });
     // a fresh copy per step, so a step never runs the previous step's leftover files
     // (checked with a HEAD first: an exec costs a runtime process, and a fresh box has no /solution)
-    if (await ctx.engine.pathExists(ctx.containerId, BOX.solution)) await ctx.engine.exec(ctx.containerId, ["sh", "-c", `rm -rf ${BOX.solution}`], { user: "root" });
-    await ctx.engine.copyIn(ctx.containerId, solution, BOX.solution);
-    const r = await ctx.engine.exec(ctx.containerId, ["bash", "-c", `bash ${BOX.solution}/solve.sh >> ${BOX.agentLogs}/oracle.txt 2>&1`], {
+    if (await ctx.engine.pathExists(ctx.containerId, BOX.solution)) await ctx.engine.exec(ctx.containerId, ["sh", "-c", `rm -rf ${BOX.solution}`], { user: BOX_ROOT });
+    await ctx.engine.copyIn(ctx.containerId, join(ctx.stepDir, "solution"), BOX.solution);
+    const solve = ctx.scriptCommand(script, `${BOX.solution}/solve.sh`);
+    const r = await ctx.engine.exec(ctx.containerId, ["sh", "-c", `${solve} >> ${BOX.agentLogs}/oracle.txt 2>&1`], {
       user: ctx.user,
       workdir: ctx.workdir,
       env: { ...ctx.env, ...ctx.solutionEnv },

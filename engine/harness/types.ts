@@ -5,6 +5,7 @@
  * interface in a later issue and register in engine/harness/index.ts.
  */
 import type { Engine } from "../driver/types.ts";
+import type { TaskScript } from "../trial/scripts.ts";
 
 /** What a harness is given for one run of one instruction (one step of a multi-step task). */
 export interface HarnessContext {
@@ -28,6 +29,17 @@ export interface HarnessContext {
   timeoutMs: number;
   /** One line to the trial's system log. */
   log: (line: string) => void;
+  /**
+   * The sh command line that runs one of the task's scripts (one the harness listed in `prepare`), copied into the
+   * agent's box at `boxPath`, with the interpreter the box has for it (trial/scripts.ts: bash, else its `#!`, else sh).
+   */
+  scriptCommand: (script: TaskScript, boxPath: string) => string;
+}
+
+/** One step of the task, as `Harness.prepare` sees it: its name (null on a single-step task) and its host folder. */
+export interface HarnessStep {
+  name: string | null;
+  dir: string;
 }
 
 /** How an agent run ended. A non-zero exit or a timeout is recorded, and the verifier still runs. */
@@ -44,6 +56,12 @@ export interface Harness {
    * (ANTHROPIC_ and OPENAI_ variables pointing at the gateway). Built-ins call none.
    */
   readonly usesModel?: boolean;
+  /**
+   * Checked in the prepare phase, before anything is built: throws a TrialFailure when the task lacks what this agent
+   * needs (the oracle without a reference solution), and names the task scripts it will run in the agent's box, whose
+   * interpreters the runner checks once the box is up, with its own.
+   */
+  prepare?(task: { dir: string; steps: readonly HarnessStep[] }): { scripts: TaskScript[] };
   /** Puts the agent into the box (the `install` phase). Optional: built-ins need nothing. */
   install?(ctx: HarnessContext): Promise<void>;
   /** Runs the agent on `ctx.instruction` inside the box; its streams go under /logs/agent. */

@@ -1,23 +1,23 @@
 /**
  * Acting on one trial (platform-trials.md "Act on one trial"): `retry` runs a settled trial again and `regrade`
  * re-runs only its verifier, each as a new job holding the one new trial; `stop` ends in-flight trials without
- * cancelling their job. The new jobs are ordinary jobs (same config as the original's, one task, one attempt), so
+ * cancelling their job. `job retry` does the same for every trial of a job that did not score (Inspect's
+ * eval-retry): one new job of kind `retry` holding a new trial per trial picked. The new jobs are ordinary jobs (same config as the original's, one task, one attempt), so
  * `job show`, `job resume` and `job cancel` work on them unchanged; the new trial's record names its origin
  * (`retry_of` / `regrade_of`), which is also how the trial runner knows to run a regrade verifier-only.
  */
 import { EvolveError } from "../errors.ts";
-import { taskBlobDir, type JobRecord, type Store, type TrialRecord } from "../store/index.ts";
+import { newId, resolveTrial, taskBlobDir, type JobRecord, type Store, type TrialRecord } from "../store/index.ts";
 import { regradeRefusal, regradeVerifier, type RegradeVerifier } from "../trial/regrade.ts";
 import { closeAttempt, endedBecause, isSettledStatus } from "../trial/outcome.ts";
 import { createJob, jobConfig, runnerAlive, type JobConfig, type JobKind } from "./job.ts";
+import type { TrialStatus } from "../trial/outcome.ts";
 
 const now = () => new Date().toISOString();
 
-/** A trial by id, or `trial_not_found`. */
+/** The trial an id argument names (its whole id, or a unique start or end: store/resolve.ts), or `trial_not_found`. */
 export function requireTrial(store: Store, id: string): TrialRecord {
-  const t = store.getTrial(id);
-  if (!t) throw new EvolveError("trial_not_found", `no trial ${id}`, "see `evolve job show <job-id>` for trial ids");
-  return t;
+  return resolveTrial(store, id);
 }
 
 /** Whether a trial has reached its final status. */
@@ -55,10 +55,12 @@ function newJobWith(store: Store, job: JobRecord, config: JobConfig, lineage: Pi
  * Records a new job holding one new QUEUED trial of the same task, agent and settings as `id`. Refuses a trial
  * that has not settled (`trial_not_settled`) and a task no longer stored (`task_missing`). Run the job with runJob.
  */
-export function createRetry(store: Store, id: string): { job: JobRecord; trial: TrialRecord } {
-  const t = requireTrial(store, id);
+export function createRetry(store: Store, arg: string): { job: JobRecord; trial: TrialRecord } {
+  const t = requireTrial(store, arg);
+  const id = t.id;
   if (!isSettled(t)) {
-    throw new EvolveError("trial_not_settled", `trial ${id} is ${t.status}: only a settled trial can be retried`, `wait for it, or \`evolve trial stop ${id}\` first`);
+    const hint = t.status === "INTERRUPTED" ? `\`evolve job resume ${t.job_id}\` runs it again` : `wait for it, or \`evolve trial stop ${id}\` first`;
+    throw new EvolveError("trial_not_settled", `trial ${id} is ${t.status}: only a settled trial can be retried`, hint);
   }
   if (!store.getTask(t.task_digest)) {
     throw new EvolveError("task_missing", `the task of trial ${id} (${t.task_digest}) is no longer stored`, "publish or run the task again");
@@ -71,8 +73,9 @@ export function createRetry(store: Store, id: string): { job: JobRecord; trial: 
  * Records a new job holding one new trial that re-runs only the verifier of `id` on its kept files. Refuses what
  * cannot be regraded with a stable code (see regrade.ts regradeRefusal), before anything is written.
  */
-export async function createRegrade(store: Store, home: string, id: string): Promise<{ job: JobRecord; trial: TrialRecord; verifier: RegradeVerifier }> {
-  const t = requireTrial(store, id);
+export async function createRegrade(store: Store, home: string, arg: string): Promise<{ job: JobRecord; trial: TrialRecord; verifier: RegradeVerifier }> {
+  const t = requireTrial(store, arg);
+  const id = t.id;
   const taskDir = taskBlobDir(home, t.task_digest);
   const refusal = await regradeRefusal(home, t, taskDir);
   if (refusal) throw refusal;
@@ -134,3 +137,62 @@ export function unsettled(store: Store, ids: readonly string[]): string[] {
   });
 }
 
+
+/**
+ * The trials `job retry` would run again: by default every trial of the job that did not settle SCORED, else those
+ * in one of `statuses`. Refuses an unknown job (`job_not_found`), one a live process is running (`job_busy`: its
+ * trials are still changing) and a picked trial whose task is no longer stored (`task_missing`). Writes nothing.
+ */
+export function retryPicks(store: Store, jobId: string, statuses?: readonly TrialStatus[]): { job: JobRecord; picked: TrialRecord[] } {
+  const job = store.getJob(jobId);
+  if (!job) throw new EvolveError("job_not_found", `no job ${jobId}`, "see `evolve job list`");
+  if (runnerAlive(job)) {
+    throw new EvolveError("job_busy", `job ${jobId} is being run by process ${job.runner!.pid}: its trials are still changing`, `wait for it to end, or \`evolve job cancel ${jobId}\` first`);
+  }
+  const want = statuses && statuses.length > 0 ? new Set<string>(statuses) : undefined;
+  const picked = store.listTrials(jobId).filter((t) => (want ? want.has(t.status) : t.status !== "SCORED"));
+  const gone = picked.find((t) => !store.getTask(t.task_digest));
+  if (gone) throw new EvolveError("task_missing", `the task of trial ${gone.id} (${gone.task_digest}) is no longer stored`, "publish or run the task again");
+  return { job, picked };
+}
+
+/**
+ * Records `job retry`'s new job (kind `retry`, `retry_of` the old job; the old job's agent, model and settings)
+ * holding one QUEUED trial per picked trial, each naming the trial it runs again (`retry_of`), in one transaction.
+ * Returns null when nothing is picked (retryPicks), writing nothing. The old job is left as it is. Run it with runJob.
+ */
+export function createJobRetry(store: Store, jobId: string, statuses?: readonly TrialStatus[]): { job: JobRecord; trials: TrialRecord[] } | null {
+  return store.transaction(() => {
+    const { job: old, picked } = retryPicks(store, jobId, statuses);
+    if (picked.length === 0) return null;
+    const { name: _label, ...c } = jobConfig(old);
+    const perTask = new Map<string, { name: string; digest: string; n: number }>();
+    for (const t of picked) {
+      const e = perTask.get(t.task_digest) ?? { name: t.task_name ?? c.tasks.find((x) => x.digest === t.task_digest)?.name ?? t.task_digest, digest: t.task_digest, n: 0 };
+      e.n++;
+      perTask.set(t.task_digest, e);
+    }
+    const tasks = [...perTask.values()];
+    // the tasks retried, and as many attempts as the most-picked task needs: the trials themselves are listed below
+    const config: JobConfig = { ...c, kind: "retry", tasks: tasks.map(({ name, digest }) => ({ name, digest })), attempts: Math.max(...tasks.map((t) => t.n)) };
+    const at = now();
+    const job: JobRecord = { id: newId(), created_at: at, updated_at: at, status: "RUNNING", dataset: old.dataset, config, runner: null, retry_of: old.id };
+    const trials: TrialRecord[] = picked.map((t) => ({
+      id: newId(),
+      job_id: job.id,
+      task_digest: t.task_digest,
+      task_name: perTask.get(t.task_digest)!.name,
+      agent: config.agent.name,
+      model: config.agent.model,
+      status: "QUEUED",
+      phase_timings: {},
+      created_at: at,
+      updated_at: at,
+      retry_of: t.id,
+      ...(old.dataset !== undefined ? { source: old.dataset } : {}),
+    }));
+    store.putJob(job);
+    store.putTrials(trials);
+    return { job, trials };
+  });
+}

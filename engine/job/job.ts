@@ -11,11 +11,14 @@ import { LABEL_HOME, LABEL_JOB, type Engine } from "../driver/types.ts";
 import { removeLabelled } from "../trial/box.ts";
 import { newId, type JobRecord, type Store, type TrialRecord } from "../store/index.ts";
 import { taskBlobDir } from "../store/index.ts";
-import { closeAttempt, endedBecause, isDeterministic, isSettledStatus, runsOnResume } from "../trial/outcome.ts";
+import { closeAttempt, endedBecause, isDeterministic, isInterruption, isSettledStatus, runsOnResume } from "../trial/outcome.ts";
 import type { ModelGateway } from "../gateway/model-gateway.ts";
 import type { TrialDeps, TrialEvent, TrialRequest } from "../trial/types.ts";
 
-/** A job's status: RUNNING while a runner works on it, INTERRUPTED when that runner died, then a final state. */
+/**
+ * A job's status: RUNNING while a runner works on it, INTERRUPTED when that runner died or was interrupted (Ctrl-C,
+ * SIGTERM: `job resume` goes on), then a final state.
+ */
 export type JobStatus = "RUNNING" | "INTERRUPTED" | "COMPLETED" | "CANCELLED";
 
 /** What made a job: `run`, `check`, or `trial retry` / `trial regrade` of one trial. */
@@ -167,11 +170,12 @@ export async function runJob(jobId: string, deps: JobDeps): Promise<TrialRecord[
   if (left.containers + left.networks > 0) deps.onEvent?.({ kind: "cleanup", jobId, containers: left.containers, networks: left.networks });
   deps.onEvent?.({ kind: "job", jobId, status: "RUNNING" });
   // `job cancel` from another process marks the job CANCELLED in the store; the runner notices and stops.
+  // the caller's reason rides along: an Interruption (Ctrl-C…) leaves the job resumable, anything else cancels it
   const stop = new AbortController();
   const outer = deps.signal;
-  const onAbort = () => stop.abort();
+  const onAbort = () => stop.abort(outer?.reason);
   outer?.addEventListener("abort", onAbort, { once: true });
-  if (outer?.aborted) stop.abort();
+  if (outer?.aborted) stop.abort(outer.reason);
   const watch = setInterval(() => {
     if (store.getJob(jobId)?.status === "CANCELLED") stop.abort();
   }, 1000);
@@ -184,6 +188,7 @@ export async function runJob(jobId: string, deps: JobDeps): Promise<TrialRecord[
   let next = 0;
   const worker = async () => {
     while (next < pending.length) {
+      if (deps.signal?.aborted && isInterruption(deps.signal.reason)) return; // the rest stays QUEUED for `job resume`
       const trial = pending[next++];
       if (deps.signal?.aborted) {
         settleCancelled(store, trial);
@@ -198,8 +203,7 @@ export async function runJob(jobId: string, deps: JobDeps): Promise<TrialRecord[
   } finally {
     clearInterval(watch);
     outer?.removeEventListener("abort", onAbort);
-    const status: JobStatus = stop.signal.aborted ? "CANCELLED" : "COMPLETED";
-    release(store, jobId, status);
+    const status = release(store, jobId, !stop.signal.aborted ? "COMPLETED" : isInterruption(stop.signal.reason) ? "INTERRUPTED" : "CANCELLED");
     deps.onEvent?.({ kind: "job", jobId, status });
   }
   return store.listTrials(jobId);
@@ -298,13 +302,19 @@ function claim(store: Store, jobId: string): JobRecord {
   });
 }
 
-function release(store: Store, jobId: string, status: JobStatus): void {
-  store.transaction(() => {
+/**
+ * Lets go of the job with `wanted` as its status and returns the status written: a job that `job cancel` marked
+ * CANCELLED while this runner was being interrupted stays CANCELLED.
+ */
+function release(store: Store, jobId: string, wanted: JobStatus): JobStatus {
+  return store.transaction(() => {
     const job = store.getJob(jobId);
-    if (!job) return;
+    if (!job) return wanted;
+    const status: JobStatus = wanted === "INTERRUPTED" && job.status === "CANCELLED" ? "CANCELLED" : wanted;
     const at = now();
     const final = status === "COMPLETED" || status === "CANCELLED";
     store.putJob({ ...job, status, runner: null, updated_at: at, finished_at: final ? at : job.finished_at });
+    return status;
   });
 }
 

@@ -3,7 +3,7 @@
  * or by its `--job-name`. Pure reads of the store; the CLI only parses the flags and prints the rows.
  */
 import { EvolveError } from "../errors.ts";
-import type { JobRecord, Store } from "../store/index.ts";
+import { resolveJob, type JobRecord, type Store } from "../store/index.ts";
 import { effectiveStatus, jobConfig, type JobKind, type JobStatus } from "./job.ts";
 import { jobKind, summarizeJob } from "./summary.ts";
 
@@ -97,11 +97,14 @@ export function parseSince(v: string, now: number = Date.now()): number {
 }
 
 /**
- * The job `ref` names: the job with that id, else the newest job whose `--job-name` it is; undefined when neither.
+ * The job `ref` names: the job with that id, else the newest job whose `--job-name` it is, else the job whose id it
+ * uniquely starts (`job_not_found` / `id_ambiguous` otherwise).
  * A name is a label, not a key: several jobs may carry it, and the newest one is meant.
  */
-export function findJob(store: Store, ref: string): JobRecord | undefined {
+export function findJob(store: Store, ref: string): JobRecord {
   const byId = store.getJob(ref);
   if (byId) return byId;
-  return store.listJobs().find((j) => jobConfig(j).name === ref);
+  const named = store.listJobs().find((j) => jobConfig(j).name === ref);
+  // not a name: a unique start of an id (job_not_found / id_ambiguous otherwise)
+  return named ?? resolveJob(store, ref);
 }

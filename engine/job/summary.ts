@@ -21,6 +21,8 @@ export interface JobSummary {
   agent: string;
   model: string | null;
   source: string;
+  /** The job this one retries (`job retry`), else null. */
+  retry_of: string | null;
   n_trials: number;
   counts: Partial<Record<TrialStatus, number>>;
   /** Mean of the primary reward over trials that have one; null when none has. */
@@ -129,6 +131,7 @@ export function summarizeJob(job: JobRecord, trials: readonly TrialRecord[]): Jo
     agent: config.agent.name,
     model: config.agent.model ?? null,
     source: config.source.kind === "dataset" ? config.source.ref : config.source.path,
+    retry_of: job.retry_of ?? null,
     n_trials: trials.length,
     counts,
     mean_reward: primaryN > 0 ? primarySum / primaryN : null,

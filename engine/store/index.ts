@@ -4,3 +4,4 @@ export { newId, idTime } from "./ids.ts";
 export { taskBlobDir, trialDir } from "./paths.ts";
 export { SCHEMA_VERSION } from "./migrations.ts";
 export * from "./records.ts";
+export { resolveJob, resolveJobId, resolveTrial, resolveTrialId } from "./resolve.ts";

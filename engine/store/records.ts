@@ -55,6 +55,8 @@ export const JobRecordSchema = z.object({
   finished_at: isoTime.optional(),
   /** The process running the job now: a job whose runner is gone was interrupted and can be resumed. */
   runner: z.object({ pid: z.number().int(), host: z.string(), started_at: isoTime }).nullable().optional(),
+  /** Lineage: the job whose unscored trials this one runs again (`job retry`). */
+  retry_of: z.string().optional(),
 });
 
 const ExceptionSchema = z.object({

@@ -259,6 +259,37 @@ export class Store {
     return out;
   }
 
+  // ---- id lookups (engine/store/resolve.ts): key scans only, no record is read or parsed
+
+  /** Up to `limit` ids of `db` that start with `prefix`, in id order; a range scan from the prefix. */
+  idsWithPrefix(db: "jobs" | "trials", prefix: string, limit: number): string[] {
+    this.checkKey(db, prefix);
+    const found: string[] = [];
+    try {
+      for (const key of this.dbs[db].getKeys({ start: prefix })) {
+        if (typeof key !== "string" || !key.startsWith(prefix) || found.length >= limit) break;
+        found.push(key);
+      }
+    } catch (e) {
+      throw this.corrupt(db, "(range scan)", e);
+    }
+    return found;
+  }
+
+  /** Up to `limit` trial ids that end with `suffix`; a scan of every trial key (keys only, no record is read). */
+  trialIdsEndingWith(suffix: string, limit: number): string[] {
+    const found: string[] = [];
+    try {
+      for (const key of this.dbs.trials.getKeys({})) {
+        if (typeof key === "string" && key.endsWith(suffix)) found.push(key);
+        if (found.length >= limit) break;
+      }
+    } catch (e) {
+      throw this.corrupt("trials", "(range scan)", e);
+    }
+    return found;
+  }
+
   // ---- trace events: key [trial id, seq]
 
   /**

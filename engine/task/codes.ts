@@ -26,6 +26,7 @@ export const FINDING_CODES = {
   instruction_missing: { severity: "error", summary: "a single-step task has no instruction.md" },
   instruction_empty: { severity: "warning", summary: "instruction.md is empty" },
   test_script_missing: { severity: "error", summary: "no tests/test.sh (or, multi-step, no test.sh for a step)" },
+  solution_missing: { severity: "note", summary: "no solution/solve.sh (or, multi-step, none for a step): `evolve check` and the oracle cannot run the task" },
   environment_missing: { severity: "error", summary: "no environment/ Dockerfile or docker-compose.yaml and no docker_image" },
   compose_main_missing: { severity: "error", summary: "docker-compose.yaml has no `main` service" },
   build_context_outside_task: { severity: "error", summary: "a compose build context or dockerfile is absolute, a URL, or climbs out of the task" },

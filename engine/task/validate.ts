@@ -312,6 +312,7 @@ async function checkLayout(dir: string, raw: Raw, out: Findings): Promise<string
     if (!(await isFile(join(dir, "instruction.md")))) out.add("instruction_missing", "instruction.md", "the task has no instruction.md", "add instruction.md: what the agent is asked to do");
     else if (instr !== undefined && instr.trim() === "") out.add("instruction_empty", "instruction.md", "instruction.md is empty", "say what done looks like, with absolute paths");
     if (!(await isFile(join(dir, "tests", "test.sh")))) out.add("test_script_missing", "tests/test.sh", "the task has no tests/test.sh", "add tests/test.sh that writes /logs/verifier/reward.txt");
+    await checkSolution(dir, "solution/solve.sh", "the task", out);
   } else {
     await checkStepDirs(dir, declared, stepDirs, out);
   }
@@ -396,6 +397,15 @@ function literalEnv(env: Raw | undefined): Record<string, string> {
   return out;
 }
 
+/**
+ * The reference solution is optional (platform-tasks.md), but without it the oracle fails the trial as
+ * SolutionNotFoundError and `evolve check` cannot prove the task solvable: said as a note, never a refusal.
+ */
+async function checkSolution(dir: string, rel: string, who: string, out: Findings): Promise<void> {
+  if (await isFile(join(dir, rel))) return;
+  out.add("solution_missing", rel, `${who} has no reference solution (${rel}): \`evolve check\` and the oracle agent cannot run it`, `add ${rel} that solves it (the agent never sees it), to prove the task solvable`);
+}
+
 async function checkStepDirs(dir: string, declared: (string | undefined)[], stepDirs: string[], out: Findings): Promise<void> {
   if (await isFile(join(dir, "instruction.md"))) {
     out.add("steps_root_files_ignored", "instruction.md", "this multi-step task also has a root instruction.md, which is never shown", "move it into steps/<name>/instruction.md or delete it");
@@ -426,5 +436,6 @@ async function checkStepDirs(dir: string, declared: (string | undefined)[], step
     if (!sharedTest && !(await isFile(join(sd, "tests", "test.sh")))) {
       out.add("test_script_missing", `steps/${name}/tests/test.sh`, `step "${name}" has no tests/test.sh (and there is no shared tests/test.sh)`, `add steps/${name}/tests/test.sh`);
     }
+    await checkSolution(dir, `steps/${name}/solution/solve.sh`, `step "${name}"`, out);
   }
 }

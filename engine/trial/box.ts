@@ -12,7 +12,8 @@ import { LABEL_HOME, LABEL_JOB, LABEL_MANAGED, LABEL_TASK_DIGEST, LABEL_TRIAL, t
 import type { BoxDefaults } from "../config.ts";
 import type { EnvironmentConfig } from "../task/model.ts";
 import { TrialFailure } from "./outcome.ts";
-import { boxMounts } from "./layout.ts";
+import { boxMounts, BOX_ROOT } from "./layout.ts";
+import { formatDuration } from "../duration.ts";
 
 /** The image tag a task's environment/Dockerfile builds to: stable per task content. */
 export function taskImageTag(digest: string, kind: "task" | "verifier" = "task"): string {
@@ -156,9 +157,9 @@ export async function awaitHealthy(engine: Engine, id: string, hc: Healthcheck, 
   let last = "";
   for (;;) {
     if (isCancelled()) return;
-    const r = await engine.exec(id, ["sh", "-c", hc.command], { user: "root", timeoutMs: hc.timeout_sec * 1000 });
+    const r = await engine.exec(id, ["sh", "-c", hc.command], { user: BOX_ROOT, timeoutMs: hc.timeout_sec * 1000 });
     if (r.exitCode === 0 && !r.timedOut) return;
-    last = r.timedOut ? `timed out after ${hc.timeout_sec} s` : `exit ${r.exitCode}: ${(r.stderr || r.stdout).trim().slice(-500)}`;
+    last = r.timedOut ? `timed out after ${formatDuration(hc.timeout_sec * 1000)}` : `exit ${r.exitCode}: ${(r.stderr || r.stdout).trim().slice(-500)}`;
     const inStart = Date.now() - started < hc.start_period_sec * 1000;
     if (!inStart) failures++;
     if (failures >= Math.max(1, hc.retries)) {

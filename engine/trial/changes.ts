@@ -15,7 +15,7 @@
  * skipped path never costs the capture of the others. Kept files are written through descriptors that follow no
  * link, and read back the same way (`readKeptFile`).
  */
-import { TRIAL } from "./layout.ts";
+import { BOX_ROOT, TRIAL } from "./layout.ts";
 import { BoxFileRefused, openBoxFile, readRange } from "./boxfs.ts";
 import { createHash, type Hash } from "node:crypto";
 import { constants, createWriteStream } from "node:fs";
@@ -30,6 +30,7 @@ import { TarReader, type TarHeader } from "../driver/untar.ts";
 import { EvolveError } from "../errors.ts";
 import { boxChanges, type BoxChange } from "./inspect.ts";
 import { writeJson } from "./result.ts";
+import { formatDuration } from "../duration.ts";
 
 /** Bytes of file content kept per trial. */
 export const KEPT_CAP_BYTES = 64 * 1024 * 1024;
@@ -186,7 +187,7 @@ async function listChanges(engine: Engine, id: string): Promise<{ changes: BoxCh
     return { changes: await boxChanges(engine, id), from: "engine" };
   } catch (e) {
     const why = firstLine(e, 200);
-    const r = await engine.exec(id, ["sh", "-c", FIND_CHANGED], { user: "root", timeoutMs: 120_000 }).catch(() => undefined);
+    const r = await engine.exec(id, ["sh", "-c", FIND_CHANGED], { user: BOX_ROOT, timeoutMs: 120_000 }).catch(() => undefined);
     if (!r || r.exitCode !== 0) throw new Error(`the engine could not list the changes (${why}) and the box could not either`);
     const paths = [...new Set(r.stdout.split("\0"))].filter((p) => p.startsWith("/") && p !== "/").sort();
     const cut = r.truncated ? "; the list was cut at the exec output limit" : "";
@@ -294,7 +295,7 @@ async function captureChanges(engine: Engine, id: string, trialPath: string, cap
     stopReason ??= why;
     all.abort();
   };
-  const timer = setTimeout(() => stopAll(`not reached within the capture's ${caps.timeMs / 1000} s`), caps.timeMs);
+  const timer = setTimeout(() => stopAll(`not reached within the capture's ${formatDuration(caps.timeMs)}`), caps.timeMs);
   const made = new Set<string>();
 
   /** The parts of folder `dir` fetched one by one, around `avoid` (a file too big to read past) when given. */
@@ -493,7 +494,7 @@ async function ownersOf(engine: Engine, id: string, paths: string[]): Promise<Ma
       bytes += Buffer.byteLength(paths[i++]) + 1;
     }
     const r = await engine
-      .exec(id, ["sh", "-c", 'stat -c "%u:%g|%n" -- "$@" 2>/dev/null; exit 0', "sh", ...batch], { user: "root", timeoutMs: 30_000 })
+      .exec(id, ["sh", "-c", 'stat -c "%u:%g|%n" -- "$@" 2>/dev/null; exit 0', "sh", ...batch], { user: BOX_ROOT, timeoutMs: 30_000 })
       .catch(() => undefined);
     for (const line of r?.stdout.split("\n") ?? []) {
       const m = /^(\d+):(\d+)\|(.*)$/.exec(line);

@@ -8,6 +8,7 @@ import { posix } from "node:path";
 import { LABEL_TRIAL, type Engine } from "../driver/types.ts";
 import { EvolveError } from "../errors.ts";
 import { TarReader, type TarHeader, type TarSink } from "../driver/untar.ts";
+import { BOX_ROOT } from "./layout.ts";
 
 /** One path the box's file system changed, as the engine reports it against the image. */
 export interface BoxChange {
@@ -30,8 +31,24 @@ export interface BoxProcess {
   pid: string;
   ppid: string;
   user: string;
-  elapsed: string;
+  /** Seconds since the process started; null when the engine gave no time it could be read from. */
+  elapsed_sec: number | null;
   command: string;
+}
+
+const GO_UNITS: Record<string, number> = { h: 3600, m: 60, s: 1, ms: 1e-3, "µs": 1e-6, us: 1e-6, ns: 1e-9 };
+
+/**
+ * An elapsed time as engines print it, in seconds: Go's duration (`16.569293403s`, `1h2m3.5s`, podman) or ps's
+ * `etime` (`[[dd-]hh:]mm:ss`, docker); undefined for anything else.
+ */
+export function parseElapsed(text: string): number | undefined {
+  const t = text.trim();
+  const go = /^(?:(\d+(?:\.\d+)?)(h|ms|µs|us|ns|m|s))+$/.test(t) ? [...t.matchAll(/(\d+(?:\.\d+)?)(h|ms|µs|us|ns|m|s)/g)] : null;
+  if (go) return go.reduce((sum, m) => sum + Number(m[1]) * GO_UNITS[m[2]], 0);
+  const ps = /^(?:(\d+)-)?(?:(\d+):)?(\d+):(\d+)$/.exec(t);
+  if (ps) return Number(ps[1] ?? 0) * 86400 + Number(ps[2] ?? 0) * 3600 + Number(ps[3]) * 60 + Number(ps[4]);
+  return undefined;
 }
 
 /**
@@ -126,7 +143,7 @@ const LS_SCRIPT = [
 
 /** Lists one folder of the live box (`ls` of `trial files`). `raw` is set instead of `entries` when the box has no `stat`. */
 export async function boxList(engine: Engine, id: string, dir: string): Promise<{ entries: DirEntry[]; raw?: string }> {
-  const r = await engine.exec(id, ["/bin/sh", "-c", LS_SCRIPT, "sh", dir], { user: "root", timeoutMs: 30_000 });
+  const r = await engine.exec(id, ["/bin/sh", "-c", LS_SCRIPT, "sh", dir], { user: BOX_ROOT, timeoutMs: 30_000 });
   if (r.exitCode === 3) {
     throw new EvolveError("file_not_found", `${dir} is not a folder in the live box`, "read a file with `evolve trial files cat <id> <path>`");
   }
@@ -163,7 +180,7 @@ export async function boxProcesses(engine: Engine, id: string): Promise<BoxProce
     pid: at(row, "PID"),
     ppid: at(row, "PPID"),
     user: at(row, "USER", "UID"),
-    elapsed: at(row, "ELAPSED", "ETIME", "TIME"),
+    elapsed_sec: parseElapsed(at(row, "ELAPSED", "ETIME", "TIME")) ?? null,
     command: at(row, "COMMAND", "CMD", "ARGS"),
   }));
 }

@@ -22,6 +22,12 @@ export const BOX = {
   scratch: "/tmp/.evolve",
 } as const;
 
+/**
+ * The user every one of evolve's own commands in a box runs as: uid 0 by number, never the name `root`, which the
+ * engine looks up in the box's /etc/passwd and a minimal image (scratch, busybox, distroless) does not have.
+ */
+export const BOX_ROOT = "0";
+
 /** Names inside a trial folder. */
 export const TRIAL = {
   agent: "agent",
@@ -82,8 +88,16 @@ export function boxMounts(trialDir: string, role: "agent" | "verifier", separate
     : [{ host: p.agent, container: BOX.agentLogs, readOnly: true }, { host: p.verifier, container: BOX.verifierLogs }, { host: p.artifacts, container: BOX.artifacts }];
 }
 
-/** The verifier's command line in its box: test.sh with its output as the verifier stream. */
-export const VERIFY_COMMAND = `bash ${BOX.tests}/test.sh > ${BOX.verifierLogs}/${TRIAL.testStdout} 2>&1`;
+/** Where the verifier's script is in its box. */
+export const TEST_SCRIPT = `${BOX.tests}/test.sh`;
+
+/**
+ * The verifier's sh command line in its box: test.sh, run by `runTest` (its interpreter and path, scripts.ts), with
+ * its output as the verifier stream.
+ */
+export function verifyCommand(runTest: string): string {
+  return `${runTest} > ${BOX.verifierLogs}/${TRIAL.testStdout} 2>&1`;
+}
 
 /** Where an artifact from `src` (absolute, no quote, no `..`; see run.ts) is kept in the box. */
 export const artifactPath = (src: string) => `${BOX.artifacts}${src}`;

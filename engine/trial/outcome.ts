@@ -10,8 +10,11 @@
  * attached). platform-trials.md has no status for "the task is broken" and a fabricated score would be worse; the
  * exception type tells the two apart, and the registry's `deterministic` flag marks the ones a retry cannot fix, so
  * the job's automatic INFRASTRUCTURE_ERROR retries skip them. A verifier that ran but gave no valid reward is
- * SCORING_ERROR; an abort is CANCELLED; a budget above the trial is BUDGET. An agent that failed (timed out, exited
- * non-zero, hit its spend cap) does not end the trial: the verifier still scores it and the exception rides along.
+ * SCORING_ERROR; a cancel (`job cancel`, `trial stop`) is CANCELLED; a budget above the trial is BUDGET. An
+ * interruption of the process running the job (Ctrl-C, SIGTERM, a closed stdout: an abort whose reason is an
+ * {@link Interruption}) is INTERRUPTED: not settled, so `job resume` runs the trial again. An agent that failed
+ * (timed out, exited non-zero, hit its spend cap) does not end the trial: the verifier still scores it and the
+ * exception rides along.
  */
 
 import type { TrialRecord } from "../store/index.ts";
@@ -26,7 +29,23 @@ export type TrialStatus =
   | "INFRASTRUCTURE_ERROR"
   | "BUDGET"
   | "INDETERMINATE"
-  | "CANCELLED";
+  | "CANCELLED"
+  /** Stopped because the process running it was interrupted; `job resume` runs it again (neither live nor settled). */
+  | "INTERRUPTED";
+
+/** Every status, in the order a trial goes through them (what `--status` filters accept). */
+export const TRIAL_STATUSES: readonly TrialStatus[] = [
+  "QUEUED",
+  "RUNNING",
+  "SCORING",
+  "SCORED",
+  "SCORING_ERROR",
+  "INFRASTRUCTURE_ERROR",
+  "BUDGET",
+  "INDETERMINATE",
+  "CANCELLED",
+  "INTERRUPTED",
+];
 
 /** Statuses a trial never leaves. */
 export const SETTLED_STATUSES: ReadonlySet<TrialStatus> = new Set([
@@ -111,6 +130,8 @@ export const EXCEPTIONS = {
   ImageNotFoundError: infra("the task's docker_image is not on this machine", true),
   EnvironmentBuildError: infra("the task's image did not build", true),
   AgentUserNotFoundError: infra("the task's [agent] user does not exist in its image", true),
+  ScriptInterpreterNotFoundError: infra("a script of the task needs an interpreter its box does not have (bash, sh or its #! program)", true),
+  SolutionNotFoundError: infra("the oracle found no reference solution (solution/solve.sh) to run", true),
   GatewayConfigError: infra("the gateway's upstreams or prices could not be read", true),
   DiskFullError: infra("the disk holding the trial folders is full", true),
   BoxUsernsError: infra("the trial folders could not be given to the box's mapped root", true),
@@ -137,6 +158,7 @@ export const EXCEPTIONS = {
   // stopped from outside
   ApiUsageLimitError: { status: "BUDGET", deterministic: false, summary: "a budget above the trial refused a model call" },
   CancelledError: { status: "CANCELLED", deterministic: false, summary: "the trial was cancelled" },
+  InterruptedError: { status: "INTERRUPTED", deterministic: false, summary: "the process running the trial was interrupted; `job resume` runs it again" },
 } as const satisfies Record<string, ExceptionInfo>;
 
 /** An exception type from the registry. */
@@ -175,9 +197,46 @@ export class TrialFailure extends Error {
   }
 }
 
-/** The trial was stopped (job cancel, `trial stop`, Ctrl-C). */
+/** The trial was stopped for good (`job cancel`, `trial stop`). */
 export class CancelledFailure extends TrialFailure {
   constructor() {
     super("CancelledError", "the trial was cancelled");
   }
+}
+
+/**
+ * The abort reason a runner's signal carries when the process running the job is interrupted rather than the job
+ * cancelled: the trials it stops settle INTERRUPTED and the job stays resumable. `why` names what happened
+ * (`SIGINT`, `SIGTERM`, `closed stdout`…); `exitCode` is the status the interrupted command exits with.
+ */
+export class Interruption extends Error {
+  constructor(
+    readonly why: string,
+    readonly exitCode: number,
+  ) {
+    super(`interrupted (${why})`);
+    this.name = "Interruption";
+  }
+}
+
+/** Whether an abort reason is an {@link Interruption} (anything else that aborts a run is a cancel). */
+export function isInterruption(reason: unknown): reason is Interruption {
+  return reason instanceof Interruption;
+}
+
+/** The trial was stopped by an interruption of its runner; `job resume` runs it again. */
+export class InterruptedFailure extends TrialFailure {
+  constructor(why: string) {
+    super("InterruptedError", `the run was interrupted (${why}); \`evolve job resume\` runs this trial again`);
+  }
+}
+
+/** The failure a trial whose signal fired with `reason` ends in: INTERRUPTED for an interruption, else CANCELLED. */
+export function stopFailure(reason: unknown): TrialFailure {
+  return isInterruption(reason) ? new InterruptedFailure(reason.why) : new CancelledFailure();
+}
+
+/** Whether a trial in `status` was stopped from outside (cancelled or interrupted): its box holds no result to keep. */
+export function isStopped(status: string): boolean {
+  return status === "CANCELLED" || status === "INTERRUPTED";
 }

@@ -13,6 +13,8 @@ export interface StepPlan {
   name: string | null;
   /** Host folder with the step's own files (instruction, solution, tests, workdir). */
   dir: string;
+  /** The host folders the step's verifier copies to /tests, each laid over the last: the task's, then the step's own. */
+  testsDirs: string[];
   agentTimeoutSec: number;
   verifierTimeoutSec: number;
   verifierEnv: Record<string, string>;
@@ -27,11 +29,12 @@ export function stepPlans(cfg: TaskConfig, taskDir: string, multiplier: number):
   const agentSec = (cfg.agent.timeout_sec ?? DEFAULT_AGENT_TIMEOUT_SEC) * m;
   const verSec = (cfg.verifier.timeout_sec ?? DEFAULT_VERIFIER_TIMEOUT_SEC) * m;
   if (!cfg.steps || cfg.steps.length === 0) {
-    return [{ name: null, dir: taskDir, agentTimeoutSec: agentSec, verifierTimeoutSec: verSec, verifierEnv: {}, artifacts: [] }];
+    return [{ name: null, dir: taskDir, testsDirs: [join(taskDir, "tests")], agentTimeoutSec: agentSec, verifierTimeoutSec: verSec, verifierEnv: {}, artifacts: [] }];
   }
   return cfg.steps.map((s) => ({
     name: s.name,
     dir: join(taskDir, "steps", s.name),
+    testsDirs: [join(taskDir, "tests"), join(taskDir, "steps", s.name, "tests")],
     agentTimeoutSec: s.agent.timeout_sec !== undefined ? s.agent.timeout_sec * m : agentSec,
     verifierTimeoutSec: s.verifier.timeout_sec !== undefined ? s.verifier.timeout_sec * m : verSec,
     verifierEnv: s.verifier.env,

@@ -17,6 +17,7 @@
  */
 import { readdir, readFile, readlink } from "node:fs/promises";
 import type { Engine } from "../driver/types.ts";
+import { BOX_ROOT } from "./layout.ts";
 
 /** The box's processes at one moment: "pid:starttime" keys, and how they were seen. */
 export interface ProcSnapshot {
@@ -68,7 +69,7 @@ export async function killNewProcs(engine: Engine, box: string, before: ProcSnap
     });
   }
   return sweep(before.keys, 1, () => boxProcs(engine, box), async (pids) => {
-    await engine.exec(box, ["/bin/sh", "-c", 'kill -STOP "$@" 2>/dev/null; kill -KILL "$@" 2>/dev/null; true', "sh", ...pids.map(String)], { user: "0", timeoutMs: 30_000 });
+    await engine.exec(box, ["/bin/sh", "-c", 'kill -STOP "$@" 2>/dev/null; kill -KILL "$@" 2>/dev/null; true', "sh", ...pids.map(String)], { user: BOX_ROOT, timeoutMs: 30_000 });
   });
 }
 
@@ -153,7 +154,7 @@ export function parseStat(pid: number, stat: string): Proc | undefined {
 const BOX_LIST = `for d in /proc/[0-9]*; do p=\${d#/proc/}; [ "$p" = "$$" ] && continue; read -r l < "$d/stat" 2>/dev/null || continue; n=\${l#*\\(}; n=\${n%\\)*}; r=\${l##*\\) }; set -- $r; st=$1; pp=$2; eval s=\\\${20}; echo "$p $s $st $pp $n"; done`;
 
 async function boxProcs(engine: Engine, box: string): Promise<Proc[]> {
-  const r = await engine.exec(box, ["/bin/sh", "-c", BOX_LIST, "sh"], { user: "0", timeoutMs: 30_000 });
+  const r = await engine.exec(box, ["/bin/sh", "-c", BOX_LIST, "sh"], { user: BOX_ROOT, timeoutMs: 30_000 });
   const out: Proc[] = [];
   for (const line of r.stdout.split("\n")) {
     const m = /^(\d+) (\d+) (\S+) (\d+) ?(.*)$/.exec(line.trim());

@@ -6,13 +6,15 @@
 import { appendFileSync, existsSync } from "node:fs";
 import { trialDir, type TrialRecord } from "../store/index.ts";
 import { CancelledFailure, closeAttempt, endedBecause, type ExceptionType } from "./outcome.ts";
-import { BOX, trialPaths, VERIFY_COMMAND } from "./layout.ts";
+import { BOX, BOX_ROOT, TEST_SCRIPT, trialPaths, verifyCommand } from "./layout.ts";
+import { probeBox, testScript, type BoxScripts } from "./scripts.ts";
 import type { ExecOptions, ExecResult } from "../driver/types.ts";
 import { firstLine, isDiskFull } from "../errors.ts";
 import { defuseTree } from "./boxfs.ts";
 import { pruneEmptyDirs, redactTree, type ExceptionRecord, type TimeSpan, type TrialOutcome } from "./result.ts";
 import { primaryReward, readRewards, verifierTail, type RewardMap } from "./reward.ts";
 import type { Phase, TrialDeps, TrialRequest, TrialStatus } from "./types.ts";
+import { formatDuration } from "../duration.ts";
 
 /**
  * Provider keys in evolve's own environment (`*_API_KEY`, `*_AUTH_TOKEN`): they never enter a box, but whatever a
@@ -32,6 +34,8 @@ export interface VerifierRun {
   workdir?: string;
   env: Record<string, string>;
   timeoutSec: number;
+  /** What the box can run of the task's scripts, when it was probed already (the agent's box); else it is probed here. */
+  scripts?: BoxScripts;
 }
 
 /** What runVerifier found: the scores, or the exception of a verifier that gave no valid verdict. */
@@ -171,16 +175,20 @@ export abstract class TrialRecorder {
   /**
    * Runs the verifier in `box`: the task's tests (each of `testsDirs` laid over the last) replace whatever /tests
    * held, test.sh runs with its output as the verifier stream, and the reward files are read the one way
-   * (reward.ts). Returns the scores, or the exception of a verifier that gave no valid verdict.
+   * (reward.ts). Returns the scores, or the exception of a verifier that gave no valid verdict; a test.sh nothing in
+   * the box can run throws ScriptInterpreterNotFoundError before anything is copied in (scripts.ts).
    */
   async runVerifier(box: string, o: VerifierRun): Promise<VerifierVerdict> {
     const engine = this.deps.engine;
     const guard = o.guard ?? (<T>(fn: () => Promise<T>) => fn());
     const exec = (cmd: string[], opts: ExecOptions): Promise<ExecResult> => guard(() => engine.exec(box, cmd, opts));
+    const test = testScript(this.req.task.dir, o.testsDirs);
+    const scripts = o.scripts?.has(test) ? o.scripts : await probeBox([test], (argv) => exec(argv, { user: BOX_ROOT, timeoutMs: 30_000 }));
+    const runTest = scripts.command(test, TEST_SCRIPT);
     // a HEAD rather than an exec: /tests is only there when the image or the agent made it
-    if (await guard(() => engine.pathExists(box, BOX.tests))) await exec(["sh", "-c", `rm -rf ${BOX.tests}`], { user: "root" });
+    if (await guard(() => engine.pathExists(box, BOX.tests))) await exec(["sh", "-c", `rm -rf ${BOX.tests}`], { user: BOX_ROOT });
     for (const dir of o.testsDirs) if (existsSync(dir)) await guard(() => engine.copyIn(box, dir, BOX.tests));
-    const r = await exec(["bash", "-c", VERIFY_COMMAND], { user: "root", workdir: o.workdir, env: o.env, timeoutMs: o.timeoutSec * 1000 });
+    const r = await exec(["sh", "-c", verifyCommand(runTest)], { user: BOX_ROOT, workdir: o.workdir, env: o.env, timeoutMs: o.timeoutSec * 1000 });
     this.checkCancelled();
     const vdir = trialPaths(this.path).verifier;
     const tailOr = async (fallback: string) => {
@@ -188,7 +196,7 @@ export abstract class TrialRecorder {
       return tail.trim() ? tail : fallback;
     };
     if (r.timedOut) {
-      const msg = `the verifier ran past its ${o.timeoutSec} s timeout`;
+      const msg = `the verifier ran past its ${formatDuration(o.timeoutSec * 1000)} timeout`;
       return { exception: this.exc("VerifierTimeoutError", await tailOr(msg), msg) };
     }
     const parsed = await readRewards(vdir);

@@ -23,8 +23,8 @@ import { isJudgeTask } from "../task/rules-env.ts";
 import { awaitHealthy, boxSpec, ensureBuilt, requireImage, taskImageTag } from "./box.ts";
 import { keepChangedFiles, readKeptFile, readManifest, type KeptManifest } from "./changes.ts";
 import { resolveAgentEnv, resolveVerifierEnv } from "./env.ts";
-import { CancelledFailure, isSettledStatus, TrialFailure } from "./outcome.ts";
-import { artifactSources, BOX, restoreArtifactCommand, trialPaths } from "./layout.ts";
+import { CancelledFailure, isSettledStatus, isStopped, stopFailure, TrialFailure } from "./outcome.ts";
+import { artifactSources, BOX, BOX_ROOT, restoreArtifactCommand, trialPaths } from "./layout.ts";
 import { boxPutTar } from "./inspect.ts";
 import { writeJson, writeResult, type ExceptionRecord, type TrialConfigFile } from "./result.ts";
 import type { RewardMap } from "./reward.ts";
@@ -130,8 +130,9 @@ class Regrade extends TrialRecorder {
       status = e instanceof TrialFailure ? e.status : "INFRASTRUCTURE_ERROR";
       exception = e instanceof TrialFailure ? this.exc(e.type, e.message, e.traceback) : this.exc("EnvironmentError", String((e as Error)?.message ?? e), String((e as Error)?.stack ?? ""));
       if (this.deps.signal?.aborted) {
-        status = "CANCELLED";
-        exception = this.exc("CancelledError", new CancelledFailure().message);
+        const stopped = stopFailure(this.deps.signal.reason);
+        status = stopped.status;
+        exception = this.exc(stopped.type, stopped.message);
       }
       this.log(`regrade failed: ${exception.type}: ${exception.message.split("\n")[0]}`);
     } finally {
@@ -281,7 +282,7 @@ class Regrade extends TrialRecorder {
 
   private async persist(status: TrialStatus, rewards: RewardMap | null, exception: ExceptionRecord | null): Promise<TrialRecord> {
     const span = this.beginPersist();
-    if (this.box && status !== "CANCELLED" && this.cfg && !this.separate()) {
+    if (this.box && !isStopped(status) && this.cfg && !this.separate()) {
       await keepChangedFiles(this.engine, this.box, this.path, (l) => this.log(l));
     }
     let boxesGone = true;
@@ -312,7 +313,7 @@ class Regrade extends TrialRecorder {
   }
 
   private async root(cmd: string[], what: string) {
-    const r = await this.engine.exec(this.box, cmd, { user: "root", timeoutMs: 120_000 });
+    const r = await this.engine.exec(this.box, cmd, { user: BOX_ROOT, timeoutMs: 120_000 });
     if (this.deps.signal?.aborted) throw new CancelledFailure();
     if (r.exitCode !== 0) throw new TrialFailure("RegradeRestoreError", `${what} failed (exit ${r.exitCode}): ${(r.stderr || r.stdout).trim().slice(-500)}`);
     return r;

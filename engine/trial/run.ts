@@ -24,8 +24,9 @@ import { homeGateway, spendRecord } from "./spend.ts";
 import { zeroLane } from "../../gateway/meter.ts";
 import { ComposeTask } from "./compose.ts";
 import { TrialNetwork, trialPolicies, type NetPolicy, type TrialPolicies } from "./network.ts";
-import { CancelledFailure, TrialFailure } from "./outcome.ts";
-import { ATTEMPT_OUTPUTS, MOUNTED, trialPaths } from "./layout.ts";
+import { CancelledFailure, isStopped, stopFailure, TrialFailure } from "./outcome.ts";
+import { ATTEMPT_OUTPUTS, BOX_ROOT, MOUNTED, trialPaths } from "./layout.ts";
+import { preArtifactsScript, probeBox, setupScript, testScript, type BoxScripts, type TaskScript } from "./scripts.ts";
 import { writeEvolveJson, writeJson, writeResult, type AgentUsage, type ExceptionRecord, type StepResult, type TrialConfigFile } from "./result.ts";
 import type { RewardMap } from "./reward.ts";
 import { runRegrade } from "./regrade.ts";
@@ -85,6 +86,9 @@ class TrialRun extends TrialRecorder implements TrialRoom {
   private configFile!: TrialConfigFile;
   agentException: ExceptionRecord | null = null;
   userMissing = false;
+  agentScripts?: BoxScripts;
+  /** The task scripts the agent's harness runs in its box (the oracle's solve.sh), from its prepare. */
+  private harnessScripts: TaskScript[] = [];
   net?: TrialNetwork;
   compose?: ComposeTask;
   policies!: TrialPolicies;
@@ -112,7 +116,10 @@ class TrialRun extends TrialRecorder implements TrialRoom {
       this.update({ status: "RUNNING" });
       await this.phase("prepare", () => this.prepare());
       await this.phase("build", () => buildImage(this));
-      await this.phase("boot", () => bootAgentBox(this));
+      await this.phase("boot", async () => {
+        await bootAgentBox(this);
+        await this.probeAgentBox();
+      });
       await this.phase("install", () => installAgent(this));
       const out = await this.runSteps();
       ({ status, rewards, exception, steps } = out);
@@ -120,14 +127,16 @@ class TrialRun extends TrialRecorder implements TrialRoom {
       exception = this.toException(e);
       status = e instanceof TrialFailure ? e.status : "INFRASTRUCTURE_ERROR";
       if (this.deps.signal?.aborted) {
-        status = "CANCELLED";
-        exception = this.toException(new CancelledFailure());
+        // a cancel settles CANCELLED; an interrupted runner (Ctrl-C, SIGTERM) leaves INTERRUPTED for `job resume`
+        const stopped = stopFailure(this.deps.signal.reason);
+        status = stopped.status;
+        exception = this.toException(stopped);
       }
       this.log(`trial failed: ${exception.type}: ${exception.message.split("\n")[0]}`);
     } finally {
       this.deps.signal?.removeEventListener("abort", onAbort);
     }
-    if (this.refused && status !== "CANCELLED") {
+    if (this.refused && !isStopped(status)) {
       // whatever the stopped agent or verifier left behind is not a verdict: the budget ended the trial
       status = "BUDGET";
       rewards = null;
@@ -154,6 +163,8 @@ class TrialRun extends TrialRecorder implements TrialRoom {
     this.harness = harness;
     this.configFile = this.makeConfig();
     await writeJson(trialPaths(this.path).config, this.configFile);
+    // what the agent needs of the task (the oracle: a reference solution) is refused before anything is built
+    this.harnessScripts = harness.prepare?.({ dir: this.req.task.dir, steps: this.stepPlans() }).scripts ?? [];
 
     const env = resolveAgentEnv(cfg.environment.env, this.req.secrets);
     const sol = resolveAgentEnv(cfg.solution.env, this.req.secrets);
@@ -248,6 +259,27 @@ class TrialRun extends TrialRecorder implements TrialRoom {
     }
   }
 
+  /**
+   * Probes the agent's box once for every task script that will run in it (scripts.ts): the harness's, each step's
+   * setup.sh, pre_artifacts.sh and, when the verifier shares the box, each step's test.sh. One that nothing in the
+   * box can run fails the trial now, before any agent work, instead of as a missing reward file later.
+   */
+  private async probeAgentBox(): Promise<void> {
+    const dir = this.req.task.dir;
+    const shared = verifierMode(this.cfg.verifier) !== "separate";
+    const scripts = [...this.harnessScripts];
+    for (const plan of this.stepPlans()) {
+      if (plan.name !== null) scripts.push(setupScript(dir, plan.dir));
+      if (shared) scripts.push(testScript(dir, plan.testsDirs));
+    }
+    scripts.push(preArtifactsScript(dir));
+    const present = scripts.filter((s, i) => existsSync(s.host) && scripts.findIndex((t) => t.host === s.host) === i);
+    this.agentScripts = await probeBox(present, (argv) => this.exec(this.agentBox, argv, { user: BOX_ROOT, timeoutMs: 30_000 }));
+    this.agentScripts.check();
+    const note = this.agentScripts.fallbackNote();
+    if (note) this.log(`task scripts: ${note}`);
+  }
+
   private async runSteps(): Promise<{ status: TrialStatus; rewards: RewardMap | null; exception: ExceptionRecord | null; steps: StepResult[] | null }> {
     const plans = this.stepPlans();
     const multi = plans[0].name !== null;
@@ -290,7 +322,7 @@ class TrialRun extends TrialRecorder implements TrialRoom {
   private async persist(status: TrialStatus, rewards: RewardMap | null, exception: ExceptionRecord | null, steps: StepResult[] | null): Promise<TrialRecord> {
     const span = this.beginPersist();
     // the kept tree (`trial files` after the run, `trial regrade`): what the run changed, copied out before the box goes
-    if (this.agentBox && !this.keptTaken && status !== "CANCELLED") await keepChangedFiles(this.engine, this.agentBox, this.path, (l) => this.log(l));
+    if (this.agentBox && !this.keptTaken && !isStopped(status)) await keepChangedFiles(this.engine, this.agentBox, this.path, (l) => this.log(l));
     // every box that mounts a trial folder is gone before evolve writes into those folders (boxfs.ts)
     const boxesGone = await this.removeMountedBoxes();
     this.scheduleRemoval();
@@ -386,6 +418,12 @@ class TrialRun extends TrialRecorder implements TrialRoom {
     }
   }
 
+  /** The command that runs a task script in the agent's box, with the interpreter its boot probe found for it. */
+  scriptCommand(script: TaskScript, boxPath: string): string {
+    if (!this.agentScripts) throw new Error(`${script.name} is run before the agent's box was probed`);
+    return this.agentScripts.command(script, boxPath);
+  }
+
   /** A box of the trial started elsewhere (a compose service): removed with the trial's. */
   track(id: string): void {
     this.boxes.add(id);
@@ -418,6 +456,7 @@ class TrialRun extends TrialRecorder implements TrialRoom {
       model: this.req.agent.model,
       timeoutMs: plan.agentTimeoutSec * 1000,
       log: (l) => this.log(l),
+      scriptCommand: (script, boxPath) => this.scriptCommand(script, boxPath),
     };
   }
 

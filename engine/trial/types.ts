@@ -1,6 +1,6 @@
 /**
- * The trial runner's vocabulary, shared by engine/trial (one trial) and engine/job (many). Statuses are exactly
- * platform-trials.md's; phases are the `attempt_phase` values a running trial reports.
+ * The trial runner's vocabulary, shared by engine/trial (one trial) and engine/job (many). Statuses are
+ * platform-trials.md's plus INTERRUPTED (outcome.ts); phases are the `attempt_phase` values a running trial reports.
  */
 import type { Engine } from "../driver/types.ts";
 import type { Store } from "../store/index.ts";

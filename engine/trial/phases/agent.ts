@@ -5,10 +5,12 @@
 import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { firstLine } from "../../errors.ts";
+import { formatDuration } from "../../duration.ts";
 import type { Harness } from "../../harness/types.ts";
 import { TrialFailure } from "../outcome.ts";
 import type { StepPlan } from "../plan.ts";
 import { killNewProcs, snapshotProcs, type ProcSnapshot } from "../procs.ts";
+import { setupScript } from "../scripts.ts";
 import { now } from "../recorder.ts";
 import type { StepResult } from "../result.ts";
 import type { TrialRoom } from "./room.ts";
@@ -25,8 +27,11 @@ export async function agentStep(room: TrialRoom, plan: StepPlan, step: StepResul
   await room.net!.enter(box, "agent");
   if (plan.name !== null && existsSync(join(plan.dir, "workdir"))) {
     await engine.copyIn(box, join(plan.dir, "workdir"), room.workdir!);
-    const setup = `${room.workdir}/setup.sh`;
-    const r = await room.exec(box, ["sh", "-c", `[ ! -f '${setup}' ] || bash '${setup}'`], {
+  }
+  // only the step's own setup.sh: one an earlier step copied into the same workdir has run already
+  const setup = setupScript(room.req.task.dir, plan.dir);
+  if (plan.name !== null && existsSync(setup.host)) {
+    const r = await room.exec(box, ["sh", "-c", room.scriptCommand(setup, `${room.workdir}/setup.sh`)], {
       user: room.agentUser(),
       workdir: room.workdir,
       env: { ...room.agentEnv, ...room.net!.execEnv("agent") },
@@ -61,7 +66,7 @@ export async function agentStep(room: TrialRoom, plan: StepPlan, step: StepResul
     }
   }
   if (out.timedOut) {
-    step.exception = room.exc("AgentTimeoutError", `the agent ran past its ${plan.agentTimeoutSec} s timeout${plan.name ? ` in step ${plan.name}` : ""}`);
+    step.exception = room.exc("AgentTimeoutError", `the agent ran past its ${formatDuration(plan.agentTimeoutSec * 1000)} timeout${plan.name ? ` in step ${plan.name}` : ""}`);
   } else if (room.lease?.capReached()) {
     step.exception = room.exc("AgentSpendCapError", `the agent reached the trial's spend cap: ${room.lease.capReached()}`);
   } else if (out.exitCode !== 0) {

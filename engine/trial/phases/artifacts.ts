@@ -8,8 +8,9 @@ import { copyFile, mkdir, mkdtemp, readdir, rename, rm } from "node:fs/promises"
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { TaskConfig } from "../../task/model.ts";
-import { artifactSources, BOX, collectArtifactCommand, TRIAL, trialPaths } from "../layout.ts";
+import { artifactSources, BOX, BOX_ROOT, collectArtifactCommand, TRIAL, trialPaths } from "../layout.ts";
 import type { StepPlan } from "../plan.ts";
+import { preArtifactsScript } from "../scripts.ts";
 import type { TrialRoom } from "./room.ts";
 
 /** Absolute container paths of the task's (and the step's) `artifacts` entries. */
@@ -20,7 +21,8 @@ export function stepArtifactSources(cfg: TaskConfig, plan: StepPlan): string[] {
 /** After the agent: pre_artifacts.sh (uncommitted work committed first), else the listed artifact paths. */
 export async function collectArtifacts(room: TrialRoom, plan: StepPlan): Promise<void> {
   const box = room.agentBox;
-  const pre = join(room.req.task.dir, "pre_artifacts.sh");
+  const script = preArtifactsScript(room.req.task.dir);
+  const pre = script.host;
   if (existsSync(pre)) {
     const tmp = await mkdtemp(join(tmpdir(), "evolve-pre-"));
     try {
@@ -33,8 +35,9 @@ export async function collectArtifacts(room: TrialRoom, plan: StepPlan): Promise
       "if git -c safe.directory='*' rev-parse --is-inside-work-tree >/dev/null 2>&1; then " +
       "git -c safe.directory='*' add -A && (git -c safe.directory='*' diff --cached --quiet || " +
       "git -c safe.directory='*' -c user.name=evolve -c user.email=evolve@localhost commit -q -m 'agent work'); fi";
-    const r = await room.exec(box, ["bash", "-c", `${commit}; mkdir -p ${BOX.artifacts}; bash ${BOX.scratch}/pre_artifacts.sh`], {
-      user: "root",
+    const run = room.scriptCommand(script, `${BOX.scratch}/pre_artifacts.sh`);
+    const r = await room.exec(box, ["sh", "-c", `${commit}; mkdir -p ${BOX.artifacts}; ${run}`], {
+      user: BOX_ROOT,
       workdir: room.workdir,
       env: room.literals,
       timeoutMs: plan.verifierTimeoutSec * 1000,
@@ -44,7 +47,7 @@ export async function collectArtifacts(room: TrialRoom, plan: StepPlan): Promise
   }
   for (const src of stepArtifactSources(room.cfg, plan)) {
     const r = await room.exec(box, ["sh", "-c", collectArtifactCommand(src)], {
-      user: "root",
+      user: BOX_ROOT,
     });
     if (r.exitCode !== 0) room.log(`artifact ${src} was not collected (missing?)`);
   }

@@ -6,7 +6,7 @@
 import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { awaitHealthy, ensureBuilt, requireImage, requireRunning, taskImageTag } from "../box.ts";
-import { BOX } from "../layout.ts";
+import { BOX, BOX_ROOT } from "../layout.ts";
 import { TrialFailure } from "../outcome.ts";
 import type { TrialRoom } from "./room.ts";
 
@@ -70,7 +70,7 @@ export async function bootAgentBox(room: TrialRoom): Promise<void> {
   if (wd || user !== undefined) {
     // the agent's log folders are the agent user's own, never world-writable
     const check = `if [ -n "$1" ]; then mkdir -p "$1"; fi; if [ -n "$2" ]; then if id -u "$2" >/dev/null 2>&1; then chown "$2" ${BOX.agentLogs} ${BOX.artifacts}; else echo evolve-no-user; fi; fi`;
-    const r = await room.exec(room.agentBox, ["sh", "-c", check, "sh", wd ?? "", user ?? ""], { user: "root" });
+    const r = await room.exec(room.agentBox, ["sh", "-c", check, "sh", wd ?? "", user ?? ""], { user: BOX_ROOT });
     room.userMissing = user !== undefined && (r.exitCode !== 0 || r.stdout.includes("evolve-no-user"));
   }
 }

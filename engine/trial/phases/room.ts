@@ -16,6 +16,7 @@ import type { ExceptionType } from "../outcome.ts";
 import type { StepPlan } from "../plan.ts";
 import type { VerifierRun, VerifierVerdict } from "../recorder.ts";
 import type { ExceptionRecord } from "../result.ts";
+import type { BoxScripts, TaskScript } from "../scripts.ts";
 import type { TrialDeps, TrialRequest, TrialStatus } from "../types.ts";
 
 /** What a phase sees of the attempt: the request, what prepare settled, the attempt's boxes, and the helpers. */
@@ -53,6 +54,8 @@ export interface TrialRoom {
   workdir: string | undefined;
   /** Set in boot by the combined root check: `[agent] user` is not in the image. */
   userMissing: boolean;
+  /** What the agent's box can run of the task's scripts, probed once at boot (scripts.ts). */
+  agentScripts?: BoxScripts;
   /** The kept tree was taken already (before a separate verifier, when the agent's box went first). */
   keptTaken: boolean;
   /** The first agent failure of the trial (timeout, exit code, spend cap): the trial's exception if nothing worse. */
@@ -81,6 +84,11 @@ export interface TrialRoom {
   removeBox(id: string): Promise<void>;
   /** exec in box `id` through guard. */
   exec(id: string, cmd: string[], opts: ExecOptions): Promise<ExecResult>;
+  /**
+   * The sh command line that runs task script `script`, copied into the agent's box at `boxPath`, with the
+   * interpreter the box has for it; throws ScriptInterpreterNotFoundError when it has none.
+   */
+  scriptCommand(script: TaskScript, boxPath: string): string;
   /** Runs an engine call on box `id`; when it fails, a dead box or an abort is the reason reported. */
   guard<T>(id: string, fn: () => Promise<T>): Promise<T>;
 

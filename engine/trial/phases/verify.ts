@@ -12,7 +12,7 @@ import { ensureBuilt, taskImageTag } from "../box.ts";
 import { keepChangedFiles } from "../changes.ts";
 import { emptyBoxDir } from "../boxfs.ts";
 import { judgeFamily, resolveVerifierEnv, withJudgeEnv } from "../env.ts";
-import { restoreArtifactCommand, trialPaths } from "../layout.ts";
+import { BOX_ROOT, restoreArtifactCommand, trialPaths } from "../layout.ts";
 import type { StepPlan } from "../plan.ts";
 import { now } from "../recorder.ts";
 import type { StepResult } from "../result.ts";
@@ -43,10 +43,12 @@ export async function verifyStep(room: TrialRoom, plan: StepPlan, step: StepResu
     env = { ...env, ...(req.verifierEnv ?? {}) };
     const v = await room.runVerifier(box, {
       guard: (fn) => room.guard(box, fn),
-      testsDirs: [join(req.task.dir, "tests"), ...(plan.name !== null ? [join(plan.dir, "tests")] : [])],
+      testsDirs: plan.testsDirs,
       workdir: room.workdir,
       env: { ...room.literals, ...(separate ? {} : room.net!.execEnv("verify")), ...env },
       timeoutSec: plan.verifierTimeoutSec,
+      // the agent's box was probed at boot; a separate verifier's fresh box is probed by runVerifier
+      scripts: separate ? undefined : room.agentScripts,
     });
     if ("exception" in v) {
       step.exception = v.exception;
@@ -85,7 +87,7 @@ export async function separateVerifierBox(room: TrialRoom, plan: StepPlan): Prom
   const box = await room.startBox(image, room.policies.separateVerifier ?? room.policies.baseline, venv, "verifier");
   // the verifier sees /logs/artifacts (mounted) and each listed artifact back at its source path
   for (const src of stepArtifactSources(cfg, plan)) {
-    await room.exec(box, ["sh", "-c", restoreArtifactCommand(src)], { user: "root" });
+    await room.exec(box, ["sh", "-c", restoreArtifactCommand(src)], { user: BOX_ROOT });
   }
   return box;
 }

@@ -1,0 +1,117 @@
+/**
+ * docs/json.md against what the commands print. Each command that runs without a container engine is run through
+ * the real CLI (`bun main.ts`) on a small real store (tests/support/json-store.ts) and its `--json` keys must be
+ * exactly the documented ones: a new key without docs fails here, and so does a documented key that disappears.
+ * Every command of the CLI with a `--json` option must have a section; the ones that need an engine say which test
+ * runs them, and their examples are checked against their tables like every other example.
+ */
+import { spawnSync } from "node:child_process";
+import { mkdtempSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import type { Command } from "commander";
+import { beforeAll, describe, expect, it } from "vitest";
+import { buildProgram } from "../commands/cli.ts";
+import { compareKeys, readDocs, sectionFor, type DocSection } from "./support/json-docs.ts";
+import { makeJsonStore, type JsonStoreIds } from "./support/json-store.ts";
+
+const root = resolve(__dirname, "..");
+const bun = join(root, "node_modules/.bin/bun");
+const sections = readDocs();
+let home: string;
+let ids: JsonStoreIds;
+
+function evolve(args: string[]) {
+  const r = spawnSync(bun, [join(root, "main.ts"), ...args], { cwd: root, encoding: "utf8", env: { ...process.env, EVOLVE_HOME: home, NO_COLOR: "1" }, timeout: 60_000 });
+  return { code: r.status, stdout: r.stdout, stderr: r.stderr };
+}
+
+/** The documented commands run here, in this order (later ones change the store earlier ones read). */
+const RUNS: { command: string; args: () => string[]; exit?: number }[] = [
+  { command: "task validate", args: () => ["task", "validate", "fixtures/tasks/valid/minimal", "fixtures/tasks/invalid/allowed_host_invalid"], exit: 1 },
+  { command: "dataset publish", args: () => ["dataset", "publish", "fixtures/tasks/valid/minimal", "--name", "demo", "--version", "1.0"] },
+  { command: "dataset list", args: () => ["dataset", "list"] },
+  { command: "dataset show", args: () => ["dataset", "show", "demo@1.0"] },
+  { command: "job list", args: () => ["job", "list"] },
+  { command: "job show", args: () => ["job", "show", ids.doneJob] },
+  { command: "trial show", args: () => ["trial", "show", ids.scored] },
+  { command: "trial logs", args: () => ["trial", "logs", ids.scored, "--stream", "agent"] },
+  { command: "trial files status", args: () => ["trial", "files", "status", ids.scored] },
+  { command: "trial files ls", args: () => ["trial", "files", "ls", ids.scored, "/app"] },
+  { command: "trial files cat", args: () => ["trial", "files", "cat", ids.scored, "/app/out.txt"] },
+  { command: "trial files changes", args: () => ["trial", "files", "changes", ids.scored] },
+  { command: "trial files archive", args: () => ["trial", "files", "archive", ids.scored, "--path", "/app", "-o", join(home, "archives")] },
+  { command: "trial stop", args: () => ["trial", "stop", ids.queued] },
+  { command: "job cancel", args: () => ["job", "cancel", ids.openJob] },
+  { command: "store backup", args: () => ["store", "backup", join(home, "backup.mdb")] },
+  { command: "store verify", args: () => ["store", "verify"] },
+  { command: "gateway stop", args: () => ["gateway", "stop"] },
+  { command: "gateway resume", args: () => ["gateway", "resume"] },
+  { command: "gateway status", args: () => ["gateway", "status"] },
+  { command: "dataset delete", args: () => ["dataset", "delete", "demo@1.0", "--yes"] },
+];
+
+/** `trial files ls` for every command of the CLI that takes `--json`. */
+function jsonCommands(cmd: Command, prefix: string[] = []): string[] {
+  const found: string[] = [];
+  for (const sub of cmd.commands) {
+    const name = [...prefix, sub.name()];
+    if (sub.options.some((o) => o.long === "--json")) found.push(name.join(" "));
+    found.push(...jsonCommands(sub, name));
+  }
+  return found;
+}
+
+const describeDiff = (s: DocSection, d: { undocumented: string[]; missing: string[] }) =>
+  `docs/json.md "${s.heading}": printed but not documented: [${d.undocumented.join(", ")}]; documented but missing: [${d.missing.join(", ")}]`;
+
+beforeAll(async () => {
+  home = mkdtempSync(join(tmpdir(), "evolve-json-docs-"));
+  ids = await makeJsonStore(home);
+});
+
+describe("docs/json.md", () => {
+  it("has a section for every command that takes --json, and a way to check each", () => {
+    const commands = jsonCommands(buildProgram("0", () => {}));
+    expect(commands.length).toBeGreaterThan(20);
+    const ran = new Set(RUNS.map((r) => r.command));
+    for (const c of commands) {
+      const s = sectionFor(sections, c);
+      expect(s, `docs/json.md has no section \`evolve ${c} --json\``).toBeDefined();
+      // not run here: it must name the engine test that runs it
+      if (!ran.has(c)) expect(s!.text, `docs/json.md "${s!.heading}" is not run here; say which test runs it`).toMatch(/container\s+engine/);
+    }
+    for (const s of sections.filter((x) => x.command)) expect(commands, `docs/json.md documents ${s.heading}, which the CLI does not have`).toContain(s.command);
+  });
+
+  it("gives every section an example that has exactly its documented keys", () => {
+    for (const s of sections) {
+      if (s.command) expect(s.examples.length, `docs/json.md "${s.heading}" has no example`).toBeGreaterThan(0);
+      for (const docs of s.examples) {
+        const d = compareKeys(sections, s, docs);
+        expect(d, describeDiff(s, d)).toEqual({ undocumented: [], missing: [] });
+      }
+    }
+  });
+
+  it("prints exactly the documented keys, command by command", () => {
+    for (const r of RUNS) {
+      const s = sectionFor(sections, r.command);
+      expect(s, `docs/json.md has no section \`evolve ${r.command} --json\``).toBeDefined();
+      const res = evolve([...r.args(), "--json"]);
+      expect(res.code, `evolve ${r.command} --json: ${res.stderr}`).toBe(r.exit ?? 0);
+      const doc = JSON.parse(res.stdout);
+      const d = compareKeys(sections, s!, [doc]);
+      expect(d, describeDiff(s!, d)).toEqual({ undocumented: [], missing: [] });
+    }
+  });
+
+  it("catches a key that is not documented, and a documented one that is missing", () => {
+    const s = sectionFor(sections, "job cancel")!;
+    expect(compareKeys(sections, s, [{ id: "J", cancelled: 0, runnerPid: null }])).toEqual({ undocumented: ["runnerPid"], missing: ["runner_pid"] });
+    const show = sectionFor(sections, "job show")!;
+    const d = compareKeys(sections, show, [{ ...(show.examples[0][0] as object), trials: [{ id: "T", trialId: "T" }] }]);
+    expect(d.undocumented).toEqual(["trials[].trialId"]);
+    expect(d.missing).toContain("trials[].job_id");
+  });
+});
