@@ -111,7 +111,7 @@ describe.skipIf(!hasPodman)("evolve run (needs podman and the local debian:bookw
     expect(ok.code).toBe(0);
     // without a TTY the run is never silent: a line when the trial starts and one when it settles, with its time
     expect(ok.stdout).toMatch(/^started local\/solvable \S+$/m);
-    expect(ok.stdout).toMatch(/^SCORED local\/solvable \S+ reward 1 \(\d+s\)$/m);
+    expect(ok.stdout).toMatch(/^SCORED local\/solvable \S+ reward 1\.000 \(\S+s\)$/m);
     const checks = JSON.parse(evolve(["job", "list", "--kind", "check", "--json"]).stdout);
     expect(checks).toHaveLength(1);
     expect(checks[0]).toMatchObject({ kind: "check", agent: "oracle", status: "COMPLETED" });
@@ -134,7 +134,7 @@ describe.skipIf(!hasPodman)("evolve run (needs podman and the local debian:bookw
     const doc = JSON.parse(evolve(["check", "-p", task, "--json"]).stdout);
     expect(doc.tasks[0]).toMatchObject({ solvable: false, status: "INFRASTRUCTURE_ERROR", reward: null, exception: expect.stringMatching(/^SolutionNotFoundError: no reference solution/) });
     // deterministic: the job's automatic retries leave it alone, and nothing past prepare ran
-    const trial = JSON.parse(evolve(["trial", "show", doc.tasks[0].trial, "--json"]).stdout);
+    const trial = JSON.parse(evolve(["trial", "show", doc.tasks[0].trial_id, "--json"]).stdout);
     expect(trial.attempt ?? 1).toBe(1);
     expect(Object.keys(trial.phase_timings ?? {})).not.toContain("build");
   });
