@@ -6,10 +6,10 @@ import { cancelJob, effectiveStatus, jobConfig } from "../engine/job/job.ts";
 import { jobSpend, primaryReward, summarizeJob, trialSpendFields, type JobSpend, type JobSummary } from "../engine/job/summary.ts";
 import { trialDir, type TrialRecord } from "../engine/store/index.ts";
 import { withStore } from "./store.ts";
-import { out, outJson, outTable, style, when } from "./output.ts";
+import { out, outJson, outTable, style, taskLabel, when } from "./output.ts";
 
 const fmt = (x: number | null | undefined) => (x === null || x === undefined ? "-" : Number.isInteger(x) ? String(x) : x.toFixed(3));
-const taskName = (t: TrialRecord) => t.task_name ?? t.task_digest.slice(0, 19);
+const taskName = taskLabel;
 
 function duration(t: TrialRecord): string {
   const times = Object.values(t.phase_timings);

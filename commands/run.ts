@@ -12,7 +12,7 @@ import { openStore, taskBlobDir, type JobRecord, type Store, type TrialRecord } 
 import { driveJob as runRecordedJob } from "../engine/job/drive.ts";
 import { runsOnResume } from "../engine/trial/outcome.ts";
 import { isTTY } from "../engine/runtime.ts";
-import { out, outJson, outTable, style } from "./output.ts";
+import { out, outJson, outTable, style, taskLabel } from "./output.ts";
 import { printJobSummary } from "./job.ts";
 import { printReports } from "./task.ts";
 
@@ -78,7 +78,10 @@ async function resolveTasks(store: Store, home: string, opts: RunOptions): Promi
   }
   if (opts.path !== undefined) {
     try {
-      const tasks = await importTasks(store, home, opts.path, { secrets: new Set(opts.secret) });
+      const { tasks, duplicates } = await importTasks(store, home, opts.path, { secrets: new Set(opts.secret) });
+      for (const d of duplicates) {
+        process.stderr.write(`${style.yellow("warning")}: ${d.paths.length} tasks are named ${d.name} (${d.paths.join(", ")}); all run, told apart by path\n`);
+      }
       return { tasks, source: { kind: "path", path: opts.path } };
     } catch (e) {
       if (e instanceof DatasetInvalidError) {
@@ -136,7 +139,7 @@ function progress(total: number, json: boolean, streamJson = true) {
 function trialLine(t: TrialRecord): string {
   const r = primaryReward(t.rewards);
   const status = t.status === "SCORED" ? style.green(t.status) : style.red(t.status);
-  const name = t.task_name ?? t.task_digest.slice(7, 19);
+  const name = taskLabel(t);
   const why = t.exception ? style.dim(` ${t.exception.type}: ${t.exception.message.split("\n")[0].slice(0, 100)}`) : "";
   return `${status} ${name} ${style.dim(t.id)}${r !== null ? ` reward ${r}` : ""}${why}`;
 }
@@ -164,7 +167,7 @@ async function startJob(opts: RunOptions, agentName: string, streamJson = true) 
       force_build: opts.forceBuild ?? false,
       max_retries: opts.maxRetries ?? 2,
       source,
-      tasks: tasks.map((t) => ({ name: t.name, digest: t.digest })),
+      tasks: tasks.map((t) => ({ name: t.name, digest: t.digest, ...(t.path !== undefined ? { path: t.path } : {}) })),
       ...(maxSpendUsd !== undefined ? { max_spend_usd: maxSpendUsd } : {}),
       ...(verifierEnv ? { verifier_env: verifierEnv } : {}),
     };
@@ -202,7 +205,7 @@ export async function checkCommand(opts: RunOptions): Promise<number> {
     const rows = trials.map((t) => {
       const r = primaryReward(t.rewards);
       return {
-        task: t.task_name ?? t.task_digest,
+        task: taskLabel(t),
         trial: t.id,
         status: t.status,
         reward: r,
