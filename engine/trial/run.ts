@@ -15,7 +15,7 @@ import { getHarness, harnessNames } from "../harness/index.ts";
 import type { Harness, HarnessContext } from "../harness/types.ts";
 import type { TrialRecord } from "../store/index.ts";
 import { baselineNetwork, DEFAULT_AGENT_TIMEOUT_SEC, DEFAULT_VERIFIER_TIMEOUT_SEC, parseTaskToml, verifierMode, type TaskConfig } from "../task/model.ts";
-import { awaitHealthy, boxSpec, ensureBuilt, gpuDevices, removeLabelled, requireImage, requireRunning, taskImageTag } from "./box.ts";
+import { awaitHealthy, boxSpec, ensureEnvImage, gpuDevices, removeLabelled, requireImage, requireRunning } from "./box.ts";
 import { keepChangedFiles } from "./changes.ts";
 import { LABEL_HOME, LABEL_TRIAL } from "../driver/types.ts";
 import { judgeFamily, resolveAgentEnv, resolveVerifierEnv, withJudgeEnv } from "./env.ts";
@@ -266,17 +266,17 @@ class TrialRun extends TrialRecorder {
     if (!existsSync(join(context, "Dockerfile"))) {
       throw new TrialFailure("TaskInvalidError", "the task has no environment/Dockerfile, no docker_image and no image for its compose service main");
     }
-    const tag = taskImageTag(this.req.task.digest);
-    const r = await ensureBuilt(this.engine, {
+    const r = await ensureEnvImage(this.engine, {
+      taskDigest: this.req.task.digest,
+      taskDir: this.req.task.dir,
       context,
-      tag,
-      digest: this.req.task.digest,
+      home: this.req.home,
       force: !!this.req.forceBuild,
       timeoutMs: env.build_timeout_sec * 1000,
       log: (line) => this.deps.onEvent?.({ kind: "log", trialId: this.req.trialId, stream: "build", line }),
     });
-    this.log(r.built ? `built image ${tag}` : `image ${tag} is cached`);
-    this.image = tag;
+    this.log(r.built ? `built image ${r.tag}` : `image ${r.tag} is cached`);
+    this.image = r.tag;
   }
 
   private async boot(): Promise<void> {
@@ -520,15 +520,15 @@ class TrialRun extends TrialRecorder {
     let image = this.image;
     const testsDockerfile = join(this.req.task.dir, "tests", "Dockerfile");
     if (!cfg.environment.docker_image && existsSync(testsDockerfile)) {
-      image = taskImageTag(this.req.task.digest, "verifier");
-      await ensureBuilt(this.engine, {
+      ({ tag: image } = await ensureEnvImage(this.engine, {
+        taskDigest: this.req.task.digest,
+        taskDir: this.req.task.dir,
         context: join(this.req.task.dir, "tests"),
-        tag: image,
-        digest: this.req.task.digest,
+        home: this.req.home,
         force: !!this.req.forceBuild,
         timeoutMs: cfg.environment.build_timeout_sec * 1000,
         log: (line) => this.deps.onEvent?.({ kind: "log", trialId: this.req.trialId, stream: "build", line }),
-      });
+      }));
     }
     const venv = cfg.verifier.environment ?? cfg.environment;
     const box = await this.startBox(image, this.policies.separateVerifier ?? this.policies.baseline, venv, "verifier");
