@@ -117,7 +117,8 @@ export async function gcImages(engine: Engine, store: Store, home: string, opts:
   const needed = await neededKeys(store, home);
   const result: GcImagesResult = { images: [], freed_bytes: 0, kept: [] };
   for (const img of await engine.listImages({ [LABEL_IMAGE_HOME]: home, [LABEL_ENV_KEY]: "" })) {
-    if (needed.has(img.labels[LABEL_ENV_KEY])) {
+    // an untagged image is one a rebuild replaced: the tag a trial looks up names the new one
+    if (img.tags.length > 0 && needed.has(img.labels[LABEL_ENV_KEY])) {
       result.kept.push({ id: img.id, tags: img.tags, why: "needed" });
       continue;
     }

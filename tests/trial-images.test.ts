@@ -45,9 +45,9 @@ async function stored(name: string, env: string): Promise<StoredTask> {
   return (await importTasks(store, home, writeTask(name, env), { secrets: new Set() })).tasks[0];
 }
 
-function config(tasks: StoredTask[], attempts: number, concurrency: number): JobConfig {
+function config(tasks: StoredTask[], attempts: number, concurrency: number, forceBuild = false): JobConfig {
   return {
-    agent: { name: "nop" }, attempts, concurrency, timeout_multiplier: 1, secret_names: [], force_build: false, max_retries: 0,
+    agent: { name: "nop" }, attempts, concurrency, timeout_multiplier: 1, secret_names: [], force_build: forceBuild, max_retries: 0,
     source: { kind: "path", path: scratch }, tasks: tasks.map((t) => ({ name: t.name, digest: t.digest })),
   };
 }
@@ -111,6 +111,14 @@ describe.skipIf(!hasPodman)("task images keyed by environment (needs podman and 
     const again = createJob(store, config([a, c], 1, 2));
     expect((await runJob(again.id, { store, engine, home, runTrial, secrets: {} })).map((t) => t.status)).toEqual(["SCORED", "SCORED"]);
     expect(builds).toHaveLength(2);
+
+    // --force-build rebuilds the shared image once for the job, not once per trial; the next forced job again once
+    for (const n of [3, 4]) {
+      const forced = createJob(store, config([a, b], 1, 2, true));
+      expect((await runJob(forced.id, { store, engine, home, runTrial, secrets: {} })).map((t) => t.status)).toEqual(["SCORED", "SCORED"]);
+      expect(builds).toHaveLength(n);
+      expect(builds.at(-1)).toBe(await tagOf(a));
+    }
   });
 
   it("gc --images frees an image nothing needs and keeps one a box uses and one an unsettled trial needs", async () => {
@@ -130,9 +138,10 @@ describe.skipIf(!hasPodman)("task images keyed by environment (needs podman and 
       expect(r.stderr).toBe("");
       expect(r.status).toBe(0);
       const doc = JSON.parse(r.stdout);
-      expect(doc.images.map((i: { tags: string[] }) => i.tags[0])).toEqual([`localhost/${await tagOf(d)}`]);
+      // (images a forced rebuild untagged, if it made new ones, go too)
+      expect(doc.images.filter((i: { tags: string[] }) => i.tags.length > 0).map((i: { tags: string[] }) => i.tags[0])).toEqual([`localhost/${await tagOf(d)}`]);
       expect(doc.freed_bytes).toBeGreaterThan(0);
-      const kept = Object.fromEntries(doc.kept_images.map((k: { tags: string[]; why: string }) => [k.tags[0], k.why]));
+      const kept = Object.fromEntries(doc.kept_images.filter((k: { tags: string[] }) => k.tags.length > 0).map((k: { tags: string[]; why: string }) => [k.tags[0], k.why]));
       expect(kept).toEqual({ [`localhost/${await tagOf(a)}`]: "in_use", [`localhost/${await tagOf(c)}`]: "needed" });
       expect(await engine.imageExists(await tagOf(d))).toBe(false);
       expect(await engine.imageExists(await tagOf(a))).toBe(true);

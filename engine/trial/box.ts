@@ -63,33 +63,34 @@ export function envImageTag(key: string): string {
  */
 export async function ensureEnvImage(
   engine: Engine,
-  opts: { taskDigest: string; taskDir: string; context: string; home: string; force: boolean; timeoutMs: number; log: (l: string) => void },
+  opts: { taskDigest: string; taskDir: string; context: string; home: string; force: boolean; job?: string; timeoutMs: number; log: (l: string) => void },
 ): Promise<{ tag: string; built: boolean }> {
   const key = await envImageKey(opts.taskDigest, opts.taskDir, opts.context);
   const tag = envImageTag(key);
-  const r = await ensureBuilt(engine, { context: opts.context, tag, key, force: opts.force, timeoutMs: opts.timeoutMs, log: opts.log, labels: { [LABEL_IMAGE_HOME]: opts.home } });
+  const r = await ensureBuilt(engine, { context: opts.context, tag, key, force: opts.force, job: opts.job, timeoutMs: opts.timeoutMs, log: opts.log, labels: { [LABEL_IMAGE_HOME]: opts.home } });
   return { tag, built: r.built };
 }
 
 // One ensure (check, then build if needed) per tag at a time in this process, registered before its first await:
 // every trial that needs the image while it is being checked or built waits on that one instead of building again.
 const pending = new Map<string, Promise<boolean>>();
-// Tags a forced build (`--force-build`) has already rebuilt in this process: a job's trials rebuild once, not each.
+// Tag and job pairs a forced build (`--force-build`) has already rebuilt: a job's trials rebuild once, not each.
 const forced = new Set<string>();
 
 /**
  * Makes sure the image `tag` exists and carries `key` as its LABEL_ENV_KEY: built when absent or stale (or forced,
- * once per process), bounded by `timeoutMs`. A build error is the task's own (EnvironmentBuildError) and carries
+ * once per `job`), bounded by `timeoutMs`. A build error is the task's own (EnvironmentBuildError) and carries
  * the last lines of the build log; every trial that waited on that build gets it too.
  */
 export function ensureBuilt(
   engine: Engine,
-  opts: { context: string; dockerfile?: string; tag: string; key: string; force: boolean; timeoutMs: number; log: (l: string) => void; labels?: Record<string, string> },
+  opts: { context: string; dockerfile?: string; tag: string; key: string; force: boolean; job?: string; timeoutMs: number; log: (l: string) => void; labels?: Record<string, string> },
 ): Promise<{ built: boolean }> {
   const shared = pending.get(opts.tag);
   if (shared) return shared.then(() => ({ built: false }));
-  const force = opts.force && !forced.has(opts.tag);
-  if (force) forced.add(opts.tag);
+  const forceKey = `${opts.tag}\0${opts.job ?? ""}`;
+  const force = opts.force && !forced.has(forceKey);
+  if (force) forced.add(forceKey);
   const p = (async () => {
     if (!force) {
       const labels = await engine.imageLabels(opts.tag);

@@ -166,7 +166,7 @@ class Regrade extends TrialRecorder {
     const env = this.cfg.environment;
     const testsDockerfile = join(this.req.task.dir, "tests", "Dockerfile");
     const buildLog = (line: string) => this.deps.onEvent?.({ kind: "log", trialId: this.req.trialId, stream: "build", line });
-    const image = { taskDigest: this.req.task.digest, taskDir: this.req.task.dir, home: this.req.home, timeoutMs: env.build_timeout_sec * 1000, log: buildLog };
+    const image = { taskDigest: this.req.task.digest, taskDir: this.req.task.dir, home: this.req.home, job: this.req.jobId, timeoutMs: env.build_timeout_sec * 1000, log: buildLog };
     if (env.docker_image) {
       await requireImage(this.engine, env.docker_image);
       this.image = env.docker_image;

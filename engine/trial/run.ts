@@ -272,6 +272,7 @@ class TrialRun extends TrialRecorder {
       context,
       home: this.req.home,
       force: !!this.req.forceBuild,
+      job: this.req.jobId,
       timeoutMs: env.build_timeout_sec * 1000,
       log: (line) => this.deps.onEvent?.({ kind: "log", trialId: this.req.trialId, stream: "build", line }),
     });
@@ -526,6 +527,7 @@ class TrialRun extends TrialRecorder {
         context: join(this.req.task.dir, "tests"),
         home: this.req.home,
         force: !!this.req.forceBuild,
+        job: this.req.jobId,
         timeoutMs: cfg.environment.build_timeout_sec * 1000,
         log: (line) => this.deps.onEvent?.({ kind: "log", trialId: this.req.trialId, stream: "build", line }),
       }));
