@@ -34,12 +34,14 @@ const round = (n: number) => Math.round(n * 100) / 100;
 
 /** `count` tasks, distinct names and instructions, one Dockerfile; the reference solution sleeps `sleep` s. */
 function writeTasks(root: string, count: number, image: string, sleep: number): string {
+  // this run's own Dockerfile (one for all its tasks): an image another run or home left cannot make the cold job warm
+  const run = `${process.pid}-${Date.now().toString(36)}`;
   for (let i = 0; i < count; i++) {
     const dir = join(root, `t${String(i).padStart(3, "0")}`);
     for (const d of ["environment", "tests", "solution"]) mkdirSync(join(dir, d), { recursive: true });
     writeFileSync(join(dir, "task.toml"), `[task]\nname = "bench/sleep-${i}"\n\n[environment]\nnetwork_mode = "no-network"\n`);
     writeFileSync(join(dir, "instruction.md"), `Task ${i}: wait.\n`);
-    writeFileSync(join(dir, "environment", "Dockerfile"), `FROM ${image}\nWORKDIR /app\n`);
+    writeFileSync(join(dir, "environment", "Dockerfile"), `FROM ${image}\n# evolve trial bench ${run}\nWORKDIR /app\n`);
     writeFileSync(join(dir, "tests", "test.sh"), "#!/bin/bash\necho 1 > /logs/verifier/reward.txt\n");
     writeFileSync(join(dir, "solution", "solve.sh"), `#!/bin/bash\nsleep ${sleep}\n`);
     for (const f of ["tests/test.sh", "solution/solve.sh"]) chmodSync(join(dir, f), 0o755);
