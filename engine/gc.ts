@@ -2,7 +2,8 @@
  * `evolve gc`: removes the containers and networks evolve made that no live trial owns — left behind by a crash,
  * a SIGKILL or an engine hiccup. Ownership is by label: a trial label owns it while that trial is QUEUED, RUNNING or
  * SCORING in the store and its job's runner process is alive; a job label alone (job-wide networks) while any
- * trial of that job is live.
+ * trial of that job is live. With `--images` (gcImages), also the task images this home built that no unsettled
+ * trial needs and no container uses.
  */
 import { existsSync } from "node:fs";
 import { join } from "node:path";
