@@ -34,7 +34,8 @@ function writeTask(name: string, env: string): string {
   for (const d of ["environment", "tests", "solution"]) mkdirSync(join(dir, d), { recursive: true });
   writeFileSync(join(dir, "task.toml"), `[task]\nname = "images/${name}"\n\n[environment]\nnetwork_mode = "no-network"\n`);
   writeFileSync(join(dir, "instruction.md"), `Task ${name}: nothing to do.\n`);
-  writeFileSync(join(dir, "environment", "Dockerfile"), `FROM debian:bookworm-slim\n# ${RUN} ${env}\nWORKDIR /app\n`);
+  // the RUN makes each build last a few seconds: trials that start together surely overlap it
+  writeFileSync(join(dir, "environment", "Dockerfile"), `FROM debian:bookworm-slim\nRUN echo ${RUN} ${env} && sleep 3\nWORKDIR /app\n`);
   writeFileSync(join(dir, "tests", "test.sh"), "#!/bin/bash\necho 1 > /logs/verifier/reward.txt\n");
   writeFileSync(join(dir, "solution", "solve.sh"), "#!/bin/bash\ntrue\n");
   for (const f of ["tests/test.sh", "solution/solve.sh"]) chmodSync(join(dir, f), 0o755);
