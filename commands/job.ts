@@ -8,11 +8,11 @@ import { SETTLED_STATUSES, type TrialStatus } from "../engine/trial/outcome.ts";
 import { jobSpend, primaryReward, summarizeJob, trialSpendFields, type JobSpend, type JobSummary } from "../engine/job/summary.ts";
 import { resolveJob, resolveJobId, resolveTrial, trialDir, type TrialRecord } from "../engine/store/index.ts";
 import { withStore } from "./store.ts";
-import { formatDuration, formatReward, out, outJson, outTable, statusWord, style, when } from "./output.ts";
+import { formatDuration, formatReward, out, outJson, outTable, statusWord, style, taskLabel, when } from "./output.ts";
 
 const TRIAL_STATUSES: readonly TrialStatus[] = ["QUEUED", "RUNNING", "SCORING", ...SETTLED_STATUSES];
 const fmt = formatReward;
-const taskName = (t: TrialRecord) => t.task_name ?? t.task_digest.slice(0, 19);
+const taskName = taskLabel;
 
 function duration(t: TrialRecord): string {
   const times = Object.values(t.phase_timings);

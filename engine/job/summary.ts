@@ -127,10 +127,12 @@ function passAtKForJob(trials: readonly TrialRecord[]): Record<string, number> |
     if (t.status !== "SCORED" || keys.length !== 1) return null;
     const v = t.rewards![keys[0]];
     if (v !== 0 && v !== 1) return null;
-    const acc = perTask.get(t.task_digest) ?? { n: 0, c: 0 };
+    // two tasks of one folder may share a name and even content: each is its own task, told apart by path
+    const key = `${t.task_digest}\0${t.task_path ?? ""}`;
+    const acc = perTask.get(key) ?? { n: 0, c: 0 };
     acc.n++;
     acc.c += v;
-    perTask.set(t.task_digest, acc);
+    perTask.set(key, acc);
   }
   const minN = Math.min(...[...perTask.values()].map((x) => x.n));
   const out: Record<string, number> = {};
