@@ -275,11 +275,12 @@ export function buildProgram(version: string, setExit: (code: number) => void): 
     .action(async (opts) => setExit(await (await import("./system.ts")).doctorCommand(opts)));
   program
     .command("gc")
-    .description("remove containers and networks of this home that no live trial owns")
+    .description("remove containers and networks of this home that no live trial owns (--images: and its task images nothing needs)")
     .addOption(engineOpt())
+    .option("--images", "also remove the task images (evolve-env:…) this home built that no unsettled trial needs and no container uses")
     .option("--dry-run", "only list what would be removed")
     .option("--json", "print what was removed as JSON")
-    .addHelpText("after", examples(["evolve gc --dry-run", "evolve gc"]))
+    .addHelpText("after", examples(["evolve gc --dry-run", "evolve gc", "evolve gc --images"]))
     .action(async (opts) => setExit(await (await import("./system.ts")).gcCommand(opts)));
 
   return program;

@@ -22,11 +22,11 @@ import { resolveJob, resolveJobId, resolveTrial, trialDir, type TrialRecord } fr
 import { isSettledStatus, type AttemptEntry } from "../engine/trial/outcome.ts";
 import { COUNT, parseNumberFlag } from "./flags.ts";
 import { withStore } from "./store.ts";
-import { formatDuration, formatReward, out, outJson, outTable, statusWord, style, when } from "./output.ts";
+import { formatDuration, formatReward, out, outJson, outTable, statusWord, style, taskLabel, when } from "./output.ts";
 
 const TRIAL_STATUSES: readonly TrialStatus[] = ["QUEUED", "RUNNING", "SCORING", ...SETTLED_STATUSES];
 const fmt = formatReward;
-const taskName = (t: TrialRecord) => t.task_name ?? t.task_digest.slice(0, 19);
+const taskName = taskLabel;
 
 /**
  * The latest attempt's time; a running trial's elapsed time `so far` (its build included), or, when its job's runner

@@ -152,3 +152,9 @@ export function statusWord(status: string): string {
   if (GOING.has(status)) return style.yellow(status);
   return style.red(status);
 }
+
+/** How listings name a trial's task: its name, with its folder when another task of the run has the same name. */
+export function taskLabel(t: { task_name?: string; task_path?: string; task_digest: string }): string {
+  const name = t.task_name ?? t.task_digest.slice(0, 19);
+  return t.task_path !== undefined ? `${name} (${t.task_path})` : name;
+}

@@ -15,7 +15,7 @@ import { openStore, resolveJob, resolveJobId, taskBlobDir, trialDir, type JobRec
 import { driveJob as runRecordedJob } from "../engine/job/drive.ts";
 import { Interruption, isInterruption, runsOnResume, TRIAL_STATUSES, type TrialStatus } from "../engine/trial/outcome.ts";
 import { deferBrokenPipe, isBrokenPipe, isTTY } from "../engine/runtime.ts";
-import { formatReward, out, outJson, outTable, QuietExit, statusWord, style } from "./output.ts";
+import { formatReward, out, outJson, outTable, QuietExit, statusWord, style, taskLabel } from "./output.ts";
 import { progressView, type ProgressMode } from "./progress.ts";
 import { printJobSummary } from "./job.ts";
 import { printReports } from "./task.ts";
@@ -80,7 +80,10 @@ async function resolveTasks(store: Store, home: string, opts: RunOptions): Promi
   }
   if (opts.path !== undefined) {
     try {
-      const tasks = await importTasks(store, home, opts.path, { secrets: new Set(opts.secret) });
+      const { tasks, duplicates } = await importTasks(store, home, opts.path, { secrets: new Set(opts.secret) });
+      for (const d of duplicates) {
+        process.stderr.write(`${style.yellow("warning")}: ${d.paths.length} tasks are named ${d.name} (${d.paths.join(", ")}); all run, told apart by path\n`);
+      }
       return { tasks, source: { kind: "path", path: opts.path } };
     } catch (e) {
       if (e instanceof DatasetInvalidError) {
@@ -146,7 +149,7 @@ async function startJob(opts: RunOptions, agentName: string, kind: JobKind, stre
       force_build: opts.forceBuild ?? false,
       max_retries: opts.maxRetries ?? 2,
       source,
-      tasks: tasks.map((t) => ({ name: t.name, digest: t.digest })),
+      tasks: tasks.map((t) => ({ name: t.name, digest: t.digest, ...(t.path !== undefined ? { path: t.path } : {}) })),
       ...(maxSpendUsd !== undefined ? { max_spend_usd: maxSpendUsd } : {}),
       ...(verifierEnv ? { verifier_env: verifierEnv } : {}),
     };
@@ -187,7 +190,7 @@ export async function checkCommand(opts: RunOptions): Promise<number> {
     const rows = trials.map((t) => {
       const r = primaryReward(t.rewards);
       return {
-        task: t.task_name ?? t.task_digest,
+        task: taskLabel(t),
         trial_id: t.id,
         status: t.status,
         reward: r,

@@ -5,7 +5,7 @@ import { loadConfig } from "../engine/config.ts";
 import { runDoctor } from "../engine/doctor.ts";
 import { openEngine } from "../engine/driver/select.ts";
 import { LABEL_HOME } from "../engine/driver/types.ts";
-import { gc } from "../engine/gc.ts";
+import { gc, gcImages } from "../engine/gc.ts";
 import { openStore } from "../engine/store/index.ts";
 import { out, outJson, style } from "./output.ts";
 
@@ -21,8 +21,8 @@ export async function doctorCommand(opts: { engine?: "podman" | "docker"; json?:
   return report.ok ? 0 : 1;
 }
 
-/** `evolve gc`: removes this home's containers and networks that no live trial owns. */
-export async function gcCommand(opts: { engine?: "podman" | "docker"; json?: boolean; dryRun?: boolean }): Promise<number> {
+/** `evolve gc`: removes this home's containers and networks that no live trial owns; with `--images`, its unneeded task images. */
+export async function gcCommand(opts: { engine?: "podman" | "docker"; json?: boolean; dryRun?: boolean; images?: boolean }): Promise<number> {
   const config = loadConfig();
   const store = openStore(config.home);
   try {
@@ -32,11 +32,19 @@ export async function gcCommand(opts: { engine?: "podman" | "docker"; json?: boo
       const result = await gc(engine, store, { dryRun: opts.dryRun, scope: { [LABEL_HOME]: config.home } });
       // `trial_id`/`job_id`: the vocabulary's name for another thing's id (docs/json.md)
       const named = <T extends { trial?: string; job?: string }>({ trial, job, ...rest }: T) => ({ ...rest, trial_id: trial, job_id: job });
-      if (opts.json) return outJson({ dry_run: opts.dryRun === true, containers: result.containers.map(named), networks: result.networks.map(named) }), 0;
+      // after the boxes: an image only a dead box used is free once that box is gone
+      const images = opts.images ? await gcImages(engine, store, config.home, { dryRun: opts.dryRun }) : undefined;
+      if (opts.json) return outJson({ dry_run: opts.dryRun === true, containers: result.containers.map(named), networks: result.networks.map(named), ...(images ? { images: images.images, freed_bytes: images.freed_bytes, kept_images: images.kept } : {}) }), 0;
       const verb = opts.dryRun ? "would remove" : "removed";
       for (const c of result.containers) out(`${verb} container ${c.id.slice(0, 12)}${c.trial ? style.dim(` trial ${c.trial}`) : ""}`);
       for (const n of result.networks) out(`${verb} network ${n.name}`);
+      for (const i of images?.images ?? []) out(`${verb} image ${i.tags[0] ?? i.id.replace(/^sha256:/, "").slice(0, 12)} ${style.dim(megabytes(i.size_bytes))}`);
       out(`${result.containers.length} container(s), ${result.networks.length} network(s) ${verb}`);
+      if (images) {
+        const inUse = images.kept.filter((k) => k.why === "in_use").length;
+        const needed = images.kept.length - inUse;
+        out(`${images.images.length} image(s) ${verb}, ${opts.dryRun ? "would free" : "freeing"} ${megabytes(images.freed_bytes)}; kept ${needed} an unsettled trial needs and ${inUse} a container uses`);
+      }
       return 0;
     } finally {
       await engine.close();
@@ -44,4 +52,8 @@ export async function gcCommand(opts: { engine?: "podman" | "docker"; json?: boo
   } finally {
     await store.close();
   }
+}
+
+function megabytes(bytes: number): string {
+  return `${(bytes / 1e6).toFixed(1)} MB`;
 }

@@ -19,7 +19,7 @@ import { BoxFileRefused, readBoxFile, streamBoxFile } from "../engine/trial/boxf
 import { trialPaths } from "../engine/trial/layout.ts";
 import type { RegradeVerifier } from "../engine/trial/regrade.ts";
 import { boxChanges, boxList, boxPath, boxProcesses, boxReadFile, findLiveBox } from "../engine/trial/inspect.ts";
-import { formatDuration, formatReward, out, outJson, outJsonLine, outTable, statusWord, style, when } from "./output.ts";
+import { formatDuration, formatReward, out, outJson, outJsonLine, outTable, statusWord, style, taskLabel, when } from "./output.ts";
 import { driveJob, secretsFromEnv } from "./run.ts";
 import { withStore } from "./store.ts";
 
@@ -62,7 +62,7 @@ async function runOneTrialJob(
   else {
     const status = statusWord(t.status);
     const why = t.exception ? style.dim(` ${t.exception.type}: ${t.exception.message.split("\n")[0].slice(0, 160)}`) : "";
-    out(`${status} ${t.task_name ?? t.task_digest} ${style.dim(t.id)}${t.reward !== null && t.reward !== undefined ? ` reward ${formatReward(t.reward)}` : ""}${why}`);
+    out(`${status} ${taskLabel(t)} ${style.dim(t.id)}${t.reward !== null && t.reward !== undefined ? ` reward ${formatReward(t.reward)}` : ""}${why}`);
   }
   return t.status === "SCORED" ? 0 : 1;
 }

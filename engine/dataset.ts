@@ -6,7 +6,7 @@
 import { createHash } from "node:crypto";
 import { chmod, copyFile, mkdir, readdir, rename, rm, stat } from "node:fs/promises";
 import { existsSync, renameSync, rmSync } from "node:fs";
-import { dirname, join } from "node:path";
+import { basename, dirname, join, relative } from "node:path";
 import { loadConfig } from "./config.ts";
 import { EvolveError, firstLine } from "./errors.ts";
 import { newId, taskBlobDir, type DatasetRecord, type Store, type TaskSummaryRecord } from "./store/index.ts";
@@ -171,22 +171,23 @@ async function storeBlob(home: string, t: PreparedTask): Promise<void> {
 
 /**
  * Reads each task directory once: its summary, its file list and its digest. Two tasks with one name are refused
- * (`dataset_task_duplicate`), since name is how users and listings tell tasks apart.
+ * (`dataset_task_duplicate`) unless `duplicates` is "allow": a dataset's tasks are told apart by name in its
+ * listings, while a folder run (`run -p`, as Harbor does) tells them apart by path.
  */
-async function prepareTasks(dirs: readonly string[]): Promise<PreparedTask[]> {
+async function prepareTasks(dirs: readonly string[], duplicates: "refuse" | "allow" = "refuse"): Promise<PreparedTask[]> {
   const tasks: PreparedTask[] = [];
   const seen = new Map<string, string>();
   for (const d of dirs) {
     const { name, ...summary } = await summarizeTask(d);
     const other = seen.get(name);
-    if (other !== undefined) {
+    if (other !== undefined && duplicates === "refuse") {
       throw new EvolveError(
         "dataset_task_duplicate",
         `two tasks are named ${name}: ${other} and ${d}`,
         "give each task a distinct [task] name (or folder name)",
       );
     }
-    seen.set(name, d);
+    if (other === undefined) seen.set(name, d);
     const files = await listTaskFiles(d);
     tasks.push({ name, dir: d, files, summary, digest: await digestFiles(files) });
   }
@@ -198,21 +199,42 @@ export interface StoredTask {
   name: string;
   digest: string;
   dir: string;
+  /** Where it was in the folder run (`run -p`), relative to it; set only when another task there has its name. */
+  path?: string;
+}
+
+/** What `importTasks` read: the tasks, and each name more than one of them has, with their paths. */
+export interface ImportedTasks {
+  tasks: StoredTask[];
+  duplicates: { name: string; paths: string[] }[];
 }
 
 /**
  * Imports the task(s) under `dir` (one task, or a folder of tasks) into the store without making a dataset, so a
  * job runs from immutable copies (`run -p`): the user's folder may change while the job runs or before it resumes.
  * Validation uses the secrets the caller will attach; any error refuses the whole import (DatasetInvalidError).
+ * Tasks sharing a name all run, as in Harbor: each of them carries its path in the folder, and the name is listed
+ * in `duplicates` for the caller to warn about.
  */
-export async function importTasks(store: Store, home: string, dir: string, opts: { secrets: ReadonlySet<string> }): Promise<StoredTask[]> {
+export async function importTasks(store: Store, home: string, dir: string, opts: { secrets: ReadonlySet<string> }): Promise<ImportedTasks> {
   const dirs = await findTaskDirs(dir);
   const config = loadConfig(home);
   const reports = await validateTasks(dirs, { ceilings: config.ceilings, secrets: opts.secrets });
   if (reports.some((r) => !r.ok)) throw new DatasetInvalidError(reports);
-  const tasks = await prepareTasks(dirs);
+  const tasks = await prepareTasks(dirs, "allow");
   await commitTasks(store, home, tasks, () => undefined);
-  return tasks.map((t) => ({ name: t.name, digest: t.digest, dir: taskBlobDir(home, t.digest) }));
+  const byName = new Map<string, PreparedTask[]>();
+  for (const t of tasks) byName.set(t.name, [...(byName.get(t.name) ?? []), t]);
+  const rel = (t: PreparedTask) => relative(dir, t.dir) || basename(t.dir);
+  return {
+    tasks: tasks.map((t) => ({
+      name: t.name,
+      digest: t.digest,
+      dir: taskBlobDir(home, t.digest),
+      ...(byName.get(t.name)!.length > 1 ? { path: rel(t) } : {}),
+    })),
+    duplicates: [...byName].filter(([, ts]) => ts.length > 1).map(([name, ts]) => ({ name, paths: ts.map(rel) })),
+  };
 }
 
 /**

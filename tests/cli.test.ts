@@ -6,6 +6,7 @@ import { mkdtempSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { beforeAll, describe, expect, it } from "vitest";
+import { parse as parseToml } from "smol-toml";
 
 const root = resolve(__dirname, "..");
 const bun = join(root, "node_modules/.bin/bun");
@@ -113,6 +114,16 @@ describe("task init", () => {
     const toml = readFileSync(join(dir, "task.toml"), "utf8");
     expect(toml.match(/\[\[steps\]\]/g)).toHaveLength(3);
     expect(JSON.parse(v.stdout).tasks[0].name).toBe("acme/three");
+  });
+
+  it("puts a multi-step task's reward strategy at the top level, where it takes effect", () => {
+    const dir = join(work, "two-steps");
+    expect(evolve(["task", "init", dir, "--steps", "2"]).code).toBe(0);
+    const toml = readFileSync(join(dir, "task.toml"), "utf8");
+    expect(parseToml(toml).multi_step_reward_strategy).toBe("mean");
+    const v = evolve(["task", "validate", dir, "--json"]);
+    expect(v.code).toBe(0);
+    expect(JSON.parse(v.stdout).tasks[0].findings.filter((f: { severity: string }) => f.severity !== "note")).toEqual([]);
   });
 
   it("never overwrites an existing directory", () => {

@@ -27,7 +27,7 @@ let digest: string;
 beforeAll(async () => {
   home = mkdtempSync(join(tmpdir(), "evolve-job-interrupt-"));
   store = openStore(home);
-  [{ digest }] = await importTasks(store, home, join(root, "fixtures/tasks/valid/minimal"), { secrets: new Set() });
+  [{ digest }] = (await importTasks(store, home, join(root, "fixtures/tasks/valid/minimal"), { secrets: new Set() })).tasks;
 });
 
 afterAll(async () => {

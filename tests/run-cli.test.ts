@@ -139,6 +139,24 @@ describe.skipIf(!hasPodman)("evolve run (needs podman and the local debian:bookw
     expect(Object.keys(trial.phase_timings ?? {})).not.toContain("build");
   });
 
+  it("runs every task of a folder when two share a name, told apart by path, with a warning", () => {
+    const folder = join(root, "fixtures", "datasets", "same-name");
+    const r = evolve(["run", "-p", folder, "-a", "oracle", "-n", "2"]);
+    expect(r.stderr).toBe("warning: 2 tasks are named evolve-fixtures/same-name (first, second); all run, told apart by path\n");
+    expect(r.code).toBe(0);
+    expect(r.stdout).toMatch(/SCORED evolve-fixtures\/same-name \(first\) .* reward 1/);
+    expect(r.stdout).toMatch(/SCORED evolve-fixtures\/same-name \(second\) .* reward 1/);
+    const ids = [...r.stdout.matchAll(/^SCORED \S+ \(\w+\) (\S+)/gm)].map((m) => m[1]);
+    expect(ids).toHaveLength(2);
+    const trials = ids.map((id) => JSON.parse(evolve(["trial", "show", id, "--json"]).stdout));
+    expect(trials.map((t: { task_path: string }) => t.task_path).sort()).toEqual(["first", "second"]);
+    expect(new Set(trials.map((t: { task_digest: string }) => t.task_digest)).size).toBe(2);
+    // a dataset's tasks are listed by name, so publishing the same folder is still refused
+    const pub = evolve(["dataset", "publish", folder, "--name", "same", "--version", "1"]);
+    expect(pub.code).not.toBe(0);
+    expect(pub.stderr).toMatch(/^error\[dataset_task_duplicate\]: two tasks are named evolve-fixtures\/same-name/);
+  });
+
   it("refuses a run whose secret is not in the environment, before starting anything", () => {
     const task = makeTask("needs-secret");
     const r = evolve(["run", "-p", task, "--secret", "EVOLVE_TEST_UNSET_SECRET"]);

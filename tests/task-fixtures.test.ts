@@ -55,6 +55,8 @@ const LINE_SAMPLES: Record<string, { code: FindingCode; line: RegExp }> = {
   "invalid/mcp_stdio_without_command": { code: "mcp_stdio_without_command", line: /^(\[\[environment\.mcp_servers\]\]|name|transport)/ },
   "invalid/artifact_invalid": { code: "artifact_invalid", line: /^artifacts\s*=/ },
   "notes/unknown_key": { code: "unknown_key", line: /^timout_sec\s*=/ },
+  "notes/key_in_wrong_table": { code: "key_in_wrong_table", line: /^multi_step_reward_strategy\s*=/ },
+  "notes/key_in_wrong_table--agent": { code: "key_in_wrong_table", line: /^cpus\s*=/ },
   "notes/deprecated_key": { code: "deprecated_key", line: /^allow_internet\s*=/ },
   "notes/gpu_types_without_gpus": { code: "gpu_types_without_gpus", line: /^gpu_types\s*=/ },
 };
@@ -211,6 +213,18 @@ describe("options change the verdict the way a user expects", () => {
     const f = r.findings.find((x) => x.code === "unknown_key");
     expect(f, show(r)).toBeDefined();
     expect(`${f!.message} ${f!.hint}`).toContain("timeout_sec");
+  });
+
+  it("a key in the wrong table names the key, the table it is in and the one it belongs in", async () => {
+    const meta = await validateTask(join(ROOT, "notes", "key_in_wrong_table"), OPTS);
+    const m = meta.findings.find((x) => x.code === "key_in_wrong_table");
+    expect(m, show(meta)).toMatchObject({ severity: "warning" });
+    expect(m!.message).toBe("`multi_step_reward_strategy` is in [metadata], where it does nothing: it belongs at the top level");
+    const agent = await validateTask(join(ROOT, "notes", "key_in_wrong_table--agent"), OPTS);
+    const a = agent.findings.find((x) => x.code === "key_in_wrong_table");
+    expect(a!.message).toMatch(/^`cpus` is in \[agent\], where it does nothing: it belongs in \[environment\]/);
+    // said once, as the misplaced key, not also as an unknown one
+    expect(agent.findings.map((f) => f.code)).not.toContain("unknown_key");
   });
 
   it("the report names the task from [task] name, else the directory", async () => {

@@ -16,7 +16,7 @@ import { DEFAULT_GUARD, guardNames, guardNeeded, helperImage, installGuard, type
 import { RestClient, seg } from "./rest.ts";
 import { Demuxer, TailBuffer } from "./stream.ts";
 import { tarDirectory, tarSingleFile } from "./tar.ts";
-import { LABEL_MANAGED, MOUNT_HARDENING, type ContainerSpec, type ContainerState, type Engine, type EngineKind, type ExecOptions, type ExecResult, type IdMapping, type PathStat } from "./types.ts";
+import { LABEL_MANAGED, MOUNT_HARDENING, type ContainerSpec, type ContainerState, type Engine, type EngineKind, type ExecOptions, type ExecResult, type IdMapping, type ImageInfo, type PathStat } from "./types.ts";
 
 /**
  * A guarded build's download of its ADD URLs (argv: the output folder, then the URLs): each to `<out>/<index>`,
@@ -144,6 +144,29 @@ export class RestEngine implements Engine {
   /** Removes a local image (missing is fine). */
   async removeImage(ref: string): Promise<void> {
     await this.rest.request("DELETE", `/images/${seg(ref)}`, { query: { force: true }, ok: [404] });
+  }
+
+  /** Local images carrying every given label (value "" matches any value). */
+  async listImages(labels: Record<string, string>): Promise<ImageInfo[]> {
+    // podman 4.3 lists nothing for an image filter of two labels that both match: the engine narrows by the first,
+    // every label is checked here
+    const wanted = Object.entries(labels);
+    const first = wanted.length > 0 ? { query: { filters: labelFilter(Object.fromEntries(wanted.slice(0, 1))) } } : {};
+    const { data } = await this.rest.json("GET", "/images/json", first);
+    return (data ?? [])
+      .map((i: any) => ({
+        id: String(i.Id),
+        tags: ((i.RepoTags ?? []) as string[]).filter((t) => t !== "<none>:<none>"),
+        labels: (i.Labels ?? {}) as Record<string, string>,
+        sizeBytes: Number(i.Size ?? 0),
+      }))
+      .filter((i: ImageInfo) => wanted.every(([k, v]) => k in i.labels && (v === "" || i.labels[k] === v)));
+  }
+
+  /** Removes an image by id unless the engine refuses because something uses it (409): false then. Missing is fine. */
+  async removeUnusedImage(id: string): Promise<boolean> {
+    const res = await this.rest.request("DELETE", `/images/${seg(id)}`, { ok: [404, 409] });
+    return res.status !== 409;
   }
 
   /** Builds through the engine's CLI (see build.ts), its RUN steps on the guarded egress network. */

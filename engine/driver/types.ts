@@ -13,6 +13,13 @@ export const LABEL_MANAGED = "dev.evolve.managed";
 export const LABEL_TRIAL = "dev.evolve.trial";
 export const LABEL_JOB = "dev.evolve.job";
 export const LABEL_TASK_DIGEST = "dev.evolve.task-digest";
+/** On images evolve builds: the content key of what they were built from (engine/trial/box.ts envImageKey). */
+export const LABEL_ENV_KEY = "dev.evolve.env-key";
+/**
+ * On images evolve builds: the home that built them, for `gc --images`. Not LABEL_HOME: a container inherits its
+ * image's labels, and one started from the image by hand would then look like a box of that home to `evolve gc`.
+ */
+export const LABEL_IMAGE_HOME = "dev.evolve.image-home";
 /** The evolve home that made it: gc keeps to its own home, since several homes may share one engine. */
 export const LABEL_HOME = "dev.evolve.home";
 
@@ -116,6 +123,16 @@ export interface PathStat {
   linkTarget: string;
 }
 
+/** A local image as `listImages` reports it. */
+export interface ImageInfo {
+  id: string;
+  /** Its tags (`evolve-env:…`, the engine may prefix `localhost/`); none for an image a rebuild untagged. */
+  tags: string[];
+  labels: Record<string, string>;
+  /** Its size as the engine reports it (layers shared with other images count in full). */
+  sizeBytes: number;
+}
+
 /** A container engine reached through its REST socket. */
 export interface Engine {
   readonly kind: EngineKind;
@@ -124,8 +141,15 @@ export interface Engine {
   imageExists(ref: string): Promise<boolean>;
   /** Labels of a local image, or undefined when absent. */
   imageLabels(ref: string): Promise<Record<string, string> | undefined>;
-  /** Removes a local image; missing is fine. */
+  /** Removes a local image, even one a container uses; missing is fine. */
   removeImage?(ref: string): Promise<void>;
+  /** Local images carrying every given label (value "" matches any value): what `evolve gc --images` looks through. */
+  listImages(labels: Record<string, string>): Promise<ImageInfo[]>;
+  /**
+   * Removes an image (by id) unless a container, running or stopped, uses it: false then, and the image stays.
+   * Missing is fine (true).
+   */
+  removeUnusedImage(id: string): Promise<boolean>;
   /**
    * Builds `dockerfile` (relative to `context`; default `Dockerfile`) as `tag` with the engine's CLI; output lines
    * go to `log`. Throws EvolveError `build_timeout` past `timeoutMs`, else `build_failed` with the output's tail.

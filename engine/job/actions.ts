@@ -38,7 +38,7 @@ function originalJob(store: Store, t: TrialRecord): JobRecord {
 function singleTrialConfig(job: JobRecord, t: TrialRecord, kind: JobKind): JobConfig {
   const { name: _label, ...c } = jobConfig(job);
   const name = t.task_name ?? c.tasks.find((x) => x.digest === t.task_digest)?.name ?? t.task_digest;
-  return { ...c, kind, attempts: 1, concurrency: 1, tasks: [{ name, digest: t.task_digest }] };
+  return { ...c, kind, attempts: 1, concurrency: 1, tasks: [{ name, digest: t.task_digest, ...(t.task_path !== undefined ? { path: t.task_path } : {}) }] };
 }
 
 function newJobWith(store: Store, job: JobRecord, config: JobConfig, lineage: Pick<TrialRecord, "retry_of" | "regrade_of">): { job: JobRecord; trial: TrialRecord } {

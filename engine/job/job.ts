@@ -42,7 +42,8 @@ export interface JobConfig {
   max_retries: number;
   /** Where the tasks came from: a folder (`-p`) or a dataset (`-d name@version`). */
   source: { kind: "path"; path: string } | { kind: "dataset"; ref: string };
-  tasks: { name: string; digest: string }[];
+  /** `path`: the task's folder inside the `-p` folder, kept only when another task there has the same name. */
+  tasks: { name: string; digest: string; path?: string }[];
   /** Per-trial agent spend cap, USD (`--max-spend-usd`). */
   max_spend_usd?: number;
   /** `--ve` verifier overrides (REWARDKIT_JUDGE, REWARDKIT_MODEL): model names, not secrets. */
@@ -117,6 +118,7 @@ export function createJob(store: Store, config: JobConfig, dataset?: string, max
         job_id: job.id,
         task_digest: t.digest,
         task_name: t.name,
+        ...(t.path !== undefined ? { task_path: t.path } : {}),
         agent: config.agent.name,
         model: config.agent.model,
         status: "QUEUED",

@@ -151,8 +151,10 @@ function passAtKForJob(trials: readonly TrialRecord[]): Pick<JobSummary, "pass_a
   // the first reason found in this order wins: a task still running may yet score, so it is not "not scored"
   const rank: PassAtKLeftOut[] = ["not_settled", "not_scored", "no_primary_reward", "partial_reward"];
   for (const t of trials) {
-    const acc = perTask.get(t.task_digest) ?? { n: 0, c: 0 };
-    perTask.set(t.task_digest, acc);
+    // two tasks of one folder may share a name and even content: each is its own task, told apart by path
+    const key = `${t.task_digest}\0${t.task_path ?? ""}`;
+    const acc = perTask.get(key) ?? { n: 0, c: 0 };
+    perTask.set(key, acc);
     const v = t.status === "SCORED" ? primaryReward(t.rewards) : null;
     const why: PassAtKLeftOut | undefined = !isSettledStatus(t.status)
       ? "not_settled"

@@ -106,6 +106,8 @@ export const TrialRecordSchema = z.object({
   step_results: z.array(z.looseObject({ name: z.string() })).optional(),
   // written by the trial runner (engine/trial); optional so records from before it still read
   task_name: z.string().optional(),
+  /** The task's folder inside a `run -p` folder, when another task there has the same name: how the two are told apart. */
+  task_path: z.string().optional(),
   /** Dataset `name@version` the task came from. */
   source: z.string().optional(),
   /** The primary reward; null when the trial scored metrics only, or has no result. */

@@ -40,6 +40,7 @@ export const FINDING_CODES = {
   missing_required_key: { severity: "error", summary: "a table lacks a key it requires" },
   task_name_invalid: { severity: "error", summary: "[task] name is not `org/name`" },
   unknown_key: { severity: "warning", summary: "a key evolve and Harbor do not know (did-you-mean given)" },
+  key_in_wrong_table: { severity: "warning", summary: "a key evolve knows, in a table where it does nothing (`multi_step_reward_strategy` under [metadata])" },
   deprecated_key: { severity: "note", summary: "a legacy key (allow_internet, memory, storage, version) that still works" },
 
   // Images

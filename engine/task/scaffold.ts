@@ -72,8 +72,9 @@ export async function scaffoldTask(dir: string, opts: ScaffoldOptions = {}): Pro
   const files = new Map<string, string>();
   files.set("environment/Dockerfile", DOCKERFILE);
   const stepNames = Array.from({ length: steps }, (_, i) => `${String(i + 1).padStart(2, "0")}-step-${i + 1}`);
+  // multi_step_reward_strategy is a top-level key: it must come before the first table, or TOML puts it in that table
   let toml = `schema_version = "1.3"
-
+${steps ? `multi_step_reward_strategy = "mean"\n` : ""}
 [task]
 name = "${name}"
 description = "${steps ? `A ${steps}-step task` : "A starter task"}: replace with what the agent must do."
@@ -98,7 +99,6 @@ memory_mb = 2048
     files.set("tests/test.sh", testScript("/app/hello.txt", "Hello, world!"));
     files.set("solution/solve.sh", solveScript("/app/hello.txt", "Hello, world!"));
   } else {
-    toml = toml.replace("[agent]", `multi_step_reward_strategy = "mean"\n\n[agent]`);
     for (const [i, s] of stepNames.entries()) {
       const file = `/app/step-${i + 1}.txt`;
       const text = `step ${i + 1} done`;

@@ -3,7 +3,7 @@
  * and missing required keys, each with its key path and line.
  */
 import type { z } from "zod";
-import { didYouMean, type Findings, showPath, showValue, typeName } from "./findings.ts";
+import { didYouMean, type Findings, showPath, showValue, tbl, typeName } from "./findings.ts";
 import { StrictTaskSchema } from "./model.ts";
 import type { KeyPath } from "./toml-lines.ts";
 
@@ -52,8 +52,92 @@ function valueAt(raw: unknown, path: KeyPath): unknown {
   return v;
 }
 
+/** How a user names the table at `path`: `the top level`, `[verifier.environment]`, `[[steps]]`, `[steps.agent]`. */
+function tableName(path: KeyPath): string {
+  if (path.length === 0) return "the top level";
+  const dotted = path.filter((p): p is string => typeof p === "string").join(".");
+  return typeof path[path.length - 1] === "number" ? `[[${dotted}]]` : `[${dotted}]`;
+}
+
+/** Depth of a table, for listing a key's homes outermost first. */
+const depth = (table: string) => (table === "the top level" ? 0 : table.split(".").length);
+
+let homesCache: Map<string, string[]> | undefined;
+
+/**
+ * Every key of the schema with the tables that know it (free-form tables such as `[metadata]` and env tables
+ * hold any key, so they are no key's home), walked once from the schema so it cannot drift from the model.
+ */
+function keyHomes(): Map<string, string[]> {
+  if (homesCache) return homesCache;
+  const homes = new Map<string, string[]>();
+  const walk = (s: AnySchema, path: KeyPath) => {
+    const def = s?._zod?.def;
+    if (def?.type !== "object") return;
+    const table = tableName(path);
+    for (const [k, child] of Object.entries(def.shape)) {
+      homes.set(k, [...(homes.get(k) ?? []), table]);
+      const c = unwrap(child);
+      if (c?._zod?.def?.type === "object") walk(c, [...path, k]);
+      else if (c?._zod?.def?.type === "array") walk(unwrap(c._zod.def.element), [...path, k, 0]);
+    }
+  };
+  walk(unwrap(StrictTaskSchema), []);
+  for (const [k, tables] of homes) homes.set(k, [...new Set(tables)].sort((a, b) => depth(a) - depth(b)));
+  homesCache = homes;
+  return homes;
+}
+
+/** Where else `key` is known, besides `table` (at most three named, outermost first). */
+function otherHomes(key: string, table: string): string[] {
+  return (keyHomes().get(key) ?? []).filter((t) => t !== table);
+}
+
+function showHomes(homes: string[]): string {
+  const named = homes.slice(0, 3);
+  const more = homes.length > named.length ? ` (or ${homes.length - named.length} more)` : "";
+  return `${named.length > 1 ? `${named.slice(0, -1).join(", ")} or ${named[named.length - 1]}` : named[0]}${more}`;
+}
+
+/**
+ * `[metadata]` keys that are words of the description as much as keys of the model (a task's `name`, its `source`,
+ * its `os`): metadata may hold them for its own purposes, so only the model's distinctive keys are called misplaced.
+ */
+const METADATA_WORDS = new Set([
+  "name", "version", "description", "keywords", "authors", "email", "source", "os", "user", "env", "type", "topology",
+  "command", "args", "url", "transport", "service", "retries",
+]);
+
+function reportWrongTable(out: Findings, kp: KeyPath, key: string, table: string, homes: string[]): void {
+  const where = showHomes(homes);
+  const top = homes[0] === "the top level";
+  out.toml(
+    "key_in_wrong_table",
+    kp,
+    `\`${key}\` is in ${table}, where it does nothing: it belongs ${top ? "at" : "in"} ${where}`,
+    top && homes.length === 1
+      ? `move \`${key} = …\` above the first [table] header of task.toml`
+      : `move \`${key} = …\` under ${where}`,
+  );
+}
+
+/**
+ * A model key written in `[metadata]` (the classic: `multi_step_reward_strategy` under `[metadata]`, where a key
+ * placed after the header lands): metadata takes any key, so the schema is silent about it.
+ */
+function checkMetadata(raw: unknown, out: Findings): void {
+  const meta = tbl(tbl(raw)?.metadata);
+  if (!meta) return;
+  for (const key of Object.keys(meta)) {
+    if (METADATA_WORDS.has(key)) continue;
+    const homes = otherHomes(key, "[metadata]");
+    if (homes.length > 0) reportWrongTable(out, ["metadata", key], key, "[metadata]", homes);
+  }
+}
+
 /** Runs the strict schema over raw TOML and records schema findings. Returns whether the schema passed. */
 export function checkSchema(raw: unknown, out: Findings): boolean {
+  checkMetadata(raw, out);
   const r = StrictTaskSchema.safeParse(raw);
   if (r.success) return true;
   for (const issue of r.error.issues) reportIssue(issue, raw, out);
@@ -77,6 +161,12 @@ function reportIssue(issue: z.core.$ZodIssue, raw: unknown, out: Findings): void
       const known = knownKeys(path);
       for (const key of issue.keys) {
         const kp = [...path, key];
+        // a key the model knows, only not here: say where it goes rather than offer a look-alike
+        const homes = otherHomes(key, tableName(path));
+        if (homes.length > 0) {
+          reportWrongTable(out, kp, key, tableName(path), homes);
+          continue;
+        }
         const alias = ALIASES[key.toLowerCase()];
         const guess = alias !== undefined && known.includes(alias) ? alias : didYouMean(key, known);
         const table = path.length === 0 ? "the top level" : `[${showPath(path)}]`;

@@ -6,66 +6,122 @@
  * network.ts, which decides each box's networks and /etc/hosts entries; boxSpec only carries them. No host socket
  * is ever mounted into a box: the gateway is reached over the trial's gw network.
  */
+import { createHash } from "node:crypto";
 import { existsSync } from "node:fs";
-import { join } from "node:path";
-import { LABEL_HOME, LABEL_JOB, LABEL_MANAGED, LABEL_TASK_DIGEST, LABEL_TRIAL, type ContainerSpec, type ContainerState, type Engine, type IdMapping } from "../driver/types.ts";
+import { readFile } from "node:fs/promises";
+import { isAbsolute, join, relative } from "node:path";
+import { digestFiles, listTaskFiles } from "../task/digest.ts";
+import { LABEL_ENV_KEY, LABEL_HOME, LABEL_IMAGE_HOME, LABEL_JOB, LABEL_MANAGED, LABEL_TRIAL, type ContainerSpec, type ContainerState, type Engine, type IdMapping } from "../driver/types.ts";
 import type { BoxDefaults } from "../config.ts";
 import type { EnvironmentConfig } from "../task/model.ts";
 import { TrialFailure } from "./outcome.ts";
 import { boxMounts, BOX_ROOT } from "./layout.ts";
 import { formatDuration } from "../duration.ts";
 
-/** The image tag a task's environment/Dockerfile builds to: stable per task content. */
+/** The image tag of a compose service a task builds: per task content (compose.ts). */
 export function taskImageTag(digest: string, kind: "task" | "verifier" = "task"): string {
   const hex = digest.replace(/^sha256:/, "").slice(0, 16);
   return `evolve-${kind}:${hex}`;
 }
 
-// one build per tag at a time in this process: concurrent trials of one task share a single build
-const building = new Map<string, Promise<void>>();
+// Bump when what goes into an environment's image changes in a way the key does not see (how evolve builds).
+const ENV_KEY_VERSION = "evolve-env-v1";
+
+const envKeys = new Map<string, Promise<string>>();
 
 /**
- * Makes sure the image for a Dockerfile exists: built when absent (or when `force`), with the task digest as a
- * label, bounded by `timeoutMs`. A build error is the task's own (EnvironmentBuildError) and carries the last
- * lines of the build log.
+ * The key of the image a build context makes: the context's files (paths, bytes, execute bits, as the task digest
+ * counts them), the Dockerfile's path in it and its bytes, and the key's version. No build args, target or platform
+ * are passed to a build, so nothing else changes the result; the task's name, its other files and its digest do not
+ * enter, so tasks with identical environments share one image. Memoised per task digest and context (a stored task
+ * never changes under its digest).
  */
-export async function ensureBuilt(
+export function envImageKey(taskDigest: string, taskDir: string, context: string, dockerfile = "Dockerfile"): Promise<string> {
+  const memo = `${taskDigest}\0${relative(taskDir, context)}\0${dockerfile}`;
+  let key = envKeys.get(memo);
+  if (!key) {
+    key = (async () => {
+      const files = await digestFiles(await listTaskFiles(context));
+      const df = await readFile(isAbsolute(dockerfile) ? dockerfile : join(context, dockerfile)).catch(() => Buffer.alloc(0));
+      const h = createHash("sha256").update(`${ENV_KEY_VERSION}\0${dockerfile}\0${files}\0`).update(df);
+      return `sha256:${h.digest("hex")}`;
+    })();
+    key.catch(() => envKeys.delete(memo));
+    envKeys.set(memo, key);
+  }
+  return key;
+}
+
+/** The tag of an environment's image: `evolve-env:<key>`, the same for every task whose environment is the same. */
+export function envImageTag(key: string): string {
+  return `evolve-env:${key.replace(/^sha256:/, "").slice(0, 24)}`;
+}
+
+/**
+ * Makes sure the image of a task's build context (environment/, or tests/ for a separate verifier) exists, keyed by
+ * the context's content (envImageKey): tasks with identical environments build it once. Returns its tag and
+ * whether this call built it. The image carries the home that built it, for `evolve gc --images`.
+ */
+export async function ensureEnvImage(
   engine: Engine,
-  opts: { context: string; dockerfile?: string; tag: string; digest: string; force: boolean; timeoutMs: number; log: (l: string) => void },
+  opts: { taskDigest: string; taskDir: string; context: string; home: string; force: boolean; job?: string; timeoutMs: number; log: (l: string) => void },
+): Promise<{ tag: string; built: boolean }> {
+  const key = await envImageKey(opts.taskDigest, opts.taskDir, opts.context);
+  const tag = envImageTag(key);
+  const r = await ensureBuilt(engine, { context: opts.context, tag, key, force: opts.force, job: opts.job, timeoutMs: opts.timeoutMs, log: opts.log, labels: { [LABEL_IMAGE_HOME]: opts.home } });
+  return { tag, built: r.built };
+}
+
+// One ensure (check, then build if needed) per tag at a time in this process, registered before its first await:
+// every trial that needs the image while it is being checked or built waits on that one instead of building again.
+const pending = new Map<string, Promise<boolean>>();
+// Tag and job pairs a forced build (`--force-build`) has already rebuilt: a job's trials rebuild once, not each.
+const forced = new Set<string>();
+
+/**
+ * Makes sure the image `tag` exists and carries `key` as its LABEL_ENV_KEY: built when absent or stale (or forced,
+ * once per `job`), bounded by `timeoutMs`. A build error is the task's own (EnvironmentBuildError) and carries
+ * the last lines of the build log; every trial that waited on that build gets it too.
+ */
+export function ensureBuilt(
+  engine: Engine,
+  opts: { context: string; dockerfile?: string; tag: string; key: string; force: boolean; job?: string; timeoutMs: number; log: (l: string) => void; labels?: Record<string, string> },
 ): Promise<{ built: boolean }> {
-  const pending = building.get(opts.tag);
-  if (pending) {
-    await pending;
-    if (!opts.force) return { built: false };
-  }
-  if (!opts.force) {
-    const labels = await engine.imageLabels(opts.tag);
-    if (labels && labels[LABEL_TASK_DIGEST] === opts.digest) return { built: false };
-  }
-  const tail: string[] = [];
-  const p = engine
-    .build({
-      context: opts.context,
-      dockerfile: opts.dockerfile,
-      tag: opts.tag,
-      labels: { [LABEL_TASK_DIGEST]: opts.digest, [LABEL_MANAGED]: "true" },
-      timeoutMs: opts.timeoutMs,
-      log: (line) => {
-        tail.push(line);
-        if (tail.length > 40) tail.shift();
-        opts.log(line);
-      },
-    })
-    .catch((e: unknown) => {
-      throw new TrialFailure("EnvironmentBuildError", `building ${opts.tag} failed: ${(e as Error).message}`, "INFRASTRUCTURE_ERROR", tail.join("\n"));
-    });
-  building.set(opts.tag, p);
-  try {
-    await p;
-  } finally {
-    if (building.get(opts.tag) === p) building.delete(opts.tag);
-  }
-  return { built: true };
+  const shared = pending.get(opts.tag);
+  if (shared) return shared.then(() => ({ built: false }));
+  const forceKey = `${opts.tag}\0${opts.job ?? ""}`;
+  const force = opts.force && !forced.has(forceKey);
+  if (force) forced.add(forceKey);
+  const p = (async () => {
+    if (!force) {
+      const labels = await engine.imageLabels(opts.tag);
+      if (labels && labels[LABEL_ENV_KEY] === opts.key) return false;
+    }
+    const tail: string[] = [];
+    await engine
+      .build({
+        context: opts.context,
+        dockerfile: opts.dockerfile,
+        tag: opts.tag,
+        labels: { ...opts.labels, [LABEL_ENV_KEY]: opts.key, [LABEL_MANAGED]: "true" },
+        timeoutMs: opts.timeoutMs,
+        log: (line) => {
+          tail.push(line);
+          if (tail.length > 40) tail.shift();
+          opts.log(line);
+        },
+      })
+      .catch((e: unknown) => {
+        throw new TrialFailure("EnvironmentBuildError", `building ${opts.tag} failed: ${(e as Error).message}`, "INFRASTRUCTURE_ERROR", tail.join("\n"));
+      });
+    return true;
+  })();
+  pending.set(opts.tag, p);
+  const done = () => {
+    if (pending.get(opts.tag) === p) pending.delete(opts.tag);
+  };
+  p.then(done, done);
+  return p.then((built) => ({ built }));
 }
 
 /** A pinned `docker_image` must already be on this machine: no registry is reachable from an air-gapped host. */

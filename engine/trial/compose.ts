@@ -183,7 +183,7 @@ export class ComposeTask {
       let image: string;
       if (s.build) {
         image = s.name === "main" ? taskImageTag(o.digest) : `${taskImageTag(o.digest)}-${s.name.toLowerCase().replace(/[^a-z0-9_.-]/g, "-")}`;
-        await ensureBuilt(engine, { context: join(this.envDir, s.build.context), dockerfile: s.build.dockerfile, tag: image, digest: o.digest, force: o.force, timeoutMs: o.timeoutMs, log: o.log });
+        await ensureBuilt(engine, { context: join(this.envDir, s.build.context), dockerfile: s.build.dockerfile, tag: image, key: o.digest, force: o.force, timeoutMs: o.timeoutMs, log: o.log });
       } else if (s.image) {
         await requireImage(engine, s.image);
         image = s.image;

@@ -20,7 +20,7 @@ import { EvolveError } from "../errors.ts";
 import { trialDir, type TrialRecord } from "../store/index.ts";
 import { baselineNetwork, DEFAULT_VERIFIER_TIMEOUT_SEC, parseTaskToml, verifierMode, type TaskConfig } from "../task/model.ts";
 import { isJudgeTask } from "../task/rules-env.ts";
-import { awaitHealthy, boxSpec, ensureBuilt, requireImage, taskImageTag } from "./box.ts";
+import { awaitHealthy, boxSpec, ensureEnvImage, requireImage } from "./box.ts";
 import { keepChangedFiles, readKeptFile, readManifest, type KeptManifest } from "./changes.ts";
 import { resolveAgentEnv, resolveVerifierEnv } from "./env.ts";
 import { CancelledFailure, isSettledStatus, isStopped, stopFailure, TrialFailure } from "./outcome.ts";
@@ -183,6 +183,7 @@ class Regrade extends TrialRecorder {
   private async build(): Promise<void> {
     const env = this.cfg.environment;
     const buildLog = (line: string) => this.deps.onEvent?.({ kind: "log", trialId: this.req.trialId, stream: "build", line });
+    const image = { taskDigest: this.req.task.digest, taskDir: this.req.task.dir, home: this.req.home, job: this.req.jobId, timeoutMs: env.build_timeout_sec * 1000, log: buildLog };
     if (env.docker_image) {
       await requireImage(this.engine, env.docker_image);
       this.image = env.docker_image;
@@ -193,8 +194,7 @@ class Regrade extends TrialRecorder {
     if (verifierImage) {
       this.image = verifierImage;
     } else {
-      this.image = taskImageTag(this.req.task.digest);
-      await ensureBuilt(this.engine, { context: join(this.req.task.dir, "environment"), tag: this.image, digest: this.req.task.digest, force: !!this.req.forceBuild, timeoutMs: env.build_timeout_sec * 1000, log: buildLog });
+      this.image = (await ensureEnvImage(this.engine, { ...image, context: join(this.req.task.dir, "environment"), force: !!this.req.forceBuild })).tag;
     }
   }
 

@@ -115,8 +115,8 @@ async function main(): Promise<number> {
   const store = openStore(home);
   const engine = await openEngine({ kind: CLI, home });
   try {
-    const nopTask = (await importTasks(store, home, writeTask(join(scratch, "nop"), image, 0), { secrets: new Set() }))[0];
-    const sleepTask = (await importTasks(store, home, writeTask(join(scratch, "sleep"), image, 2), { secrets: new Set() }))[0];
+    const nopTask = (await importTasks(store, home, writeTask(join(scratch, "nop"), image, 0), { secrets: new Set() })).tasks[0];
+    const sleepTask = (await importTasks(store, home, writeTask(join(scratch, "sleep"), image, 2), { secrets: new Set() })).tasks[0];
     const config = (task: typeof nopTask, agent: string, attempts: number, concurrency: number): JobConfig => ({
       agent: { name: agent },
       attempts,

@@ -42,7 +42,7 @@ engine.rest.request = async (method: string, path: string, opts?: any) => {
   }
 };
 try {
-  const task = (await importTasks(store, home, dir, { secrets: new Set() }))[0];
+  const task = (await importTasks(store, home, dir, { secrets: new Set() })).tasks[0];
   const totals: number[] = [];
   for (let i = 0; i < Number(values.runs); i++) {
     calls.length = 0;

@@ -49,7 +49,7 @@ function suite(kind: EngineKind): void {
     if (!engine) return;
     await Promise.all((await engine.list({ "dev.evolve.test": RUN })).map((c) => engine.remove(c.id)));
     for (const n of await engine.listNetworks({ "dev.evolve.test": RUN })) await engine.removeNetwork(n.name);
-    for (const img of [`localhost/${RUN}-ok`, `localhost/${RUN}-slow`, `localhost/${RUN}-bad`]) await engine.removeImage?.(img);
+    for (const img of [`localhost/${RUN}-ok`, `localhost/${RUN}-slow`, `localhost/${RUN}-bad`, `localhost/${RUN}-listed`]) await engine.removeImage?.(img);
     await engine.close();
     rmSync(home, { recursive: true, force: true });
   });
@@ -246,6 +246,27 @@ function suite(kind: EngineKind): void {
       await engine.start(id);
       const r = await engine.exec(id, ["sh", "-c", "cat /tmp/entry-marker /built; cat /proc/1/cmdline | tr '\\0' ' '"]);
       expect(r.stdout).toBe("entry-ran\nbuilt\nsleep 300 ");
+    });
+
+    it("lists images by label with their size, and removes one only once no container uses it", async () => {
+      const tag = `localhost/${RUN}-listed`;
+      const mark = { "dev.evolve.test": RUN, "dev.evolve.env-key": `sha256:${RUN}` };
+      await engine.build({ context: ctx, tag, labels: mark, timeoutMs: 60_000 });
+      const listed = await engine.listImages(mark);
+      expect(listed).toHaveLength(1);
+      expect(listed[0].tags).toContain(`${tag}:latest`);
+      expect(listed[0].labels).toMatchObject(mark);
+      expect(listed[0].sizeBytes).toBeGreaterThan(0);
+      expect(await engine.listImages({ "dev.evolve.test": `${RUN}-none` })).toEqual([]);
+
+      const id = await engine.create({ image: tag, cmd: ["sleep", "300"], labels: LABELS, network: "none" });
+      expect(await engine.removeUnusedImage(listed[0].id)).toBe(false);
+      expect(await engine.imageExists(tag)).toBe(true);
+      await engine.remove(id);
+      expect(await engine.removeUnusedImage(listed[0].id)).toBe(true);
+      expect(await engine.imageExists(tag)).toBe(false);
+      expect(await engine.listImages(mark)).toEqual([]);
+      expect(await engine.removeUnusedImage(listed[0].id)).toBe(true);
     });
 
     it("a failing build says why, with the last lines of its output", async () => {

@@ -5,7 +5,7 @@
  */
 import { existsSync } from "node:fs";
 import { join } from "node:path";
-import { awaitHealthy, ensureBuilt, requireImage, requireRunning, taskImageTag } from "../box.ts";
+import { awaitHealthy, ensureEnvImage, requireImage, requireRunning } from "../box.ts";
 import { BOX, BOX_ROOT } from "../layout.ts";
 import { TrialFailure } from "../outcome.ts";
 import type { TrialRoom } from "./room.ts";
@@ -34,17 +34,18 @@ export async function buildImage(room: TrialRoom): Promise<void> {
   if (!existsSync(join(context, "Dockerfile"))) {
     throw new TrialFailure("TaskInvalidError", "the task has no environment/Dockerfile, no docker_image and no image for its compose service main");
   }
-  const tag = taskImageTag(req.task.digest);
-  const r = await ensureBuilt(engine, {
+  const r = await ensureEnvImage(engine, {
+    taskDigest: req.task.digest,
+    taskDir: req.task.dir,
     context,
-    tag,
-    digest: req.task.digest,
+    home: req.home,
     force: !!req.forceBuild,
+    job: req.jobId,
     timeoutMs: env.build_timeout_sec * 1000,
     log: (line) => room.buildLog(line),
   });
-  room.log(r.built ? `built image ${tag}` : `image ${tag} is cached`);
-  room.image = tag;
+  room.log(r.built ? `built image ${r.tag}` : `image ${r.tag} is cached`);
+  room.image = r.tag;
 }
 
 /**

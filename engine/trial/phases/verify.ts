@@ -8,7 +8,7 @@ import { existsSync } from "node:fs";
 import { join } from "node:path";
 import type { Engine } from "../../driver/types.ts";
 import { verifierMode, type TaskConfig } from "../../task/model.ts";
-import { ensureBuilt, taskImageTag } from "../box.ts";
+import { ensureEnvImage } from "../box.ts";
 import { keepChangedFiles } from "../changes.ts";
 import { emptyBoxDir } from "../boxfs.ts";
 import { judgeFamily, resolveVerifierEnv, withJudgeEnv } from "../env.ts";
@@ -103,14 +103,15 @@ export async function buildVerifierImage(
   o: { force: boolean; log: (line: string) => void },
 ): Promise<string | undefined> {
   if (cfg.environment.docker_image || !existsSync(join(req.task.dir, "tests", "Dockerfile"))) return undefined;
-  const image = taskImageTag(req.task.digest, "verifier");
-  await ensureBuilt(engine, {
+  const r = await ensureEnvImage(engine, {
+    taskDigest: req.task.digest,
+    taskDir: req.task.dir,
     context: join(req.task.dir, "tests"),
-    tag: image,
-    digest: req.task.digest,
+    home: req.home,
     force: o.force,
+    job: req.jobId,
     timeoutMs: cfg.environment.build_timeout_sec * 1000,
     log: o.log,
   });
-  return image;
+  return r.tag;
 }
