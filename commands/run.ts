@@ -234,7 +234,7 @@ export async function resumeCommand(arg: string, opts: { json?: boolean; engine?
 }
 
 function taskNames(trials: readonly TrialRecord[]): Map<string, string> {
-  return new Map(trials.map((t) => [t.id, t.task_name ?? t.task_digest.slice(7, 19)]));
+  return new Map(trials.map((t) => [t.id, taskLabel(t)]));
 }
 
 /** Reads `--status` values (repeatable, comma-separated, any case) as trial statuses; an unknown one is a usage error. */

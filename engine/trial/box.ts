@@ -17,6 +17,7 @@ import type { EnvironmentConfig } from "../task/model.ts";
 import { TrialFailure } from "./outcome.ts";
 import { boxMounts, BOX_ROOT } from "./layout.ts";
 import { formatDuration } from "../duration.ts";
+import { probeBox, type BoxScripts, type TaskScript } from "./scripts.ts";
 
 /** The image tag of a compose service a task builds: per task content (compose.ts). */
 export function taskImageTag(digest: string, kind: "task" | "verifier" = "task"): string {
@@ -226,6 +227,26 @@ export async function awaitHealthy(engine: Engine, id: string, hc: Healthcheck, 
 }
 
 /** Fails the trial when the box's main process (the image's ENTRYPOINT) has exited: its service is gone. */
+/**
+ * Probes a live box for what runs its task scripts (scripts.ts probeBox). A probe that could not run at all in a box
+ * whose entrypoint has died, or is dying, is that death (EnvironmentStartError), not a box without sh: the box is
+ * checked, and asked once more after a moment, before "no sh" is believed.
+ */
+export async function probeLiveBox(
+  engine: Engine,
+  id: string,
+  scripts: readonly TaskScript[],
+  exec: (argv: string[]) => Promise<{ exitCode: number; stdout: string }>,
+): Promise<BoxScripts> {
+  const first = await probeBox(scripts, exec);
+  if (!first.programs.noShell) return first;
+  await requireRunning(engine, id, "while evolve probed the box");
+  await new Promise((r) => setTimeout(r, 500));
+  const again = await probeBox(scripts, exec);
+  if (again.programs.noShell) await requireRunning(engine, id, "while evolve probed the box");
+  return again;
+}
+
 export async function requireRunning(engine: Engine, id: string, when: string): Promise<ContainerState> {
   const s = await engine.inspect(id);
   if (!s) throw new TrialFailure("EnvironmentStartError", `the container vanished ${when}`);

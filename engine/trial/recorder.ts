@@ -7,7 +7,8 @@ import { appendFileSync, existsSync } from "node:fs";
 import { trialDir, type TrialRecord } from "../store/index.ts";
 import { CancelledFailure, closeAttempt, endedBecause, type ExceptionType } from "./outcome.ts";
 import { BOX, BOX_ROOT, TEST_SCRIPT, trialPaths, verifyCommand } from "./layout.ts";
-import { probeBox, testScript, type BoxScripts } from "./scripts.ts";
+import { testScript, type BoxScripts } from "./scripts.ts";
+import { probeLiveBox } from "./box.ts";
 import type { ExecOptions, ExecResult } from "../driver/types.ts";
 import { firstLine, isDiskFull } from "../errors.ts";
 import { defuseTree } from "./boxfs.ts";
@@ -183,7 +184,7 @@ export abstract class TrialRecorder {
     const guard = o.guard ?? (<T>(fn: () => Promise<T>) => fn());
     const exec = (cmd: string[], opts: ExecOptions): Promise<ExecResult> => guard(() => engine.exec(box, cmd, opts));
     const test = testScript(this.req.task.dir, o.testsDirs);
-    const scripts = o.scripts?.has(test) ? o.scripts : await probeBox([test], (argv) => exec(argv, { user: BOX_ROOT, timeoutMs: 30_000 }));
+    const scripts = o.scripts?.has(test) ? o.scripts : await probeLiveBox(engine, box, [test], (argv) => exec(argv, { user: BOX_ROOT, timeoutMs: 30_000 }));
     const runTest = scripts.command(test, TEST_SCRIPT);
     // a HEAD rather than an exec: /tests is only there when the image or the agent made it
     if (await guard(() => engine.pathExists(box, BOX.tests))) await exec(["sh", "-c", `rm -rf ${BOX.tests}`], { user: BOX_ROOT });

@@ -15,7 +15,7 @@ import { getHarness, harnessNames } from "../harness/index.ts";
 import type { Harness, HarnessContext } from "../harness/types.ts";
 import type { TrialRecord } from "../store/index.ts";
 import { parseTaskToml, verifierMode, type TaskConfig } from "../task/model.ts";
-import { awaitHealthy, boxSpec, gpuDevices, removeLabelled, requireRunning } from "./box.ts";
+import { awaitHealthy, boxSpec, gpuDevices, probeLiveBox, removeLabelled, requireRunning } from "./box.ts";
 import { keepChangedFiles } from "./changes.ts";
 import { LABEL_HOME, LABEL_TRIAL } from "../driver/types.ts";
 import { resolveAgentEnv, resolveVerifierEnv } from "./env.ts";
@@ -26,7 +26,7 @@ import { ComposeTask } from "./compose.ts";
 import { TrialNetwork, trialPolicies, type NetPolicy, type TrialPolicies } from "./network.ts";
 import { CancelledFailure, isStopped, stopFailure, TrialFailure } from "./outcome.ts";
 import { ATTEMPT_OUTPUTS, BOX_ROOT, MOUNTED, trialPaths } from "./layout.ts";
-import { preArtifactsScript, probeBox, setupScript, testScript, type BoxScripts, type TaskScript } from "./scripts.ts";
+import { preArtifactsScript, setupScript, testScript, type BoxScripts, type TaskScript } from "./scripts.ts";
 import { writeEvolveJson, writeJson, writeResult, type AgentUsage, type ExceptionRecord, type StepResult, type TrialConfigFile } from "./result.ts";
 import type { RewardMap } from "./reward.ts";
 import { runRegrade } from "./regrade.ts";
@@ -274,7 +274,7 @@ class TrialRun extends TrialRecorder implements TrialRoom {
     }
     scripts.push(preArtifactsScript(dir));
     const present = scripts.filter((s, i) => existsSync(s.host) && scripts.findIndex((t) => t.host === s.host) === i);
-    this.agentScripts = await probeBox(present, (argv) => this.exec(this.agentBox, argv, { user: BOX_ROOT, timeoutMs: 30_000 }));
+    this.agentScripts = await probeLiveBox(this.engine, this.agentBox, present, (argv) => this.exec(this.agentBox, argv, { user: BOX_ROOT, timeoutMs: 30_000 }));
     this.agentScripts.check();
     const note = this.agentScripts.fallbackNote();
     if (note) this.log(`task scripts: ${note}`);
