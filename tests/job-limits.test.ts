@@ -100,7 +100,7 @@ describe("cancelling a settled job", () => {
     const home = fresh();
     const store = openStore(home);
     const job = createJob(store, jobConfig(2, 1));
-    const done = { ...store.getJob(job.id)!, status: "COMPLETED", finished_at: "2026-01-01T00:00:00.000Z", updated_at: "2026-01-01T00:00:00.000Z" };
+    const done = { ...store.getJob(job.id)!, status: "COMPLETED" as const, finished_at: "2026-01-01T00:00:00.000Z", updated_at: "2026-01-01T00:00:00.000Z" };
     store.putJob(done);
     const trials = store.listTrials(job.id);
     await store.close();

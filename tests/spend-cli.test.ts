@@ -57,7 +57,7 @@ function jobWith(fields: Partial<TrialRecord>[]): Promise<{ job: string; trials:
   return withStore((store) => {
     const job = createJob(store, config(fields.length));
     const trials = store.listTrials(job.id);
-    trials.forEach((t, i) => store.putTrial({ ...t, status: "SCORED", rewards: { reward: 1 }, ...fields[i] } as TrialRecord));
+    trials.forEach((t, i) => store.putTrial({ ...t, status: "SCORED", rewards: { reward: 1 }, ...fields[i] }));
     return { job: job.id, trials: trials.map((t) => t.id) };
   });
 }

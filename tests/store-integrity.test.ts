@@ -171,6 +171,32 @@ describe("damaged values", () => {
   });
 });
 
+describe("a status outside the vocabulary", () => {
+  it("is store_corrupt naming the record and the field, from every read and from store verify", async () => {
+    const home = join(dir, `home-${++n}`);
+    const store = openStore(home);
+    const job = createJob(store, jobConfig());
+    const [trial] = store.listTrials(job.id);
+    await store.close();
+    const file = dataFile(home);
+    const b = readFileSync(file);
+    // valid JSON of the same length, a word the trial runner has no meaning for: another tool's, or an older spelling
+    const at = b.indexOf(Buffer.from(`"status":"QUEUED"`));
+    expect(at).toBeGreaterThan(0);
+    b.write("queued", at + 10);
+    writeFileSync(file, b);
+
+    for (const args of [["trial", "show", trial.id], ["job", "show", job.id]]) {
+      const r = evolve(home, args);
+      expect(r.code, r.stderr).toBe(2);
+      expect(r.stderr).toMatch(new RegExp(`^error\\[store_corrupt\\]: store record trials/"${trial.id}" is corrupt \\(status: `));
+    }
+    const v = evolve(home, ["store", "verify", "--json"]);
+    expect(v.code).toBe(1);
+    expect(JSON.parse(v.stdout).bad).toEqual([{ db: "trials", key: trial.id, why: expect.stringMatching(/^status: /) }]);
+  });
+});
+
 describe("not corruption", () => {
   it("an absurdly long id is a usage error, not store_corrupt", () => {
     const home = join(dir, `home-${++n}`);

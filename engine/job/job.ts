@@ -11,12 +11,13 @@ import { LABEL_HOME, LABEL_JOB, type Engine } from "../driver/types.ts";
 import { removeLabelled } from "../trial/box.ts";
 import { newId, type JobRecord, type Store, type TrialRecord } from "../store/index.ts";
 import { taskBlobDir } from "../store/index.ts";
+import type { JOB_STATUSES } from "../store/records.ts";
 import { isDeterministic, isSettledStatus, runsOnResume } from "../trial/outcome.ts";
 import type { ModelGateway } from "../gateway/model-gateway.ts";
 import type { TrialDeps, TrialEvent, TrialRequest } from "../trial/types.ts";
 
 /** A job's status: RUNNING while a runner works on it, INTERRUPTED when that runner died, then a final state. */
-export type JobStatus = "RUNNING" | "INTERRUPTED" | "COMPLETED" | "CANCELLED";
+export type JobStatus = (typeof JOB_STATUSES)[number];
 
 /** What a job runs, as stored in its record (secret names only, never values). */
 export interface JobConfig {
@@ -138,7 +139,7 @@ export function runnerAlive(job: JobRecord): boolean {
 /** The job's status as a user should see it: a RUNNING job whose runner died is INTERRUPTED. */
 export function effectiveStatus(job: JobRecord): JobStatus {
   if (job.status === "RUNNING" && !runnerAlive(job)) return "INTERRUPTED";
-  return job.status as JobStatus;
+  return job.status;
 }
 
 /**
