@@ -2,7 +2,8 @@
  * The store never loses data silently and never crashes: damaged, cut-short, emptied or deleted data files are
  * refused before LMDB maps them (a process that maps a bad file dies on a signal no code can catch), a damaged
  * value is `store_corrupt` from every read, and full or read-only disks say so. The CLI is run as a child process
- * (`bun main.ts`) wherever a crash would be a signal, so the test sees it as one instead of dying with it.
+ * (`bun main.ts`) wherever a crash would be a signal, so the test sees it as one instead of dying with it; calls
+ * that can only meet an error (a damaged record, a backup) run in one host process (tests/support/cli-host.ts).
  */
 import { spawn, spawnSync } from "node:child_process";
 import { chmodSync, copyFileSync, cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, truncateSync, writeFileSync } from "node:fs";
@@ -14,6 +15,7 @@ import { jobConfig } from "./support/job-config.ts";
 import { isDiskFull } from "../engine/errors.ts";
 import { openStore, STORE_MARKER } from "../engine/store/index.ts";
 import { expectCode } from "./support/expect-code.ts";
+import { cliHost } from "./support/cli-host.ts";
 
 const root = resolve(__dirname, "..");
 const BUN = join(root, "node_modules/.bin/bun");
@@ -25,10 +27,16 @@ beforeAll(() => {
 });
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
+/** The CLI as a child process: where a store file LMDB must not map is at stake, or the disk itself. */
 function evolve(home: string, args: string[]) {
   const r = spawnSync(BUN, [join(root, "main.ts"), ...args], { encoding: "utf8", env: { ...process.env, EVOLVE_HOME: home, NO_COLOR: "1" }, timeout: 30_000 });
   return { code: r.status, signal: r.signal, stdout: r.stdout, stderr: r.stderr };
 }
+
+// where a bad record can only be an error, one Bun process runs the calls in-process (tests/support/cli-host.ts)
+const host = cliHost();
+afterAll(() => host.close());
+const cli = (home: string, args: string[]) => host.run(args, { env: { ...process.env, EVOLVE_HOME: home, NO_COLOR: "1" } });
 
 /** A home whose store holds a few jobs of many trials, so data.mdb spans hundreds of pages. */
 async function seeded(): Promise<{ home: string; jobs: string[] }> {
@@ -157,12 +165,12 @@ describe("damaged values", () => {
     writeFileSync(file, b);
 
     for (const args of [["job", "list", "--json"], ["job", "show", job.id]]) {
-      const r = evolve(home, args);
+      const r = cli(home, args);
       expect(r.code).toBe(2);
       expect(r.stderr).toMatch(new RegExp(`^error\\[store_corrupt\\]: store record jobs/"${job.id}" is corrupt`));
       expect(r.stderr).toMatch(/hint: `evolve store verify` lists every damaged record/);
     }
-    const v = evolve(home, ["store", "verify", "--json"]);
+    const v = cli(home, ["store", "verify", "--json"]);
     expect(v.code).toBe(1);
     const report = JSON.parse(v.stdout);
     expect(report.structure).toBeNull();
@@ -187,11 +195,11 @@ describe("a status outside the vocabulary", () => {
     writeFileSync(file, b);
 
     for (const args of [["trial", "show", trial.id], ["job", "show", job.id]]) {
-      const r = evolve(home, args);
+      const r = cli(home, args);
       expect(r.code, r.stderr).toBe(2);
       expect(r.stderr).toMatch(new RegExp(`^error\\[store_corrupt\\]: store record trials/"${trial.id}" is corrupt \\(status: `));
     }
-    const v = evolve(home, ["store", "verify", "--json"]);
+    const v = cli(home, ["store", "verify", "--json"]);
     expect(v.code).toBe(1);
     expect(JSON.parse(v.stdout).bad).toEqual([{ db: "trials", key: trial.id, why: expect.stringMatching(/^status: /) }]);
   });
@@ -202,7 +210,7 @@ describe("not corruption", () => {
     const home = join(dir, `home-${++n}`);
     const id = "x".repeat(8000);
     for (const args of [["job", "show", id], ["trial", "show", id], ["job", "cancel", id]]) {
-      const r = evolve(home, args);
+      const r = cli(home, args);
       expect(r.code).toBe(2);
       expect(r.stderr).toMatch(/^error\[usage\]: a (job|trial) id of 8000 characters \("x+"…\) is longer than the store can hold/);
       expect(r.stderr.length).toBeLessThan(400);
@@ -291,13 +299,13 @@ describe("store backup and verify", () => {
     `], { stdio: ["ignore", "pipe", "inherit"] });
     await new Promise<void>((ok) => writer.stdout!.once("data", () => ok()));
     const file = join(dir, `backup-${++n}.mdb`);
-    const r = evolve(home, ["store", "backup", file, "--json"]);
+    const r = cli(home, ["store", "backup", file, "--json"]);
     expect(r.stderr).toBe("");
     expect(r.code).toBe(0);
     expect(JSON.parse(r.stdout)).toEqual({ file, bytes: statSync(file).size });
     await new Promise((ok) => writer.once("exit", ok));
 
-    const again = evolve(home, ["store", "backup", file]);
+    const again = cli(home, ["store", "backup", file]);
     expect(again.code).toBe(2);
     expect(again.stderr).toMatch(/^error\[usage\]: .* already exists/);
 
@@ -305,13 +313,13 @@ describe("store backup and verify", () => {
     const restored = join(dir, `home-${++n}`);
     mkdirSync(join(restored, "store"), { recursive: true });
     copyFileSync(file, dataFile(restored));
-    const v = evolve(restored, ["store", "verify", "--json"]);
+    const v = cli(restored, ["store", "verify", "--json"]);
     expect(v.code).toBe(0);
     const report = JSON.parse(v.stdout);
     expect(report.ok).toBe(true);
     expect(report.dbs.jobs).toEqual({ records: 3, bad: 0 });
     expect(report.dbs.trials.records).toBe(3 * 800);
-    const list = evolve(restored, ["job", "list", "--json"]);
+    const list = cli(restored, ["job", "list", "--json"]);
     expect(JSON.parse(list.stdout).map((j: { id: string }) => j.id).sort()).toEqual([...jobs].sort());
   });
 
