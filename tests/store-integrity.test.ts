@@ -289,21 +289,36 @@ describe.skipIf(!canMount || spawnSync("setpriv", ["--version"]).status !== 0)("
 describe("store backup and verify", () => {
   it("backs up while another process writes; the copy verifies and restores the same records", async () => {
     const { home, jobs } = await seeded();
-    // a writer appending trace events the whole time the backup runs
+    // a writer appending trace events the whole time the backup runs: from before it starts until after it ends
+    const stop = join(dir, `stop-${++n}`);
     const writer = spawn(BUN, ["-e", `
+      const { existsSync } = await import("node:fs");
       const { openStore } = await import(${JSON.stringify(join(root, "engine/store/index.ts"))});
       const s = openStore(${JSON.stringify(home)});
-      console.log("ready");
-      for (let i = 0; i < 4000; i++) { s.appendEvents("T", [{ type: "x", data: { i } }]); if (i % 100 === 0) await new Promise((r) => setTimeout(r, 1)); }
+      let i = 0;
+      for (; !existsSync(${JSON.stringify(stop)}); i++) {
+        s.appendEvents("T", [{ type: "x", data: { i } }]);
+        if (i === 50) console.log("writing");
+        if (i % 100 === 0) await new Promise((r) => setTimeout(r, 1));
+      }
       await s.close();
+      console.log("wrote " + i);
     `], { stdio: ["ignore", "pipe", "inherit"] });
-    await new Promise<void>((ok) => writer.stdout!.once("data", () => ok()));
+    let said = "";
+    writer.stdout!.on("data", (b) => (said += b));
+    const exited = new Promise((ok) => writer.once("exit", ok));
+    while (!said.includes("writing")) {
+      expect(writer.exitCode, "the writer ended before writing").toBeNull();
+      await new Promise((r) => setTimeout(r, 20));
+    }
     const file = join(dir, `backup-${++n}.mdb`);
     const r = cli(home, ["store", "backup", file, "--json"]);
+    writeFileSync(stop, "");
+    await exited;
     expect(r.stderr).toBe("");
     expect(r.code).toBe(0);
     expect(JSON.parse(r.stdout)).toEqual({ file, bytes: statSync(file).size });
-    await new Promise((ok) => writer.once("exit", ok));
+    expect(Number(said.match(/wrote (\d+)/)?.[1])).toBeGreaterThan(50);
 
     const again = cli(home, ["store", "backup", file]);
     expect(again.code).toBe(2);
