@@ -158,16 +158,20 @@ async function guardJumps(kind: EngineKind, bridge: string): Promise<Jump[]> {
 }
 
 /**
- * Where `j` stands in its chain: whether it is the first rule, and how many copies of it the chain holds. A rule
- * the kernel lists in another spelling counts as absent, so the caller's re-insert (which deletes that many copies)
- * cannot pile copies up: the comparison is by words, the spelling `iptables -S` prints for what we inserted.
+ * Where `j` stands in its chain: whether it is the first rule, and how many copies of it the chain holds (read from
+ * `iptables -S`, which prints our rule as we spell it). Should an iptables print it otherwise, the listing finds no
+ * copy while `-C` (a match by meaning) finds one: that counts as one copy, so a re-insert deletes one and inserts
+ * one, and copies never pile up on every box.
  */
 async function jumpPlace(j: Jump): Promise<{ first: boolean; copies: number; error?: string }> {
   const r = await run(j.cmd, ["-w", "-S", j.chain]);
   if (r.code !== 0) return { first: false, copies: 0, error: r.stderr || `${j.cmd} -S ${j.chain} failed` };
   const want = ["-A", j.chain, ...j.rule].join(" ");
   const rules = r.stdout.split("\n").filter((l) => l.startsWith(`-A ${j.chain} `)).map((l) => l.trim().split(/\s+/).join(" "));
-  return { first: rules[0] === want, copies: rules.filter((l) => l === want).length };
+  const copies = rules.filter((l) => l === want).length;
+  if (rules[0] === want) return { first: true, copies };
+  if (copies > 0) return { first: false, copies };
+  return { first: false, copies: (await run(j.cmd, ["-w", "-C", j.chain, ...j.rule])).code === 0 ? 1 : 0 };
 }
 
 /**
