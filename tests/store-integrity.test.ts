@@ -1,9 +1,10 @@
 /**
  * The store never loses data silently and never crashes: damaged, cut-short, emptied or deleted data files are
  * refused before LMDB maps them (a process that maps a bad file dies on a signal no code can catch), a damaged
- * value is `store_corrupt` from every read, and full or read-only disks say so. The CLI is run as a child process
- * (`bun main.ts`) wherever a crash would be a signal, so the test sees it as one instead of dying with it; calls
- * that can only meet an error (a damaged record, a backup) run in one host process (tests/support/cli-host.ts).
+ * value is `store_corrupt` from every read, and full or read-only disks say so. The CLI runs in child processes
+ * wherever a crash would be a signal, so the test sees it instead of dying with it: `bun main.ts`, or a CLI host
+ * (tests/support/cli-host.ts) of the case's own, whose death fails the call; calls that can only meet an error (a
+ * damaged record, a backup) share one host for the file.
  */
 import { spawn, spawnSync } from "node:child_process";
 import { chmodSync, copyFileSync, cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, truncateSync, writeFileSync } from "node:fs";
@@ -92,12 +93,18 @@ describe("a data file LMDB must not map", () => {
     it(`is refused when ${label}: store_corrupt naming the file, exit 2, no signal, nothing written`, () => {
       const home = damaged(how);
       const before = readFileSync(dataFile(home));
-      for (const args of [["job", "list", "--json"], ["gateway", "stop"], ["store", "verify"], ["store", "backup", join(home, "b.mdb")]]) {
-        const r = evolve(home, args);
-        expect(r.signal, `${args.join(" ")}: ${r.stderr}`).toBeNull();
-        expect(r.code).toBe(2);
-        expect(r.stderr).toMatch(new RegExp(`^error\\[store_corrupt\\]: ${dataFile(home).replace(/[.]/g, "\\.")} is damaged: `));
-        expect(r.stderr).toMatch(/hint: .*restore .*data\.mdb from a backup/);
+      // one process of its own for the case's four calls: a call that mapped the file would kill it, and the next
+      // call's answer (or this one's) would be the host's death instead, failing the test without taking it down
+      const own = cliHost();
+      try {
+        for (const args of [["job", "list", "--json"], ["gateway", "stop"], ["store", "verify"], ["store", "backup", join(home, "b.mdb")]]) {
+          const r = own.run(args, { env: { ...process.env, EVOLVE_HOME: home, NO_COLOR: "1" } });
+          expect(r.code, `${args.join(" ")}: ${r.stderr}`).toBe(2);
+          expect(r.stderr).toMatch(new RegExp(`^error\\[store_corrupt\\]: ${dataFile(home).replace(/[.]/g, "\\.")} is damaged: `));
+          expect(r.stderr).toMatch(/hint: .*restore .*data\.mdb from a backup/);
+        }
+      } finally {
+        own.close();
       }
       expect(readFileSync(dataFile(home)).equals(before)).toBe(true);
       expect(existsSync(join(home, "b.mdb"))).toBe(false);

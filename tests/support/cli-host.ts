@@ -102,7 +102,11 @@ export function cliHost(): CliHost {
       port1.postMessage({ body: JSON.stringify({ argv: [BUN, join(ROOT, "main.ts"), ...args], env, cwd: opts.cwd ?? ROOT }), timeoutMs });
       if (Atomics.wait(cell, 0, 0, timeoutMs + 5_000) === "timed-out") throw new Error(`the CLI host gave no answer to evolve ${args.join(" ")} within ${timeoutMs} ms`);
       const msg = receiveMessageOnPort(port1)?.message as { ok: boolean; text?: string; error?: string } | undefined;
-      if (!msg?.ok) throw new Error(`the CLI host failed on evolve ${args.join(" ")}: ${msg?.error ?? "no answer"}${child.exitCode !== null ? ` (host exited ${child.exitCode})` : ""}`);
+      if (!msg?.ok) {
+        // the child's exit is not seen yet (this thread waited), but a connection cut mid-answer is the host dying
+        const died = /socket hang up|ECONNRESET/.test(msg?.error ?? "") ? " (the host process died during the call: a crash, e.g. a signal)" : "";
+        throw new Error(`the CLI host failed on evolve ${args.join(" ")}${died}: ${msg?.error ?? "no answer"}`);
+      }
       return JSON.parse(msg.text!) as CliResult;
     },
     close,
