@@ -42,13 +42,13 @@ export async function gc(engine: Engine, store: Store, opts: { dryRun?: boolean;
   const isTrialLive = (id: string) => {
     if (!trialLive.has(id)) {
       const t = store.getTrial(id);
-      trialLive.set(id, t !== undefined && isLiveStatus(t.status.toUpperCase()) && isRunnerLive(t.job_id));
+      trialLive.set(id, t !== undefined && isLiveStatus(t.status) && isRunnerLive(t.job_id));
     }
     return trialLive.get(id)!;
   };
   const jobLive = new Map<string, boolean>();
   const isJobLive = (id: string) => {
-    if (!jobLive.has(id)) jobLive.set(id, isRunnerLive(id) && store.listTrials(id).some((t) => isLiveStatus(t.status.toUpperCase())));
+    if (!jobLive.has(id)) jobLive.set(id, isRunnerLive(id) && store.listTrials(id).some((t) => isLiveStatus(t.status)));
     return jobLive.get(id)!;
   };
   const owned = (labels: Record<string, string>) => {
@@ -96,7 +96,7 @@ export interface GcImagesResult {
  * would run on resume, its environment/ and, when present, its tests/ Dockerfile.
  */
 async function neededKeys(store: Store, home: string): Promise<Set<string>> {
-  const digests = new Set(store.listTrials().filter((t) => runsOnResume(t.status.toUpperCase())).map((t) => t.task_digest));
+  const digests = new Set(store.listTrials().filter((t) => runsOnResume(t.status)).map((t) => t.task_digest));
   const keys = new Set<string>();
   for (const digest of digests) {
     const dir = taskBlobDir(home, digest);

@@ -1,12 +1,15 @@
 /**
- * The CLI conventions a user and a script rely on, exercised through the real entry point (`bun main.ts`).
+ * The CLI conventions a user and a script rely on, exercised through the real entry point: commands/entry.ts as
+ * main.ts runs it, in one Bun host process for the file (tests/support/cli-host.ts), and `bun main.ts` itself where
+ * a TTY or a pipe matters.
  */
 import { spawnSync } from "node:child_process";
 import { mkdtempSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
-import { beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { parse as parseToml } from "smol-toml";
+import { cliHost } from "./support/cli-host.ts";
 
 const root = resolve(__dirname, "..");
 const bun = join(root, "node_modules/.bin/bun");
@@ -14,19 +17,18 @@ const pkg = JSON.parse(readFileSync(join(root, "package.json"), "utf8"));
 let home: string;
 let work: string;
 
+// one Bun process runs this file's plain calls in-process (cli-host.ts); the TTY, pipe and signal cases spawn
+const host = cliHost();
+
 function evolve(args: string[], opts: { env?: Record<string, string>; cwd?: string } = {}) {
-  const r = spawnSync(bun, [join(root, "main.ts"), ...args], {
-    cwd: opts.cwd ?? work,
-    encoding: "utf8",
-    env: { ...process.env, EVOLVE_HOME: home, NO_COLOR: "", ...opts.env },
-  });
-  return { code: r.status, stdout: r.stdout, stderr: r.stderr };
+  return host.run(args, { cwd: opts.cwd ?? work, env: { ...process.env, EVOLVE_HOME: home, NO_COLOR: "", ...opts.env } });
 }
 
 beforeAll(() => {
   home = mkdtempSync(join(tmpdir(), "evolve-cli-home-"));
   work = mkdtempSync(join(tmpdir(), "evolve-cli-work-"));
 });
+afterAll(() => host.close());
 
 describe("global conventions", () => {
   it("prints the package version", () => {

@@ -278,7 +278,7 @@ describe("publish, list, show, delete", () => {
       const world = store.getDataset("solo", "1")!.tasks[0].digest;
       const now = new Date().toISOString();
       store.putTrial({
-        id: "t1", job_id: "j1", task_digest: world, agent: "oracle", status: "completed",
+        id: "t1", job_id: "j1", task_digest: world, agent: "oracle", status: "SCORED",
         phase_timings: {}, created_at: now, updated_at: now,
       });
       const r = deleteDataset(store, "demo");

@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { LABEL_JOB, LABEL_MANAGED, LABEL_TRIAL, openEngine, type Engine } from "../engine/driver/index.ts";
 import { runDoctor } from "../engine/doctor.ts";
 import { gc } from "../engine/gc.ts";
-import { openStore, type Store } from "../engine/store/index.ts";
+import { openStore, type Store, type TrialRecord } from "../engine/store/index.ts";
 
 const RUN = `doc${process.pid}${Date.now().toString(36)}`;
 let home: string;
@@ -70,7 +70,7 @@ describe("doctor", () => {
 
 describe("gc", () => {
   const now = () => new Date().toISOString();
-  const trial = (id: string, status: string) =>
+  const trial = (id: string, status: TrialRecord["status"]) =>
     store.putTrial({ id, job_id: `${RUN}-job`, task_digest: `sha256:${"0".repeat(64)}`, agent: "nop", status, phase_timings: {}, created_at: now(), updated_at: now() });
 
   // Scoped to this file's objects: other test files run their own trials on the same engine at the same time.

@@ -102,13 +102,15 @@ describe("the process's gateway", () => {
     const ownStore = openStore(own);
     const warnings: string[] = [];
     const upstreams = buildUpstreams({ upstreams: { anthropic: { base_url: upstream.url, api_key: "sk-ant-real" } } }, {});
-    const gw = new ModelGateway({ home: own, store: ownStore, upstreams, budget: { user: "u-closed" }, warn: (m) => warnings.push(m) });
+    const gw = new ModelGateway({ home: own, store: ownStore, upstreams, budget: { user: "u-closed" }, warn: (m) => warnings.push(m), pollMs: POLL_MS });
     const lease = await gw.lease({ trialId: `T${++n}`, jobId: "J" });
     await lease.end();
     await ownStore.close();
-    // a poll that threw would surface as an uncaught error and fail the run
-    await new Promise((r) => setTimeout(r, 2300));
-    expect(warnings.filter((w) => w.startsWith("gateway: stopped polling the global stop: "))).toHaveLength(1);
+    const stopped = () => warnings.filter((w) => w.startsWith("gateway: stopped polling the global stop: "));
+    for (const t0 = Date.now(); stopped().length === 0 && Date.now() - t0 < 10_000; ) await new Promise((r) => setTimeout(r, 20));
+    // two more polls' time: a poll that threw would surface as an uncaught error and fail the run
+    await pollsPassed(1);
+    expect(stopped()).toHaveLength(1);
     await gw.close();
     rmSync(own, { recursive: true, force: true });
   });

@@ -12,6 +12,7 @@ import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { ScriptedUpstream } from "../fixtures/upstream/server.ts";
+import { cliHost } from "./support/cli-host.ts";
 
 const root = resolve(__dirname, "..");
 const upstream = new ScriptedUpstream();
@@ -47,9 +48,15 @@ async function serve(home: string): Promise<{ env: Record<string, string>; child
   return { env: Object.fromEntries([...printed.matchAll(/^export (\w+)=(.*)$/gm)].map((m) => [m[1]!, m[2]!])), child };
 }
 
-/** Runs the CLI to completion in `home`. */
-const evolve = (home: string, args: string[]) =>
-  spawnSync(bun, [join(root, "main.ts"), ...args], { env: { ...process.env, EVOLVE_HOME: home, NO_COLOR: "1" }, encoding: "utf8" });
+// the short commands (status, stop, resume) run in one Bun host process (tests/support/cli-host.ts)
+const host = cliHost();
+afterAll(() => host.close());
+
+/** Runs a short CLI command to completion in `home`. */
+function evolve(home: string, args: string[]): { status: number | null; stdout: string; stderr: string } {
+  const r = host.run(args, { env: { ...process.env, EVOLVE_HOME: home, NO_COLOR: "1" } });
+  return { status: r.code, stdout: r.stdout, stderr: r.stderr };
+}
 
 const ask = (client: Anthropic) => client.messages.create({ model: "claude-sonnet-4-5", max_tokens: 64, messages: [{ role: "user", content: "hi" }] });
 
@@ -125,7 +132,8 @@ it("refuses calls past the user's [budget] credits in the provider's shape, send
 it("a gateway.toml it cannot read is a one-line error with a stable code, exit 2", () => {
   const h = mkdtempSync(join(tmpdir(), "evolve-gw-serve-bad-"));
   writeFileSync(join(h, "gateway.toml"), "[upstreams.local\nbase_url = 1\n");
-  const r = evolve(h, ["gateway", "serve", "--port", "0"]);
+  // a process of its own: were it to start serving, it would never end
+  const r = spawnSync(bun, [join(root, "main.ts"), "gateway", "serve", "--port", "0"], { env: { ...process.env, EVOLVE_HOME: h, NO_COLOR: "1" }, encoding: "utf8", timeout: 30_000 });
   expect(r.status).toBe(2);
   expect(r.stderr.split("\n")[0]).toMatch(/^error\[gateway_config_invalid\]: cannot read the gateway's upstreams \(.*gateway\.toml\): /);
   expect(r.stdout).toBe("");

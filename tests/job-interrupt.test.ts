@@ -18,6 +18,7 @@ import { openStore, type Store, type TrialRecord } from "../engine/store/index.t
 import { Interruption, stopFailure } from "../engine/trial/outcome.ts";
 import type { TrialDeps, TrialRequest } from "../engine/trial/types.ts";
 import { expectCode } from "./support/expect-code.ts";
+import type { TrialStatus } from "../engine/trial/outcome.ts";
 
 const root = resolve(__dirname, "..");
 let home: string;
@@ -108,7 +109,7 @@ describe("an interrupted job", () => {
 
 describe("job retry", () => {
   /** A settled job whose trials ended in `statuses`, in order. */
-  function jobWith(statuses: string[]) {
+  function jobWith(statuses: TrialStatus[]) {
     const job = createJob(store, config(statuses.length));
     const trials = store.listTrials(job.id).map((t, i) => ({ ...t, status: statuses[i], updated_at: at() }));
     store.putTrials(trials);

@@ -1,8 +1,7 @@
 /**
  * How big a job may be, and that a settled job is never rewritten: `-k 1000000` used to be recorded (10 s, 1.5 GB)
- * and then broke `job show`; a COMPLETED job could be cancelled after the fact. Real store, real CLI (`bun main.ts`).
+ * and then broke `job show`; a COMPLETED job could be cancelled after the fact. Real store, real CLI (its entry run in one Bun host process, tests/support/cli-host.ts).
  */
-import { spawnSync } from "node:child_process";
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
@@ -12,9 +11,9 @@ import { cancelJob, createJob } from "../engine/job/job.ts";
 import { jobConfig } from "./support/job-config.ts";
 import { openStore } from "../engine/store/index.ts";
 import { expectCode } from "./support/expect-code.ts";
+import { cliHost } from "./support/cli-host.ts";
 
 const root = resolve(__dirname, "..");
-const BUN = join(root, "node_modules/.bin/bun");
 let dir: string;
 let n = 0;
 const fresh = () => join(dir, `home-${++n}`);
@@ -24,9 +23,12 @@ beforeAll(() => {
 });
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
+// one Bun process runs this file's CLI calls in-process (tests/support/cli-host.ts)
+const host = cliHost();
+afterAll(() => host.close());
+
 function evolve(home: string, args: string[]) {
-  const r = spawnSync(BUN, [join(root, "main.ts"), ...args], { encoding: "utf8", env: { ...process.env, EVOLVE_HOME: home, NO_COLOR: "1" }, timeout: 60_000, maxBuffer: 64 << 20 });
-  return { code: r.status, stdout: r.stdout, stderr: r.stderr };
+  return host.run(args, { env: { ...process.env, EVOLVE_HOME: home, NO_COLOR: "1" } });
 }
 
 describe("job size limit", () => {
@@ -100,7 +102,7 @@ describe("cancelling a settled job", () => {
     const home = fresh();
     const store = openStore(home);
     const job = createJob(store, jobConfig(2, 1));
-    const done = { ...store.getJob(job.id)!, status: "COMPLETED", finished_at: "2026-01-01T00:00:00.000Z", updated_at: "2026-01-01T00:00:00.000Z" };
+    const done = { ...store.getJob(job.id)!, status: "COMPLETED" as const, finished_at: "2026-01-01T00:00:00.000Z", updated_at: "2026-01-01T00:00:00.000Z" };
     store.putJob(done);
     const trials = store.listTrials(job.id);
     await store.close();

@@ -8,7 +8,8 @@ import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { beforeAll, describe, expect, it } from "vitest";
-import { createJob, type JobConfig } from "../engine/job/job.ts";
+import { createJob, type JobConfig, type JobStatus } from "../engine/job/job.ts";
+import type { TrialStatus } from "../engine/trial/outcome.ts";
 import { jobKind } from "../engine/job/summary.ts";
 import { parseSince } from "../engine/job/list.ts";
 import { globToRegExp, selectTasks } from "../engine/job/select.ts";
@@ -30,7 +31,7 @@ const ids: Record<string, string> = {};
 beforeAll(async () => {
   home = mkdtempSync(join(tmpdir(), "evolve-joblist-home-"));
   const store = openStore(home);
-  const make = (key: string, c: Partial<JobConfig>, status: string, createdAt: string, dataset?: string, trialStatuses: string[] = []) => {
+  const make = (key: string, c: Partial<JobConfig>, status: JobStatus, createdAt: string, dataset?: string, trialStatuses: TrialStatus[] = []) => {
     const job = createJob(store, { ...jobConfig(Math.max(1, trialStatuses.length)), ...c }, dataset);
     store.putJob({ ...job, status, created_at: createdAt });
     const trials = store.listTrials(job.id);
@@ -134,8 +135,8 @@ describe("job show", () => {
 
 describe("job kinds of older jobs", () => {
   it("reads retry and regrade from the trial's lineage when the config has no kind", () => {
-    const job = { id: "J", created_at: "", status: "COMPLETED", config: jobConfig() };
-    const trial = { id: "T", job_id: "J", task_digest: "d", agent: "oracle", status: "SCORED", phase_timings: {}, created_at: "", updated_at: "" };
+    const job = { id: "J", created_at: "", status: "COMPLETED" as const, config: jobConfig() };
+    const trial = { id: "T", job_id: "J", task_digest: "d", agent: "oracle", status: "SCORED" as const, phase_timings: {}, created_at: "", updated_at: "" };
     expect(jobKind(job, [trial])).toBe("run");
     expect(jobKind(job, [{ ...trial, retry_of: "X" }])).toBe("retry");
     expect(jobKind(job, [{ ...trial, regrade_of: "X" }])).toBe("regrade");

@@ -17,7 +17,7 @@ const config: JobConfig = {
 const job: JobRecord = { id: "J1", created_at: "2026-01-01T00:00:00Z", status: "COMPLETED", config, finished_at: "2026-01-01T00:01:00Z" };
 
 let n = 0;
-function trial(task: string, status: string, rewards?: Record<string, number> | null, exception?: string): TrialRecord {
+function trial(task: string, status: TrialRecord["status"], rewards?: Record<string, number> | null, exception?: string): TrialRecord {
   return {
     id: `T${n++}`,
     job_id: "J1",

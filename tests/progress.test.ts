@@ -19,7 +19,7 @@ import { formatDuration } from "../commands/output.ts";
 
 const T0 = Date.parse("2026-06-01T12:00:00Z");
 const phase = (trialId: string, p: string): JobEvent => ({ kind: "phase", trialId, phase: p as never, at: "" });
-function settled(id: string, status: string, reward?: number, exception?: string): JobEvent {
+function settled(id: string, status: TrialRecord["status"], reward?: number, exception?: string): JobEvent {
   const trial: TrialRecord = {
     id,
     job_id: "J",

@@ -1,5 +1,5 @@
 /**
- * Spend and budgets through the real CLI (`bun main.ts`), on a real store and without containers: `run` refuses bad
+ * Spend and budgets through the real CLI (its entry run in one Bun host process, tests/support/cli-host.ts), on a real store and without containers: `run` refuses bad
  * `--ve` and `--max-spend-usd` before any job is recorded, `trial show` prints the three spend states and the judge
  * apart, `job show` sums both lanes, and `gateway stop|resume|status` round-trip through the store and its ledger.
  */
@@ -7,25 +7,23 @@ import { spawnSync } from "node:child_process";
 import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
-import { beforeEach, describe, expect, it } from "vitest";
+import { afterAll, beforeEach, describe, expect, it } from "vitest";
+import { cliHost } from "./support/cli-host.ts";
 import { createJob, type JobConfig } from "../engine/job/job.ts";
 import { openStore, type Store, type TrialRecord } from "../engine/store/index.ts";
 import { monthOf } from "../gateway/budget.ts";
 
 const root = resolve(__dirname, "..");
-const bun = join(root, "node_modules/.bin/bun");
 const TASK = join(root, "fixtures/tasks/valid/minimal");
 const DIGEST = `sha256:${"b".repeat(64)}`;
 let home: string;
 
+// one Bun process runs this file's CLI calls in-process (tests/support/cli-host.ts)
+const host = cliHost();
+afterAll(() => host.close());
+
 function evolve(args: string[], env: Record<string, string | undefined> = process.env) {
-  const r = spawnSync(bun, [join(root, "main.ts"), ...args], {
-    cwd: root,
-    encoding: "utf8",
-    env: { ...env, EVOLVE_HOME: home, NO_COLOR: "1" },
-    timeout: 60_000,
-  });
-  return { code: r.status, stdout: r.stdout, stderr: r.stderr };
+  return host.run(args, { cwd: root, env: { ...env, EVOLVE_HOME: home, NO_COLOR: "1" } });
 }
 
 /** Opens the temp home's store for `fn` and closes it before the CLI runs, so the two never hold it at once. */
@@ -57,7 +55,7 @@ function jobWith(fields: Partial<TrialRecord>[]): Promise<{ job: string; trials:
   return withStore((store) => {
     const job = createJob(store, config(fields.length));
     const trials = store.listTrials(job.id);
-    trials.forEach((t, i) => store.putTrial({ ...t, status: "SCORED", rewards: { reward: 1 }, ...fields[i] } as TrialRecord));
+    trials.forEach((t, i) => store.putTrial({ ...t, status: "SCORED", rewards: { reward: 1 }, ...fields[i] }));
     return { job: job.id, trials: trials.map((t) => t.id) };
   });
 }

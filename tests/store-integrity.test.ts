@@ -1,8 +1,10 @@
 /**
  * The store never loses data silently and never crashes: damaged, cut-short, emptied or deleted data files are
  * refused before LMDB maps them (a process that maps a bad file dies on a signal no code can catch), a damaged
- * value is `store_corrupt` from every read, and full or read-only disks say so. The CLI is run as a child process
- * (`bun main.ts`) wherever a crash would be a signal, so the test sees it as one instead of dying with it.
+ * value is `store_corrupt` from every read, and full or read-only disks say so. The CLI runs in child processes
+ * wherever a crash would be a signal, so the test sees it instead of dying with it: `bun main.ts`, or a CLI host
+ * (tests/support/cli-host.ts) of the case's own, whose death fails the call; calls that can only meet an error (a
+ * damaged record, a backup) share one host for the file.
  */
 import { spawn, spawnSync } from "node:child_process";
 import { chmodSync, copyFileSync, cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, truncateSync, writeFileSync } from "node:fs";
@@ -14,6 +16,7 @@ import { jobConfig } from "./support/job-config.ts";
 import { isDiskFull } from "../engine/errors.ts";
 import { openStore, STORE_MARKER } from "../engine/store/index.ts";
 import { expectCode } from "./support/expect-code.ts";
+import { cliHost } from "./support/cli-host.ts";
 
 const root = resolve(__dirname, "..");
 const BUN = join(root, "node_modules/.bin/bun");
@@ -25,10 +28,16 @@ beforeAll(() => {
 });
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
+/** The CLI as a child process: where a store file LMDB must not map is at stake, or the disk itself. */
 function evolve(home: string, args: string[]) {
   const r = spawnSync(BUN, [join(root, "main.ts"), ...args], { encoding: "utf8", env: { ...process.env, EVOLVE_HOME: home, NO_COLOR: "1" }, timeout: 30_000 });
   return { code: r.status, signal: r.signal, stdout: r.stdout, stderr: r.stderr };
 }
+
+// where a bad record can only be an error, one Bun process runs the calls in-process (tests/support/cli-host.ts)
+const host = cliHost();
+afterAll(() => host.close());
+const cli = (home: string, args: string[]) => host.run(args, { env: { ...process.env, EVOLVE_HOME: home, NO_COLOR: "1" } });
 
 /** A home whose store holds a few jobs of many trials, so data.mdb spans hundreds of pages. */
 async function seeded(): Promise<{ home: string; jobs: string[] }> {
@@ -84,12 +93,18 @@ describe("a data file LMDB must not map", () => {
     it(`is refused when ${label}: store_corrupt naming the file, exit 2, no signal, nothing written`, () => {
       const home = damaged(how);
       const before = readFileSync(dataFile(home));
-      for (const args of [["job", "list", "--json"], ["gateway", "stop"], ["store", "verify"], ["store", "backup", join(home, "b.mdb")]]) {
-        const r = evolve(home, args);
-        expect(r.signal, `${args.join(" ")}: ${r.stderr}`).toBeNull();
-        expect(r.code).toBe(2);
-        expect(r.stderr).toMatch(new RegExp(`^error\\[store_corrupt\\]: ${dataFile(home).replace(/[.]/g, "\\.")} is damaged: `));
-        expect(r.stderr).toMatch(/hint: .*restore .*data\.mdb from a backup/);
+      // one process of its own for the case's four calls: a call that mapped the file would kill it, and the next
+      // call's answer (or this one's) would be the host's death instead, failing the test without taking it down
+      const own = cliHost();
+      try {
+        for (const args of [["job", "list", "--json"], ["gateway", "stop"], ["store", "verify"], ["store", "backup", join(home, "b.mdb")]]) {
+          const r = own.run(args, { env: { ...process.env, EVOLVE_HOME: home, NO_COLOR: "1" } });
+          expect(r.code, `${args.join(" ")}: ${r.stderr}`).toBe(2);
+          expect(r.stderr).toMatch(new RegExp(`^error\\[store_corrupt\\]: ${dataFile(home).replace(/[.]/g, "\\.")} is damaged: `));
+          expect(r.stderr).toMatch(/hint: .*restore .*data\.mdb from a backup/);
+        }
+      } finally {
+        own.close();
       }
       expect(readFileSync(dataFile(home)).equals(before)).toBe(true);
       expect(existsSync(join(home, "b.mdb"))).toBe(false);
@@ -157,12 +172,12 @@ describe("damaged values", () => {
     writeFileSync(file, b);
 
     for (const args of [["job", "list", "--json"], ["job", "show", job.id]]) {
-      const r = evolve(home, args);
+      const r = cli(home, args);
       expect(r.code).toBe(2);
       expect(r.stderr).toMatch(new RegExp(`^error\\[store_corrupt\\]: store record jobs/"${job.id}" is corrupt`));
       expect(r.stderr).toMatch(/hint: `evolve store verify` lists every damaged record/);
     }
-    const v = evolve(home, ["store", "verify", "--json"]);
+    const v = cli(home, ["store", "verify", "--json"]);
     expect(v.code).toBe(1);
     const report = JSON.parse(v.stdout);
     expect(report.structure).toBeNull();
@@ -171,12 +186,38 @@ describe("damaged values", () => {
   });
 });
 
+describe("a status outside the vocabulary", () => {
+  it("is store_corrupt naming the record and the field, from every read and from store verify", async () => {
+    const home = join(dir, `home-${++n}`);
+    const store = openStore(home);
+    const job = createJob(store, jobConfig());
+    const [trial] = store.listTrials(job.id);
+    await store.close();
+    const file = dataFile(home);
+    const b = readFileSync(file);
+    // valid JSON of the same length, a word the trial runner has no meaning for: another tool's, or an older spelling
+    const at = b.indexOf(Buffer.from(`"status":"QUEUED"`));
+    expect(at).toBeGreaterThan(0);
+    b.write("queued", at + 10);
+    writeFileSync(file, b);
+
+    for (const args of [["trial", "show", trial.id], ["job", "show", job.id]]) {
+      const r = cli(home, args);
+      expect(r.code, r.stderr).toBe(2);
+      expect(r.stderr).toMatch(new RegExp(`^error\\[store_corrupt\\]: store record trials/"${trial.id}" is corrupt \\(status: `));
+    }
+    const v = cli(home, ["store", "verify", "--json"]);
+    expect(v.code).toBe(1);
+    expect(JSON.parse(v.stdout).bad).toEqual([{ db: "trials", key: trial.id, why: expect.stringMatching(/^status: /) }]);
+  });
+});
+
 describe("not corruption", () => {
   it("an absurdly long id is a usage error, not store_corrupt", () => {
     const home = join(dir, `home-${++n}`);
     const id = "x".repeat(8000);
     for (const args of [["job", "show", id], ["trial", "show", id], ["job", "cancel", id]]) {
-      const r = evolve(home, args);
+      const r = cli(home, args);
       expect(r.code).toBe(2);
       expect(r.stderr).toMatch(/^error\[usage\]: a (job|trial) id of 8000 characters \("x+"…\) is longer than the store can hold/);
       expect(r.stderr.length).toBeLessThan(400);
@@ -255,23 +296,38 @@ describe.skipIf(!canMount || spawnSync("setpriv", ["--version"]).status !== 0)("
 describe("store backup and verify", () => {
   it("backs up while another process writes; the copy verifies and restores the same records", async () => {
     const { home, jobs } = await seeded();
-    // a writer appending trace events the whole time the backup runs
+    // a writer appending trace events the whole time the backup runs: from before it starts until after it ends
+    const stop = join(dir, `stop-${++n}`);
     const writer = spawn(BUN, ["-e", `
+      const { existsSync } = await import("node:fs");
       const { openStore } = await import(${JSON.stringify(join(root, "engine/store/index.ts"))});
       const s = openStore(${JSON.stringify(home)});
-      console.log("ready");
-      for (let i = 0; i < 4000; i++) { s.appendEvents("T", [{ type: "x", data: { i } }]); if (i % 100 === 0) await new Promise((r) => setTimeout(r, 1)); }
+      let i = 0;
+      for (; !existsSync(${JSON.stringify(stop)}); i++) {
+        s.appendEvents("T", [{ type: "x", data: { i } }]);
+        if (i === 50) console.log("writing");
+        if (i % 100 === 0) await new Promise((r) => setTimeout(r, 1));
+      }
       await s.close();
+      console.log("wrote " + i);
     `], { stdio: ["ignore", "pipe", "inherit"] });
-    await new Promise<void>((ok) => writer.stdout!.once("data", () => ok()));
+    let said = "";
+    writer.stdout!.on("data", (b) => (said += b));
+    const exited = new Promise((ok) => writer.once("exit", ok));
+    while (!said.includes("writing")) {
+      expect(writer.exitCode, "the writer ended before writing").toBeNull();
+      await new Promise((r) => setTimeout(r, 20));
+    }
     const file = join(dir, `backup-${++n}.mdb`);
-    const r = evolve(home, ["store", "backup", file, "--json"]);
+    const r = cli(home, ["store", "backup", file, "--json"]);
+    writeFileSync(stop, "");
+    await exited;
     expect(r.stderr).toBe("");
     expect(r.code).toBe(0);
     expect(JSON.parse(r.stdout)).toEqual({ file, bytes: statSync(file).size });
-    await new Promise((ok) => writer.once("exit", ok));
+    expect(Number(said.match(/wrote (\d+)/)?.[1])).toBeGreaterThan(50);
 
-    const again = evolve(home, ["store", "backup", file]);
+    const again = cli(home, ["store", "backup", file]);
     expect(again.code).toBe(2);
     expect(again.stderr).toMatch(/^error\[usage\]: .* already exists/);
 
@@ -279,13 +335,13 @@ describe("store backup and verify", () => {
     const restored = join(dir, `home-${++n}`);
     mkdirSync(join(restored, "store"), { recursive: true });
     copyFileSync(file, dataFile(restored));
-    const v = evolve(restored, ["store", "verify", "--json"]);
+    const v = cli(restored, ["store", "verify", "--json"]);
     expect(v.code).toBe(0);
     const report = JSON.parse(v.stdout);
     expect(report.ok).toBe(true);
     expect(report.dbs.jobs).toEqual({ records: 3, bad: 0 });
     expect(report.dbs.trials.records).toBe(3 * 800);
-    const list = evolve(restored, ["job", "list", "--json"]);
+    const list = cli(restored, ["job", "list", "--json"]);
     expect(JSON.parse(list.stdout).map((j: { id: string }) => j.id).sort()).toEqual([...jobs].sort());
   });
 

@@ -31,7 +31,7 @@ function trial(id: string, jobId: string, extra: Partial<TrialRecord> = {}): Tri
     job_id: jobId,
     task_digest: DIGEST,
     agent: "oracle",
-    status: "pending",
+    status: "QUEUED",
     phase_timings: {},
     created_at: now(),
     updated_at: now(),
@@ -98,7 +98,7 @@ describe("store records", () => {
 
   it("lists jobs newest first", () => {
     const ids = [newId(), newId(), newId()];
-    for (const id of ids) store.putJob({ id, created_at: now(), status: "running", config: { k: [1, 2] } });
+    for (const id of ids) store.putJob({ id, created_at: now(), status: "RUNNING", config: { k: [1, 2] } });
     expect(store.listJobs().map((j) => j.id)).toEqual([...ids].reverse());
     expect(store.listJobs(1).map((j) => j.id)).toEqual([ids[2]]);
     expect(store.getJob(ids[0])?.config).toEqual({ k: [1, 2] });
@@ -112,7 +112,7 @@ describe("store records", () => {
     store.putTrial(trial(t3, j2));
     expect(store.listTrials(j1).map((t) => t.id)).toEqual([t1, t2]);
     expect(store.getTrial(t2)?.rewards).toEqual({ reward: 1 });
-    store.putTrial(trial(t2, j2, { status: "completed" }));
+    store.putTrial(trial(t2, j2, { status: "SCORED" }));
     expect(store.listTrials(j1).map((t) => t.id)).toEqual([t1]);
     expect(store.listTrials(j2).map((t) => t.id)).toEqual([t2, t3]);
     expect(store.listTrials().length).toBe(3);
@@ -147,7 +147,7 @@ describe("store records", () => {
     await expectCode(
       () =>
         store.transaction(() => {
-          store.putJob({ id, created_at: now(), status: "running", config: null });
+          store.putJob({ id, created_at: now(), status: "RUNNING", config: null });
           store.appendEvents(id, [{ type: "a", data: 1 }]);
           throw new EvolveError("internal", "boom");
         }),

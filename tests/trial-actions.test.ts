@@ -34,11 +34,11 @@ function config(): JobConfig {
 }
 
 /** A job with one trial in `status`, its runner alive (this process) or gone. */
-function trialIn(status: string, fields: Partial<TrialRecord> = {}, runnerAlive = false): TrialRecord {
+function trialIn(status: TrialRecord["status"], fields: Partial<TrialRecord> = {}, runnerAlive = false): TrialRecord {
   const job = createJob(store, config());
   store.putJob({ ...job, runner: runnerAlive ? { pid: process.pid, host: hostname(), started_at: job.created_at } : null });
   const [t] = store.listTrials(job.id);
-  const rec = { ...t, status, ...fields } as TrialRecord;
+  const rec: TrialRecord = { ...t, status, ...fields };
   store.putTrial(rec);
   return rec;
 }
@@ -104,7 +104,7 @@ describe("trial retry and regrade refusals", () => {
 
   it("regrade refuses, by code, what it cannot re-score faithfully", async () => {
     const dir = storeTask("oracle-ok");
-    const refusal = async (fields: Partial<TrialRecord>, status = "SCORED") => (await regradeRefusal(home, trialIn(status, fields), dir))?.code;
+    const refusal = async (fields: Partial<TrialRecord>, status: TrialRecord["status"] = "SCORED") => (await regradeRefusal(home, trialIn(status, fields), dir))?.code;
     expect(await refusal(verified, "RUNNING")).toBe("trial_not_settled");
     expect(await refusal({ phase_timings: {} }, "INFRASTRUCTURE_ERROR")).toBe("regrade_never_verified");
     expect(await refusal(verified)).toBe("regrade_no_kept_files");

@@ -140,7 +140,7 @@ describe("a trial's time", () => {
   });
 
   it("is the phases' span once settled, and unknown for a trial that never started", () => {
-    const settled = { ...base, status: "SCORED", phase_timings: { build: { started_at: "2026-01-01T00:00:01.000Z", finished_at: "2026-01-01T00:00:03.000Z" }, verify: { started_at: "2026-01-01T00:00:04.000Z", finished_at: "2026-01-01T00:00:11.000Z" } } };
+    const settled = { ...base, status: "SCORED" as const, phase_timings: { build: { started_at: "2026-01-01T00:00:01.000Z", finished_at: "2026-01-01T00:00:03.000Z" }, verify: { started_at: "2026-01-01T00:00:04.000Z", finished_at: "2026-01-01T00:00:11.000Z" } } };
     expect(attemptSeconds(settled)).toBe(10);
     expect(attemptSeconds({ ...base, status: "QUEUED" })).toBeNull();
   });

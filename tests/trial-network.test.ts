@@ -5,6 +5,7 @@
  * internet", a server in a network namespace off the host (tests/support/outside.ts), reached by names mapped to it
  * through the trial's extraHosts; and from a server this test runs on the host's 0.0.0.0, which nothing may reach.
  */
+import { execFileSync } from "node:child_process";
 import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { createServer, type Server } from "node:http";
 import { lookup } from "node:dns/promises";
@@ -88,6 +89,15 @@ async function probeFrom(e: Engine, network: string, urls: string[]): Promise<st
     return r.stdout;
   } finally {
     await e.remove(id);
+  }
+}
+
+/** Runs iptables (waiting for the lock); `ok` is false on a non-zero exit. */
+function iptables(args: string[]): { ok: boolean; out: string } {
+  try {
+    return { ok: true, out: execFileSync("iptables", ["-w", ...args], { encoding: "utf8", stdio: ["ignore", "pipe", "pipe"] }) };
+  } catch {
+    return { ok: false, out: "" };
   }
 }
 
@@ -413,6 +423,56 @@ describe("host guard: the user's config", () => {
     const network = await e.egressNetwork();
     opened.push({ engine: e, network, bridge: guardNames(e.kind, { allowHost: false, allowRanges: ["100.127.0.0/16"] }).bridge });
     expect(network).toMatch(/^evolve-egress-/);
+  });
+
+  it("a rule inserted above the guard's jump is outranked again: by the same engine before its next box, and by a new engine", async () => {
+    // a policy of this test's own: its bridge is nobody else's, so the ACCEPT below opens no other trial's box
+    const h = mkdtempSync(join(tmpdir(), "evolve-guard-home-"));
+    copies.push(h);
+    writeFileSync(join(h, "config.toml"), `[network]\nallow_ranges = ["100.125.0.0/16"]\n`);
+    const e = await openEngine({ home: h });
+    const network = await e.egressNetwork();
+    const { bridge } = guardNames(e.kind, { allowHost: false, allowRanges: ["100.125.0.0/16"] });
+    opened.push({ engine: e, network, bridge });
+    const chain = e.kind === "docker" && iptables(["-S", "DOCKER-USER"]).ok ? "DOCKER-USER" : "FORWARD";
+    const jump = `-A ${chain} -i ${bridge} -j EVOLVE-FWD-${bridge}`;
+    // what CNI's CNI-FORWARD jump or Docker's ACCEPTs do when inserted later: let the bridge's traffic through first
+    const bypass = ["-i", bridge, "-m", "comment", "--comment", `evolve-test-bypass-${bridge}`, "-j", "ACCEPT"];
+    const rules = () => iptables(["-S", chain]).out.split("\n").filter((l) => l.startsWith(`-A ${chain} `));
+    const lan = await startOutside("bypass-probe", "100.64");
+    try {
+      iptables(["-I", chain, "1", ...bypass]);
+      expect(rules()[0]).toContain("evolve-test-bypass");
+      // the bypass is real: a box the guard does not see first reaches the private range
+      const id = await e.create({ image: "debian:bookworm-slim", cmd: ["sleep", "60"], labels: { "dev.evolve.test": "guard" }, network });
+      try {
+        await e.start(id);
+        const r = await e.exec(id, ["python3", "-c", PROBE, lan.url], { timeoutMs: 30_000 });
+        expect(r.stdout).toContain(`${lan.url} -> 200 bypass-probe ${lan.ip}`);
+      } finally {
+        await e.remove(id);
+      }
+      // the same engine's next box
+      expect(await probeFrom(e, await e.egressNetwork(), [lan.url])).toMatch(/100\.64\S+ -> ERR .*No route to host/);
+      expect(rules()[0]).toBe(jump);
+      expect(rules().filter((l) => l === jump)).toHaveLength(1);
+      // again: already first is left as it is
+      await e.egressNetwork();
+      expect(rules().filter((l) => l === jump)).toHaveLength(1);
+      // a new engine (a new process) finds the network made and the jump there, but not first
+      iptables(["-I", chain, "1", ...bypass]);
+      const fresh = await openEngine({ home: h });
+      try {
+        expect(await probeFrom(fresh, await fresh.egressNetwork(), [lan.url])).toMatch(/100\.64\S+ -> ERR .*No route to host/);
+      } finally {
+        await fresh.close();
+      }
+      expect(rules()[0]).toBe(jump);
+      expect(rules().filter((l) => l === jump)).toHaveLength(1);
+    } finally {
+      while (iptables(["-D", chain, ...bypass]).ok);
+      lan.close();
+    }
   });
 
   it("a malformed [network] is config_invalid", () => {

@@ -219,7 +219,7 @@ describe("trial records", () => {
     expect(ran.get("agent-user-missing")!.phases).toEqual(["prepare", "build", "boot", "install", "persist"]);
     const t = ran.get("oracle-ok")!.rec.phase_timings;
     for (const p of ALL_PHASES) expect(t[p]?.finished_at, p).toBeDefined();
-    for (let i = 1; i < ALL_PHASES.length; i++) expect(t[ALL_PHASES[i]].started_at >= t[ALL_PHASES[i - 1]].finished_at!).toBe(true);
+    for (let i = 1; i < ALL_PHASES.length; i++) expect(t[ALL_PHASES[i]]!.started_at >= t[ALL_PHASES[i - 1]]!.finished_at!).toBe(true);
   });
 
   it("refuses a GPU task on a host without GPUs before building anything", () => {

@@ -12,7 +12,7 @@ import { readFileSync, rmSync } from "node:fs";
 import { join, posix } from "node:path";
 import { EvolveError } from "../errors.ts";
 import { cliBuild } from "./build.ts";
-import { DEFAULT_GUARD, guardNames, guardNeeded, helperImage, installGuard, type GuardPolicy } from "./hostguard.ts";
+import { DEFAULT_GUARD, guardNames, guardNeeded, helperImage, installGuard, keepGuardFirst, type GuardPolicy } from "./hostguard.ts";
 import { RestClient, seg } from "./rest.ts";
 import { Demuxer, TailBuffer } from "./stream.ts";
 import { tarDirectory, tarSingleFile } from "./tar.ts";
@@ -210,15 +210,20 @@ export class RestEngine implements Engine {
 
   /**
    * The network of public boxes, the egress proxy and builds: evolve's own bridge behind the host guard
-   * (hostguard.ts), made and guarded on first use in this process; the engine's default network when the config
-   * opens everything. A failure is not kept: the next call tries again.
+   * (hostguard.ts), made and guarded on first use in this process, and each later call (one per box or build) puts
+   * the guard's jumps back first in the host's chains if something was inserted above them; the engine's default
+   * network when the config opens everything. A failure is not kept: the next call tries again.
    */
-  egressNetwork(): Promise<string> {
+  async egressNetwork(): Promise<string> {
+    const made = this.egress !== undefined;
     this.egress ??= this.makeEgress().catch((e) => {
       this.egress = undefined;
       throw e;
     });
-    return this.egress;
+    const network = await this.egress;
+    // a rule inserted above the guard's jumps since (CNI's, Docker's) would let this box past it
+    if (made && guardNeeded(this.guard)) await keepGuardFirst(this.kind, guardNames(this.kind, this.guard).bridge, this.guard);
+    return network;
   }
 
   private async makeEgress(): Promise<string> {

@@ -12,7 +12,9 @@
  *   resolvers and replies to connections the host opened;
  * - FORWARD from the bridge to a refused range is refused, except DNS to the resolvers and the config's ranges. On
  *   Docker the jump sits in DOCKER-USER, the one chain Docker keeps ahead of its own ACCEPTs when it re-inserts them;
- *   on podman it is the first rule of FORWARD, ahead of CNI's.
+ *   on podman it is the first rule of FORWARD, ahead of CNI's. Whatever is inserted above a jump later (CNI's
+ *   CNI-FORWARD jump, Docker's rules when dockerd starts after evolve) would ACCEPT a box's traffic before the guard
+ *   sees it, so each jump is moved back to rule 1 on setup and before every later box (keepGuardFirst).
  * - IPv6 from the bridge is refused outright (the network has no IPv6 route out; the bridge's link-local address
  *   would reach the host's `::` listeners).
  * Refusals are ICMP admin-prohibited, so a client fails at once ("No route to host") instead of waiting. The rules
@@ -116,12 +118,12 @@ export function guardRules(bridge: string, p: GuardPolicy, dns: string[]): { inp
   return { input, forward, lines };
 }
 
-function run(cmd: string, args: string[], stdin?: string): Promise<{ code: number; stderr: string; missing?: boolean }> {
+function run(cmd: string, args: string[], stdin?: string): Promise<{ code: number; stdout: string; stderr: string; missing?: boolean }> {
   return new Promise((resolve) => {
-    const child = execFile(cmd, args, { timeout: 15_000 }, (err, _out, stderr) => {
+    const child = execFile(cmd, args, { timeout: 15_000, maxBuffer: 64 * 1024 * 1024 }, (err, out, stderr) => {
       const e = err as (NodeJS.ErrnoException & { code?: unknown }) | null;
-      if (e && e.code === "ENOENT") resolve({ code: 127, stderr: `${cmd} is not installed`, missing: true });
-      else resolve({ code: e ? (typeof e.code === "number" ? e.code : 1) : 0, stderr: String(stderr).trim() });
+      if (e && e.code === "ENOENT") resolve({ code: 127, stdout: "", stderr: `${cmd} is not installed`, missing: true });
+      else resolve({ code: e ? (typeof e.code === "number" ? e.code : 1) : 0, stdout: String(out), stderr: String(stderr).trim() });
     });
     if (stdin !== undefined) child.stdin?.end(stdin);
   });
@@ -135,31 +137,86 @@ function unavailable(bridge: string, why: string): EvolveError {
   );
 }
 
-/** Puts `rule` (a jump) into `chain` as its first rule unless it is there already. */
-async function ensureFirst(cmd: string, chain: string, rule: string[], bridge: string): Promise<void> {
-  if ((await run(cmd, ["-w", "-C", chain, ...rule])).code === 0) return;
-  const r = await run(cmd, ["-w", "-I", chain, "1", ...rule]);
-  if (r.code !== 0) throw unavailable(bridge, firstLine(r.stderr || `${cmd} -I ${chain} failed`));
+/** One jump of the guard: `rule` must be the first rule of `chain` in `cmd`'s (iptables or ip6tables) filter table. */
+interface Jump {
+  cmd: "iptables" | "ip6tables";
+  chain: string;
+  rule: string[];
+}
+
+/** The host chains' jumps into the guard of `bridge`; DOCKER-USER instead of FORWARD where Docker has it. */
+async function guardJumps(kind: EngineKind, bridge: string): Promise<Jump[]> {
+  // Docker re-inserts its per-bridge ACCEPTs at the top of FORWARD; DOCKER-USER is the chain it keeps above them
+  const dockerUser = kind === "docker" && (await run("iptables", ["-w", "-S", "DOCKER-USER"])).code === 0;
+  const jumps: Jump[] = [
+    { cmd: "iptables", chain: "INPUT", rule: ["-i", bridge, "-j", `EVOLVE-IN-${bridge}`] },
+    { cmd: "iptables", chain: dockerUser ? "DOCKER-USER" : "FORWARD", rule: ["-i", bridge, "-j", `EVOLVE-FWD-${bridge}`] },
+  ];
+  // a host without an IPv6 stack has no IPv6 to refuse
+  if (existsSync("/proc/net/if_inet6")) for (const chain of ["INPUT", "FORWARD"]) jumps.push({ cmd: "ip6tables", chain, rule: ["-i", bridge, ...REJECT6] });
+  return jumps;
 }
 
 /**
- * Writes (or rewrites, atomically per table) the guard of `bridge` and makes sure the host's chains jump to it.
+ * Where `j` stands in its chain: whether it is the first rule, and how many copies of it the chain holds (read from
+ * `iptables -S`, which prints our rule as we spell it). Should an iptables print it otherwise, the listing finds no
+ * copy while `-C` (a match by meaning) finds one: that counts as one copy, so a re-insert deletes one and inserts
+ * one, and copies never pile up on every box.
+ */
+async function jumpPlace(j: Jump): Promise<{ first: boolean; copies: number; error?: string }> {
+  const r = await run(j.cmd, ["-w", "-S", j.chain]);
+  if (r.code !== 0) return { first: false, copies: 0, error: r.stderr || `${j.cmd} -S ${j.chain} failed` };
+  const want = ["-A", j.chain, ...j.rule].join(" ");
+  const rules = r.stdout.split("\n").filter((l) => l.startsWith(`-A ${j.chain} `)).map((l) => l.trim().split(/\s+/).join(" "));
+  const copies = rules.filter((l) => l === want).length;
+  if (rules[0] === want) return { first: true, copies };
+  if (copies > 0) return { first: false, copies };
+  return { first: false, copies: (await run(j.cmd, ["-w", "-C", j.chain, ...j.rule])).code === 0 ? 1 : 0 };
+}
+
+/**
+ * Makes `j` its chain's first rule: every copy of it lower down is deleted and one inserted at 1 in a single
+ * iptables-restore transaction, so the chain is never without the jump, and a concurrent process doing the same
+ * leaves one copy, first. Cheap (one listing) when it is first already.
+ */
+async function keepFirst(j: Jump, bridge: string): Promise<void> {
+  for (let attempt = 0; ; attempt++) {
+    const place = await jumpPlace(j);
+    if (place.error) throw unavailable(bridge, firstLine(place.error));
+    if (place.first) return;
+    const spec = j.rule.join(" ");
+    const lines = ["*filter", ...Array.from({ length: place.copies }, () => `-D ${j.chain} ${spec}`), `-I ${j.chain} 1 ${spec}`, "COMMIT", ""];
+    const r = await run(`${j.cmd}-restore`, ["-w", "--noflush"], lines.join("\n"));
+    if (r.code === 0) return;
+    // another process moved the jump between the listing and the transaction: look again, once
+    if (attempt > 0) throw unavailable(bridge, firstLine(r.stderr || `${j.cmd}-restore failed on ${j.chain}`));
+  }
+}
+
+/**
+ * Writes (or rewrites, atomically per table) the guard of `bridge` and makes the host's chains jump to it first.
  * Throws `host_guard_unavailable` when the firewall cannot be programmed (no iptables, not root, rootless engine).
  */
 export async function installGuard(kind: EngineKind, bridge: string, p: GuardPolicy): Promise<void> {
-  const { input, forward, lines } = guardRules(bridge, p, resolvers());
+  const { lines } = guardRules(bridge, p, resolvers());
   const restore = await run("iptables-restore", ["-w", "--noflush"], lines.join("\n"));
   if (restore.code !== 0) throw unavailable(bridge, firstLine(restore.stderr || "iptables-restore failed"));
-  await ensureFirst("iptables", "INPUT", ["-i", bridge, "-j", input], bridge);
-  // Docker re-inserts its per-bridge ACCEPTs at the top of FORWARD; DOCKER-USER is the chain it keeps above them
-  const dockerUser = kind === "docker" && (await run("iptables", ["-w", "-S", "DOCKER-USER"])).code === 0;
-  await ensureFirst("iptables", dockerUser ? "DOCKER-USER" : "FORWARD", ["-i", bridge, "-j", forward], bridge);
-  // a host without an IPv6 stack has no IPv6 to refuse
-  if (!existsSync("/proc/net/if_inet6")) return;
-  for (const chain of ["INPUT", "FORWARD"]) {
-    if ((await run("ip6tables", ["-w", "-C", chain, "-i", bridge, ...REJECT6])).code === 0) continue;
-    const r = await run("ip6tables", ["-w", "-I", chain, "1", "-i", bridge, ...REJECT6]);
-    if (r.code !== 0) throw unavailable(bridge, firstLine(r.stderr || `ip6tables -I ${chain} failed`));
+  for (const j of await guardJumps(kind, bridge)) await keepFirst(j, bridge);
+}
+
+/**
+ * Checks, before a box or build joins the guarded network of `bridge`, that each host chain still jumps to the
+ * guard first, and puts the jumps back on top when not. Rules inserted above ours later (CNI's CNI-FORWARD jump,
+ * Docker's ACCEPTs after dockerd starts) would otherwise ACCEPT a box's traffic before the guard sees it. A jump
+ * that is gone altogether (the firewall was flushed) reinstalls the whole guard. Cheap when all is in place: one
+ * listing per chain.
+ */
+export async function keepGuardFirst(kind: EngineKind, bridge: string, p: GuardPolicy): Promise<void> {
+  for (const j of await guardJumps(kind, bridge)) {
+    const place = await jumpPlace(j);
+    if (place.first) continue;
+    if (place.copies === 0) return installGuard(kind, bridge, p);
+    await keepFirst(j, bridge);
   }
 }
 

@@ -11,15 +11,16 @@ import { LABEL_HOME, LABEL_JOB, type Engine } from "../driver/types.ts";
 import { removeLabelled } from "../trial/box.ts";
 import { newId, type JobRecord, type Store, type TrialRecord } from "../store/index.ts";
 import { taskBlobDir } from "../store/index.ts";
+import type { JOB_STATUSES } from "../store/records.ts";
 import { closeAttempt, endedBecause, isDeterministic, isInterruption, isSettledStatus, runsOnResume } from "../trial/outcome.ts";
 import type { ModelGateway } from "../gateway/model-gateway.ts";
 import type { TrialDeps, TrialEvent, TrialRequest } from "../trial/types.ts";
 
 /**
  * A job's status: RUNNING while a runner works on it, INTERRUPTED when that runner died or was interrupted (Ctrl-C,
- * SIGTERM: `job resume` goes on), then a final state.
+ * SIGTERM: `job resume` goes on), then a final state. The list is the store's (records.ts), so records check it.
  */
-export type JobStatus = "RUNNING" | "INTERRUPTED" | "COMPLETED" | "CANCELLED";
+export type JobStatus = (typeof JOB_STATUSES)[number];
 
 /** What made a job: `run`, `check`, or `trial retry` / `trial regrade` of one trial. */
 export type JobKind = "run" | "check" | "retry" | "regrade";
@@ -150,7 +151,7 @@ export function runnerAlive(job: JobRecord): boolean {
 /** The job's status as a user should see it: a RUNNING job whose runner died is INTERRUPTED. */
 export function effectiveStatus(job: JobRecord): JobStatus {
   if (job.status === "RUNNING" && !runnerAlive(job)) return "INTERRUPTED";
-  return job.status as JobStatus;
+  return job.status;
 }
 
 /**

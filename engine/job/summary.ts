@@ -105,7 +105,7 @@ export function summarizeJob(job: JobRecord, trials: readonly TrialRecord[]): Jo
   let primarySum = 0;
   let primaryN = 0;
   for (const t of trials) {
-    const s = t.status as TrialStatus;
+    const s = t.status;
     counts[s] = (counts[s] ?? 0) + 1;
     if (t.exception) exceptions[t.exception.type] = (exceptions[t.exception.type] ?? 0) + 1;
     if (s !== "SCORED" || !t.rewards) continue;

@@ -8,6 +8,18 @@ import { z } from "zod";
 
 const isoTime = z.string().min(1);
 
+/**
+ * A trial's statuses (platform-trials.md "Statuses"). What each means and when a trial settles in it is the trial
+ * runner's (engine/trial/outcome.ts); the list lives here so a stored word outside it reads as a damaged record.
+ */
+export const TRIAL_STATUSES = ["QUEUED", "RUNNING", "SCORING", "SCORED", "SCORING_ERROR", "INFRASTRUCTURE_ERROR", "BUDGET", "INDETERMINATE", "CANCELLED", "INTERRUPTED"] as const;
+
+/** A job's statuses: RUNNING while a runner works on it, INTERRUPTED when that runner died, then a final state (engine/job). */
+export const JOB_STATUSES = ["RUNNING", "INTERRUPTED", "COMPLETED", "CANCELLED"] as const;
+
+/** The steps of one trial attempt, in order: the `attempt_phase` values a running trial reports (engine/trial). */
+export const PHASES = ["prepare", "build", "boot", "install", "agent", "verify", "persist"] as const;
+
 /** What a task declares that listings and schedulers need without reading task.toml again. */
 export const TaskSummarySchema = z.object({
   steps: z.number().int().nonnegative(),
@@ -48,7 +60,7 @@ export const DatasetRecordSchema = z.object({
 export const JobRecordSchema = z.object({
   id: z.string().min(1),
   created_at: isoTime,
-  status: z.string().min(1),
+  status: z.enum(JOB_STATUSES),
   dataset: z.string().optional(),
   config: z.unknown(),
   updated_at: isoTime.optional(),
@@ -66,16 +78,16 @@ const ExceptionSchema = z.object({
   occurred_at: isoTime,
 });
 
-/** One trial: one agent on one task. Statuses and phases are the trial runner's vocabulary, not the store's. */
+/** One trial: one agent on one task. Statuses and phases are the trial runner's vocabulary, checked against the lists above. */
 export const TrialRecordSchema = z.object({
   id: z.string().min(1),
   job_id: z.string().min(1),
   task_digest: z.string().min(1),
   agent: z.string().min(1),
   model: z.string().optional(),
-  status: z.string().min(1),
-  attempt_phase: z.string().optional(),
-  phase_timings: z.record(z.string(), z.object({ started_at: isoTime, finished_at: isoTime.optional() })),
+  status: z.enum(TRIAL_STATUSES),
+  attempt_phase: z.enum(PHASES).optional(),
+  phase_timings: z.partialRecord(z.enum(PHASES), z.object({ started_at: isoTime, finished_at: isoTime.optional() })),
   rewards: z.record(z.string(), z.number()).nullable().optional(),
   exception: ExceptionSchema.nullable().optional(),
   /**

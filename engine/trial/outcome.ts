@@ -16,36 +16,18 @@
  * (timed out, exited non-zero, hit its spend cap) does not end the trial: the verifier still scores it and the
  * exception rides along.
  */
-
 import type { TrialRecord } from "../store/index.ts";
+import { TRIAL_STATUSES } from "../store/records.ts";
 
-/** A trial's status (platform-trials.md "Statuses"). */
-export type TrialStatus =
-  | "QUEUED"
-  | "RUNNING"
-  | "SCORING"
-  | "SCORED"
-  | "SCORING_ERROR"
-  | "INFRASTRUCTURE_ERROR"
-  | "BUDGET"
-  | "INDETERMINATE"
-  | "CANCELLED"
-  /** Stopped because the process running it was interrupted; `job resume` runs it again (neither live nor settled). */
-  | "INTERRUPTED";
+/**
+ * A trial's status (platform-trials.md "Statuses"); the list is the store's (records.ts), so records check it.
+ * INTERRUPTED: stopped because the process running it was interrupted; `job resume` runs it again (neither live
+ * nor settled).
+ */
+export type TrialStatus = (typeof TRIAL_STATUSES)[number];
 
 /** Every status, in the order a trial goes through them (what `--status` filters accept). */
-export const TRIAL_STATUSES: readonly TrialStatus[] = [
-  "QUEUED",
-  "RUNNING",
-  "SCORING",
-  "SCORED",
-  "SCORING_ERROR",
-  "INFRASTRUCTURE_ERROR",
-  "BUDGET",
-  "INDETERMINATE",
-  "CANCELLED",
-  "INTERRUPTED",
-];
+export { TRIAL_STATUSES };
 
 /** Statuses a trial never leaves. */
 export const SETTLED_STATUSES: ReadonlySet<TrialStatus> = new Set([
@@ -60,21 +42,21 @@ export const SETTLED_STATUSES: ReadonlySet<TrialStatus> = new Set([
 /** Statuses of a trial that is still to run or running: it owns its boxes while its job's runner lives. */
 export const LIVE_STATUSES: ReadonlySet<TrialStatus> = new Set(["QUEUED", "RUNNING", "SCORING"]);
 
-/** Whether a trial in `status` has settled (a stored record may hold any string). */
-export function isSettledStatus(status: string): boolean {
-  return SETTLED_STATUSES.has(status as TrialStatus);
+/** Whether a trial in `status` has settled. */
+export function isSettledStatus(status: TrialStatus): boolean {
+  return SETTLED_STATUSES.has(status);
 }
 
-/** Whether a trial in `status` is still to run or running (a stored record may hold any string). */
-export function isLiveStatus(status: string): boolean {
-  return LIVE_STATUSES.has(status as TrialStatus);
+/** Whether a trial in `status` is still to run or running. */
+export function isLiveStatus(status: TrialStatus): boolean {
+  return LIVE_STATUSES.has(status);
 }
 
 /**
  * Whether `job resume` runs a trial in `status` again: every trial that has not settled, and those a budget
  * stopped (BUDGET is never retried on its own; resuming is how a user goes on once the budget allows it).
  */
-export function runsOnResume(status: string): boolean {
+export function runsOnResume(status: TrialStatus): boolean {
   return !isSettledStatus(status) || status === "BUDGET";
 }
 

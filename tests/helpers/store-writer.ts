@@ -22,13 +22,13 @@ let events = 0;
 const now = () => new Date().toISOString();
 for (let i = 0; i < n; i++) {
   const id = `${tag}-${i}`;
-  store.putJob({ id, created_at: now(), status: "running", config: { tag, i } });
+  store.putJob({ id, created_at: now(), status: "RUNNING", config: { tag, i } });
   store.putTrial({
     id,
     job_id: `job-${tag}`,
     task_digest: `sha256:${"0".repeat(64)}`,
     agent: "nop",
-    status: "running",
+    status: "RUNNING",
     phase_timings: {},
     created_at: now(),
     updated_at: now(),
