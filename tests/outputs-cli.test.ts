@@ -5,7 +5,7 @@
  * README and behaviour agree.
  */
 import { spawnSync } from "node:child_process";
-import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { beforeEach, describe, expect, it } from "vitest";
@@ -198,7 +198,17 @@ describe("help, hints and README say what evolve does", () => {
     expect(readme).not.toMatch(/podman service is started on demand under `\$EVOLVE_HOME\/run\/`/);
     expect(readme).toContain("`$XDG_RUNTIME_DIR/evolve/podman.sock`");
     const { podmanServiceSocket } = await import("../engine/driver/socket.ts");
-    expect(podmanServiceSocket(home)).toBe(join(process.env.XDG_RUNTIME_DIR!, "evolve", "podman.sock"));
+    // a runtime dir of its own: the tier's shared one may hold an evolve/ folder another file made
+    const prev = process.env.XDG_RUNTIME_DIR;
+    const xdg = mkdtempSync(join(tmpdir(), "evolve-xdg-"));
+    process.env.XDG_RUNTIME_DIR = xdg;
+    try {
+      expect(podmanServiceSocket(home)).toBe(join(xdg, "evolve", "podman.sock"));
+    } finally {
+      if (prev === undefined) delete process.env.XDG_RUNTIME_DIR;
+      else process.env.XDG_RUNTIME_DIR = prev;
+      rmSync(xdg, { recursive: true, force: true });
+    }
   });
 });
 
