@@ -25,8 +25,8 @@ const building = new Map<string, Promise<void>>();
 
 /**
  * Makes sure the image for a Dockerfile exists: built when absent (or when `force`), with the task digest as a
- * label, bounded by `timeoutMs`. A build error is the task's own (EnvironmentBuildError) and carries the last
- * lines of the build log.
+ * label, bounded by `timeoutMs`. A build error is the task's own (EnvironmentBuildError): its first line says
+ * why (the failing step and its error line, build.ts buildFailureCause), the rest is the build log's last lines.
  */
 export async function ensureBuilt(
   engine: Engine,
@@ -56,7 +56,11 @@ export async function ensureBuilt(
       },
     })
     .catch((e: unknown) => {
-      throw new TrialFailure("EnvironmentBuildError", `building ${opts.tag} failed: ${(e as Error).message}`, "INFRASTRUCTURE_ERROR", tail.join("\n"));
+      // the builder's message already says which build failed and carries its tail (build.ts): it is the message
+      // as it is, and only an error from before the builder ran (a refused ADD, no CLI) gets the tag and the tail
+      const msg = String((e as Error)?.message ?? e);
+      if (msg.startsWith(`building ${opts.tag} `)) throw new TrialFailure("EnvironmentBuildError", msg);
+      throw new TrialFailure("EnvironmentBuildError", `building ${opts.tag} failed: ${msg}`, "INFRASTRUCTURE_ERROR", tail.join("\n"));
     });
   building.set(opts.tag, p);
   try {
