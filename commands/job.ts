@@ -5,8 +5,9 @@ import { EvolveError } from "../engine/errors.ts";
 import { cancelJob, effectiveStatus, jobConfig } from "../engine/job/job.ts";
 import { jobSpend, primaryReward, summarizeJob, trialSpendFields, type JobSpend, type JobSummary } from "../engine/job/summary.ts";
 import { trialDir, type TrialRecord } from "../engine/store/index.ts";
+import { isLiveStatus } from "../engine/trial/outcome.ts";
 import { withStore } from "./store.ts";
-import { out, outJson, outTable, style, when } from "./output.ts";
+import { exceptionLine, out, outJson, outTable, style, when } from "./output.ts";
 
 const fmt = (x: number | null | undefined) => (x === null || x === undefined ? "-" : Number.isInteger(x) ? String(x) : x.toFixed(3));
 const taskName = (t: TrialRecord) => t.task_name ?? t.task_digest.slice(0, 19);
@@ -17,6 +18,16 @@ function duration(t: TrialRecord): string {
   const start = Math.min(...times.map((p) => Date.parse(p.started_at)));
   const end = Math.max(...times.map((p) => Date.parse(p.finished_at ?? p.started_at)));
   return `${((end - start) / 1000).toFixed(1)}s`;
+}
+
+/**
+ * What follows a trial's status: the phase a trial that did not score failed in (`failed in build`), or the phase a
+ * live trial is in; nothing for a scored one (its phase is always the last).
+ */
+function statusNote(t: TrialRecord): string {
+  if (t.failed_phase) return style.dim(` (failed in ${t.failed_phase})`);
+  if (isLiveStatus(t.status) && t.attempt_phase) return style.dim(` (phase ${t.attempt_phase})`);
+  return "";
 }
 
 /** Prints a job summary and its trials, as `job show` and the end of `run` show them. */
@@ -35,7 +46,7 @@ export function printJobSummary(s: JobSummary, trials: readonly TrialRecord[], s
   out("");
   outTable(
     ["TRIAL", "TASK", "STATUS", "REWARD", "TIME", "EXCEPTION"],
-    trials.map((t) => [t.id, taskName(t), t.status, fmt(primaryReward(t.rewards)), duration(t), t.exception?.type]),
+    trials.map((t) => [t.id, taskName(t), t.status, fmt(primaryReward(t.rewards)), duration(t), exceptionLine(t.exception)]),
   );
 }
 
@@ -133,7 +144,7 @@ export async function trialShowCommand(id: string, opts: { json?: boolean }): Pr
       ["task", `${taskName(t)} ${style.dim(t.task_digest)}`],
       ["agent", t.agent],
       ["model", t.model ?? "-"],
-      ["status", t.status + (t.attempt_phase ? style.dim(` (phase ${t.attempt_phase})`) : "")],
+      ["status", t.status + statusNote(t)],
       ["reward", fmt(primaryReward(t.rewards)) + (t.rewards && Object.keys(t.rewards).length > 1 ? style.dim(` ${JSON.stringify(t.rewards)}`) : "")],
       ["tokens", tokenList(t.tokens)],
       ["spend", formatSpend(t.spend) + (t.spend ? callsNote(t.spend) : "")],

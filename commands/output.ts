@@ -70,3 +70,13 @@ export function reportError(err: unknown): 1 | 2 {
 export function when(iso: string | null | undefined): string {
   return iso ? iso.replace("T", " ").replace(/\.\d+Z$/, "Z") : "-";
 }
+
+/**
+ * A trial's exception on one line, as tables and progress lines show it: its type and its message's first line
+ * (the line that says why, e.g. a build's failing step and error line), cut at `max` characters.
+ */
+export function exceptionLine(e: { type: string; message: string } | null | undefined, max = 160): string | undefined {
+  if (!e) return undefined;
+  const line = `${e.type}: ${e.message.split("\n")[0]}`;
+  return line.length > max ? `${line.slice(0, max - 1)}…` : line;
+}

@@ -12,7 +12,7 @@ import { openStore, taskBlobDir, type JobRecord, type Store, type TrialRecord } 
 import { driveJob as runRecordedJob } from "../engine/job/drive.ts";
 import { runsOnResume } from "../engine/trial/outcome.ts";
 import { isTTY } from "../engine/runtime.ts";
-import { out, outJson, outTable, style } from "./output.ts";
+import { exceptionLine, out, outJson, outTable, style } from "./output.ts";
 import { printJobSummary } from "./job.ts";
 import { printReports } from "./task.ts";
 
@@ -137,7 +137,7 @@ function trialLine(t: TrialRecord): string {
   const r = primaryReward(t.rewards);
   const status = t.status === "SCORED" ? style.green(t.status) : style.red(t.status);
   const name = t.task_name ?? t.task_digest.slice(7, 19);
-  const why = t.exception ? style.dim(` ${t.exception.type}: ${t.exception.message.split("\n")[0].slice(0, 100)}`) : "";
+  const why = t.exception ? style.dim(` ${exceptionLine(t.exception)}`) : "";
   return `${status} ${name} ${style.dim(t.id)}${r !== null ? ` reward ${r}` : ""}${why}`;
 }
 

@@ -18,7 +18,7 @@ import { archiveKept, archiveLive, exclusion, keptChildren, readKeptFile, readMa
 import { BoxFileRefused, readBoxFile, streamBoxFile } from "../engine/trial/boxfs.ts";
 import { trialPaths } from "../engine/trial/layout.ts";
 import { boxChanges, boxList, boxPath, boxProcesses, boxReadFile, findLiveBox } from "../engine/trial/inspect.ts";
-import { out, outJson, outTable, style } from "./output.ts";
+import { exceptionLine, out, outJson, outTable, style } from "./output.ts";
 import { driveJob, secretsFromEnv } from "./run.ts";
 import { withStore } from "./store.ts";
 
@@ -37,7 +37,7 @@ async function runOneTrialJob(store: Store, home: string, made: { job: { id: str
   if (opts.json) outJson(doc);
   else {
     const status = t.status === "SCORED" ? style.green(t.status) : style.red(t.status);
-    const why = t.exception ? style.dim(` ${t.exception.type}: ${t.exception.message.split("\n")[0].slice(0, 160)}`) : "";
+    const why = t.exception ? style.dim(` ${exceptionLine(t.exception)}`) : "";
     out(`${status} ${t.task_name ?? t.task_digest} ${style.dim(t.id)}${t.reward !== null && t.reward !== undefined ? ` reward ${t.reward}` : ""}${why}`);
   }
   return t.status === "SCORED" ? 0 : 1;
@@ -85,12 +85,14 @@ export async function stopCommand(ids: string[], opts: { json?: boolean; wait?: 
 
 // ---- logs ------------------------------------------------------------------------------------------------------
 
-/** The streams `trial logs` knows; the last two are named but not recorded today. */
-export const LOG_STREAMS = ["agent", "verifier", "system", "setup", "metrics"] as const;
+/**
+ * The streams `trial logs` knows: the agent's, the verifier's, evolve's own (trial.log), the image builds' (setup.log)
+ * and the agent's box's own output (box.log); the last is named but not recorded today.
+ */
+export const LOG_STREAMS = ["agent", "verifier", "system", "setup", "box", "metrics"] as const;
 type LogStream = (typeof LOG_STREAMS)[number];
 
 const UNRECORDED: Partial<Record<LogStream, string>> = {
-  setup: "the setup stream (image build and agent install output) is named but not recorded today; build lines appear in `evolve run --json` as log events",
   metrics: "the metrics stream (resource samples of the box) is named but not recorded today",
 };
 
@@ -105,6 +107,8 @@ function streamFiles(tdir: string, t: TrialRecord, stream: LogStream): string[] 
   };
   const p = trialPaths(tdir);
   if (stream === "system") return [p.log];
+  if (stream === "setup") return [p.setup];
+  if (stream === "box") return [p.box];
   const steps = existsSync(p.steps) ? readdirSync(p.steps).sort() : [];
   return [...steps.map((s) => pick(p.step(s))!), pick(tdir)!];
 }
@@ -112,11 +116,14 @@ function streamFiles(tdir: string, t: TrialRecord, stream: LogStream): string[] 
 function notRecorded(t: TrialRecord, stream: LogStream): EvolveError {
   const where = `${t.status}${t.attempt_phase ? `, phase ${t.attempt_phase}` : ""}`;
   const why = isSettled(t)
-    ? stream === "verifier"
-      ? "its verifier never ran"
-      : stream === "agent"
-        ? "its agent never wrote output"
-        : "it kept no system log"
+    ? {
+        verifier: "its verifier never ran",
+        agent: "its agent never wrote output",
+        setup: "it failed before its build phase",
+        box: "its box never started",
+        system: "it kept no system log",
+        metrics: "",
+      }[stream]
     : "nothing is recorded yet";
   return new EvolveError("stream_not_recorded", `trial ${t.id} has no ${stream} stream: ${why} (${where})`, isSettled(t) ? "see `evolve trial show` for what happened" : `follow it as it arrives: evolve trial logs ${t.id} --stream ${stream} --follow`);
 }

@@ -62,6 +62,35 @@ afterAll(() => {
   if (hasPodman) evolve(["gc"]);
 });
 
+describe.skipIf(!hasPodman)("a trial whose image does not build (needs podman)", () => {
+  let id: string;
+  beforeAll(() => {
+    id = runFixture(join(FIXTURES, "build-fails"));
+  }, 240_000);
+
+  it("trial show says the phase it failed in and why, in the build's own words", () => {
+    const show = evolve(["trial", "show", id]);
+    expect(show.stdout).toMatch(/status {6}INFRASTRUCTURE_ERROR \(failed in build\)\n/);
+    expect(show.stdout).toMatch(/exception {3}EnvironmentBuildError: building evolve-task:[0-9a-f]{16} failed \(exit 127\): RUN pip3 install requests: \/bin\/sh: 1: pip3: not found/);
+    expect(json(["trial", "show", id])).toMatchObject({ failed_phase: "build", attempt_phase: "persist" });
+  });
+
+  it("the job's table shows the build's error line", () => {
+    const row = evolve(["job", "show", json(["trial", "show", id]).job_id]).stdout.split("\n").find((l) => l.startsWith(id))!;
+    expect(row).toMatch(/INFRASTRUCTURE_ERROR .*EnvironmentBuildError: building evolve-task:[0-9a-f]{16} failed \(exit 127\): RUN pip3 install requests: \/bin\/sh: 1: pip3: not found$/);
+  });
+
+  it("trial logs --stream setup prints the whole build output", () => {
+    const setup = evolve(["trial", "logs", id, "--stream", "setup"]);
+    expect(setup.code).toBe(0);
+    expect(setup.stdout).toMatch(/^STEP 1\/\d+: FROM debian:bookworm-slim\n[\s\S]*STEP 4\/\d+: RUN pip3 install requests\n\/bin\/sh: 1: pip3: not found\nError: building at STEP/);
+    // its box never started: the box stream says so
+    const box = evolve(["trial", "logs", id, "--stream", "box"]);
+    expect(box.code).toBe(1);
+    expect(box.stderr).toMatch(/^error\[stream_not_recorded\]: trial \S+ has no box stream: its box never started/);
+  });
+});
+
 describe.skipIf(!hasPodman)("a finished trial (needs podman)", () => {
   it("keeps the file the oracle wrote: files status, changes, ls, cat and archive read the kept tree", () => {
     const status = json(["trial", "files", "status", okTrial]);
@@ -123,16 +152,23 @@ describe.skipIf(!hasPodman)("a finished trial (needs podman)", () => {
     }
   });
 
-  it("prints the verifier, system and agent streams; setup is an empty page that says why", () => {
+  it("prints the verifier, system, agent, setup and box streams; metrics is an empty page that says why", () => {
     const v = evolve(["trial", "logs", okTrial, "--stream", "verifier"]);
     expect(v.code).toBe(0);
     expect(v.stdout).toBe(readFileSync(join(home, "trials", okTrial, "verifier", "test-stdout.txt"), "utf8"));
     expect(v.stdout).toMatch(/checking \/app\/hello.txt/);
     expect(evolve(["trial", "logs", okTrial, "--stream", "system"]).stdout).toMatch(/verifier: \{"reward":1\}/);
     expect(json(["trial", "logs", okTrial, "--stream", "agent"])).toMatchObject({ recorded: true, files: [expect.stringMatching(/agent\/oracle\.txt$/)] });
+    // the build's output (or, for an image an earlier run built, a line saying no build ran)
     const setup = evolve(["trial", "logs", okTrial, "--stream", "setup"]);
-    expect(setup).toMatchObject({ code: 0, stdout: "" });
-    expect(setup.stderr).toMatch(/not recorded today/);
+    expect(setup.code).toBe(0);
+    expect(setup.stdout).toBe(readFileSync(join(home, "trials", okTrial, "setup.log"), "utf8"));
+    expect(setup.stdout).toMatch(/^STEP 1\/\d+: FROM debian:bookworm-slim$|^evolve: image evolve-task:[0-9a-f]{16} is cached/m);
+    // the oracle-ok box's entrypoint prints nothing: an empty, recorded stream
+    expect(json(["trial", "logs", okTrial, "--stream", "box"])).toMatchObject({ recorded: true, text: "" });
+    const metrics = evolve(["trial", "logs", okTrial, "--stream", "metrics"]);
+    expect(metrics).toMatchObject({ code: 0, stdout: "" });
+    expect(metrics.stderr).toMatch(/not recorded today/);
     // --follow on a settled trial prints the stream and ends
     expect(evolve(["trial", "logs", okTrial, "--stream", "verifier", "--follow"])).toMatchObject({ code: 0, stdout: v.stdout });
   });

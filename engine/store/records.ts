@@ -68,6 +68,8 @@ export const TrialRecordSchema = z.object({
   model: z.string().optional(),
   status: z.string().min(1),
   attempt_phase: z.string().optional(),
+  /** The phase a trial that did not score failed in (build, boot, …, verify, persist); absent once scored. */
+  failed_phase: z.string().optional(),
   phase_timings: z.record(z.string(), z.object({ started_at: isoTime, finished_at: isoTime.optional() })),
   rewards: z.record(z.string(), z.number()).nullable().optional(),
   exception: ExceptionSchema.nullable().optional(),

@@ -172,14 +172,30 @@ export async function awaitHealthy(engine: Engine, id: string, hc: Healthcheck, 
   }
 }
 
-/** Fails the trial when the box's main process (the image's ENTRYPOINT) has exited: its service is gone. */
+/** Lines of the box's own output an exception about its entrypoint's exit carries. */
+export const BOX_LOG_TAIL_LINES = 20;
+
+/**
+ * Fails the trial when the box's main process (the image's ENTRYPOINT) has exited: its service is gone. The
+ * message says so with the exit code and the last lines the entrypoint printed (what box.log keeps), so a dead
+ * service or a failed healthcheck is not an engine error with no reason.
+ */
 export async function requireRunning(engine: Engine, id: string, when: string): Promise<ContainerState> {
   const s = await engine.inspect(id);
   if (!s) throw new TrialFailure("EnvironmentStartError", `the container vanished ${when}`);
   if (!s.running) {
+    let said = "";
+    try {
+      said = (await engine.logs(id, { tailLines: BOX_LOG_TAIL_LINES }))?.text.trimEnd() ?? "";
+    } catch {
+      // the reason stays the exit code alone
+    }
+    const last = said.split("\n").at(-1) ?? "";
     throw new TrialFailure(
       "EnvironmentStartError",
-      `the image's entrypoint exited with code ${s.exitCode ?? "unknown"} ${when}`,
+      said
+        ? `the box's entrypoint exited with code ${s.exitCode ?? "unknown"} ${when}: ${last}\nthe last lines of box.log (its own output):\n${said}`
+        : `the box's entrypoint exited with code ${s.exitCode ?? "unknown"} ${when}, printing nothing (box.log is empty)`,
     );
   }
   return s;

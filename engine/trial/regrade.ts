@@ -165,7 +165,7 @@ class Regrade extends TrialRecorder {
 
   private async build(): Promise<void> {
     const env = this.cfg.environment;
-    const buildLog = (line: string) => this.deps.onEvent?.({ kind: "log", trialId: this.req.trialId, stream: "build", line });
+    const buildLog = (line: string) => this.buildLog(line);
     if (env.docker_image) {
       await requireImage(this.engine, env.docker_image);
       this.image = env.docker_image;
