@@ -310,6 +310,19 @@ describe("what a failed trial tells", () => {
     expect(readFileSync(join(tree("entrypoint-dies-later"), "trial.log"), "utf8")).not.toMatch(/NonZeroAgentExitCodeError/);
   });
 
+  it("an entrypoint that dies while the verifier runs is the reason, not the missing reward", async () => {
+    // a copy whose service lives 6 s (past the box's boot on a loaded host) and whose verifier takes 20 s
+    const dir = join(mkdtempSync(join(tmpdir(), "evolve-dies-verify-")), "entrypoint-dies-later");
+    cpSync(join(FIXTURES, "entrypoint-dies-later"), dir, { recursive: true });
+    const start = join(dir, "environment", "start.sh");
+    writeFileSync(start, readFileSync(start, "utf8").replace("sleep 3", "sleep 6"));
+    const test = join(dir, "tests", "test.sh");
+    writeFileSync(test, readFileSync(test, "utf8").replace("set -uo pipefail\n", "set -uo pipefail\nsleep 20\n"));
+    const r = await trial(dir, { agent: "nop" });
+    expect(r.rec).toMatchObject({ status: "INFRASTRUCTURE_ERROR", failed_phase: "verify", exception: { type: "EnvironmentStartError" } });
+    expect(r.rec.exception!.message.split("\n")[0]).toBe("the box's entrypoint exited with code 3 during the verify phase: service crashed: lost its database connection");
+  }, 120_000);
+
   it("a cached image's setup stream says no build ran; a docker_image task's says there was nothing to build", () => {
     expect(readFileSync(join(tree("docker-image"), "setup.log"), "utf8")).toMatch(/^evolve: the task runs docker_image localhost\/evolve-trials-base:1; nothing to build\n$/);
   });

@@ -201,6 +201,23 @@ export async function requireRunning(engine: Engine, id: string, when: string): 
   return s;
 }
 
+/** How long a box whose exec was killed may take to show as exited (Docker marks it a moment after its execs die). */
+const DEATH_SETTLE_MS = 5000;
+
+/**
+ * requireRunning after an exec in the box ended with `exitCode`. An exec killed by SIGKILL (137, or -1 when the
+ * engine lost it) may be the box's own death reaching it before the engine marks the box exited (Docker does so a
+ * moment later): the box is then given a few seconds to show as exited before it is taken as alive. An exec
+ * that timed out was killed by evolve: pass 0 for it.
+ */
+export async function requireRunningAfter(engine: Engine, id: string, exitCode: number, when: string): Promise<ContainerState> {
+  if (exitCode === 137 || exitCode === -1) {
+    const deadline = Date.now() + DEATH_SETTLE_MS;
+    while (Date.now() < deadline && (await engine.inspect(id))?.running) await new Promise((r) => setTimeout(r, 200));
+  }
+  return requireRunning(engine, id, when);
+}
+
 /**
  * Removes every managed container and network carrying all of `labels` (a killed run's boxes of one job or one
  * trial), containers first; returns how many went. `job resume` and each new attempt of a trial call it, so

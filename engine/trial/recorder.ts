@@ -35,7 +35,7 @@ export interface VerifierRun {
 }
 
 /** What runVerifier found: the scores, or the exception of a verifier that gave no valid verdict. */
-export type VerifierVerdict = { rewards: RewardMap; primary: number | null } | { exception: ExceptionRecord };
+export type VerifierVerdict = { rewards: RewardMap; primary: number | null } | { exception: ExceptionRecord; exitCode?: number };
 
 const MIB = 1024 * 1024;
 /** The most of a build's output setup.log keeps: past it, one line says so. */
@@ -237,7 +237,7 @@ export abstract class TrialRecorder {
       return { exception: this.exc("VerifierTimeoutError", await tailOr(msg), msg) };
     }
     const parsed = await readRewards(vdir);
-    if (!parsed.ok) return { exception: this.exc(parsed.type, await tailOr(parsed.reason), `${parsed.reason} (test.sh exited ${r.exitCode})`) };
+    if (!parsed.ok) return { exception: this.exc(parsed.type, await tailOr(parsed.reason), `${parsed.reason} (test.sh exited ${r.exitCode})`), exitCode: r.exitCode };
     this.log(`verifier: ${JSON.stringify(parsed.rewards)} from ${parsed.file}`);
     return { rewards: parsed.rewards, primary: parsed.primary };
   }

@@ -8,7 +8,7 @@ import { existsSync } from "node:fs";
 import { join } from "node:path";
 import type { Engine } from "../../driver/types.ts";
 import { verifierMode, type TaskConfig } from "../../task/model.ts";
-import { ensureBuilt, requireRunning, taskImageTag } from "../box.ts";
+import { ensureBuilt, requireRunningAfter, taskImageTag } from "../box.ts";
 import { keepChangedFiles } from "../changes.ts";
 import { emptyBoxDir } from "../boxfs.ts";
 import { judgeFamily, resolveVerifierEnv, withJudgeEnv } from "../env.ts";
@@ -50,7 +50,7 @@ export async function verifyStep(room: TrialRoom, plan: StepPlan, step: StepResu
     });
     if ("exception" in v) {
       // a verifier cut off because the agent's box died gives no verdict of its own: the entrypoint's exit is why
-      if (!separate) await requireRunning(room.engine, box, "during the verify phase");
+      if (!separate) await requireRunningAfter(room.engine, box, v.exitCode ?? 0, "during the verify phase");
       step.exception = v.exception;
       return { ok: false };
     }
