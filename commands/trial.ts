@@ -156,6 +156,14 @@ async function printLogs(id: string, opts: { stream?: string; follow?: boolean; 
       if (opts.json && opts.follow) process.stdout.write(JSON.stringify({ trial: id, stream, text }) + "\n");
       else if (!opts.json) process.stdout.write(text);
     };
+    if (!opts.follow && stream === "box" && !isSettled(t) && !existsSync(trialPaths(tdir).box)) {
+      // box.log is written when the box goes: while it runs, its own output is read from the engine
+      const live = await liveBoxLog(home, id);
+      if (live === undefined) throw notRecorded(t, stream);
+      if (opts.json) outJson({ trial: id, stream, recorded: true, live: true, files: [], text: live });
+      else process.stdout.write(live);
+      return 0;
+    }
     if (!opts.follow) {
       const files = streamFiles(tdir, t, stream).filter((f) => existsSync(f));
       if (files.length === 0) throw notRecorded(t, stream);
@@ -195,6 +203,17 @@ async function printLogs(id: string, opts: { stream?: string; follow?: boolean; 
       await sleep(200);
     }
   });
+}
+
+/** A live trial's agent box's own output, as the engine keeps it (the last 1 MiB); undefined when no box of it runs. */
+async function liveBoxLog(home: string, id: string): Promise<string | undefined> {
+  const engine = await openEngine({ home });
+  try {
+    const box = await findLiveBox(engine, id);
+    return box ? (await engine.logs(box.id))?.text : undefined;
+  } finally {
+    await engine.close();
+  }
 }
 
 /** What `trial logs --json` puts in one document per file: its last 16 MiB (the whole stream prints without --json). */

@@ -223,6 +223,9 @@ describe.skipIf(!hasPodman)("a live trial (needs podman)", () => {
     const task = join(work, "sleeper");
     cpSync(join(FIXTURES, "oracle-ok"), task, { recursive: true });
     writeFileSync(join(task, "solution", "solve.sh"), '#!/bin/bash\necho "hello, world" > /app/hello.txt\necho started\nsleep 120\n');
+    // an entrypoint that says it is up, for the box stream read live
+    const dockerfile = join(task, "environment", "Dockerfile");
+    writeFileSync(dockerfile, `${readFileSync(dockerfile, "utf8")}RUN printf '#!/bin/sh\\necho sleeper box up\\nexec "$@"\\n' > /start.sh && chmod +x /start.sh\nENTRYPOINT ["/start.sh"]\n`);
     writeFileSync(join(task, "task.toml"), readFileSync(join(task, "task.toml"), "utf8").replace('name = "evolve-trials/oracle-ok"', 'name = "evolve-trials/sleeper"').replace(/\[agent\]\ntimeout_sec = 60/, "[agent]\ntimeout_sec = 300"));
     const child = spawn(bun, [join(root, "main.ts"), "run", "-p", task, "-a", "oracle", "-k", "2", "-n", "2", "--json"], {
       cwd: work,
@@ -249,6 +252,8 @@ describe.skipIf(!hasPodman)("a live trial (needs podman)", () => {
       const ls = json(["trial", "files", "ls", a, "/app"]);
       expect(ls.entries.find((e: { name: string }) => e.name === "hello.txt")).toMatchObject({ type: "file", size: 13 });
       expect(json(["trial", "files", "changes", a]).changes).toContainEqual({ path: "/app/hello.txt", kind: "added" });
+      // the box stream while it runs: the entrypoint's output, read from the engine (box.log comes at the end)
+      expect(json(["trial", "logs", a, "--stream", "box"])).toMatchObject({ recorded: true, live: true, text: "sleeper box up\n" });
       const procs = json(["trial", "procs", a]);
       expect(procs.processes.map((p: { command: string }) => p.command).join("\n")).toMatch(/sleep 120/);
       const arch = json(["trial", "files", "archive", a, "--path", "/app", "-o", join(work, "live-archives")]);
