@@ -293,6 +293,8 @@ function suite(kind: EngineKind): void {
     it("a failing build says why, with the last lines of its output", async () => {
       const e = await expectCode(() => engine.build({ context: ctx, dockerfile: "Bad.Dockerfile", tag: `localhost/${RUN}-bad`, labels: {}, timeoutMs: 60_000 }), "build_failed");
       expect(e.message).toContain(`the-step-${RUN}-broke`);
+      // the first line is the cause: the failing step and what it printed, in either engine's builder
+      expect(e.message.split("\n")[0]).toBe(`building localhost/${RUN}-bad failed (exit ${/\(exit (\d+)\)/.exec(e.message)?.[1]}): RUN echo "the-step-${RUN}-broke" && exit 3: the-step-${RUN}-broke`);
       // the failed step's container is not left behind (Docker's classic builder keeps it without --force-rm)
       const { data } = await (engine as RestEngine).rest.json("GET", "/containers/json", { query: { all: true } });
       expect((data as { Command?: string }[]).filter((c) => String(c.Command ?? "").includes(`the-step-${RUN}-broke`))).toEqual([]);
