@@ -19,10 +19,10 @@ import {
   type PassAtKLeftOut,
 } from "../engine/job/summary.ts";
 import { resolveJob, resolveJobId, resolveTrial, trialDir, type TrialRecord } from "../engine/store/index.ts";
-import { isSettledStatus, type AttemptEntry } from "../engine/trial/outcome.ts";
+import { isLiveStatus, isSettledStatus, type AttemptEntry } from "../engine/trial/outcome.ts";
 import { COUNT, parseNumberFlag } from "./flags.ts";
 import { withStore } from "./store.ts";
-import { formatDuration, formatReward, out, outJson, outTable, statusWord, style, taskLabel, when } from "./output.ts";
+import { exceptionLine, formatDuration, formatReward, out, outJson, outTable, statusWord, style, taskLabel, when } from "./output.ts";
 
 const TRIAL_STATUSES: readonly TrialStatus[] = ["QUEUED", "RUNNING", "SCORING", ...SETTLED_STATUSES];
 const fmt = formatReward;
@@ -42,6 +42,16 @@ function duration(t: TrialRecord, runnerLive: boolean): string {
 function attemptLine(a: AttemptEntry): string {
   const took = a.ended_at ? formatDuration(Date.parse(a.ended_at) - Date.parse(a.started_at)) : "-";
   return `#${a.n} ${when(a.started_at)} ${took} ${a.status ?? "?"}${a.ended_because && a.ended_because !== "scored" ? `: ${a.ended_because}` : ""}`;
+}
+
+/**
+ * What follows a trial's status: the phase a trial that did not score failed in (`failed in build`), or the phase a
+ * live trial is in; nothing for a scored one (its phase is always the last).
+ */
+function statusNote(t: TrialRecord): string {
+  if (t.failed_phase) return style.dim(` (failed in ${t.failed_phase})`);
+  if (isLiveStatus(t.status) && t.attempt_phase) return style.dim(` (phase ${t.attempt_phase})`);
+  return "";
 }
 
 /** Prints a job summary and its trials, as `job show` and the end of `run` show them. */
@@ -67,7 +77,7 @@ export function printJobSummary(s: JobSummary, trials: readonly TrialRecord[], s
   out("");
   outTable(
     ["TRIAL", "TASK", "STATUS", "REWARD", "TIME", "ATTEMPTS", "EXCEPTION"],
-    trials.map((t) => [t.id, taskName(t), statusWord(t.status), fmt(primaryReward(t.rewards)), duration(t, s.status === "RUNNING"), trialAttempts(t).count, t.exception?.type]),
+    trials.map((t) => [t.id, taskName(t), statusWord(t.status), fmt(primaryReward(t.rewards)), duration(t, s.status === "RUNNING"), trialAttempts(t).count, exceptionLine(t.exception)]),
   );
   // why each retried trial's earlier attempts ended: the table shows only the latest
   const retried = trials.filter((t) => trialAttempts(t).history.length > 1);
@@ -236,7 +246,7 @@ export async function trialShowCommand(arg: string, opts: { json?: boolean }): P
       ["task", `${taskName(t)} ${style.dim(t.task_digest)}`],
       ["agent", t.agent],
       ["model", t.model ?? "-"],
-      ["status", statusWord(t.status) + (t.attempt_phase ? style.dim(` (phase ${t.attempt_phase})`) : "")],
+      ["status", statusWord(t.status) + statusNote(t)],
       ["reward", fmt(primaryReward(t.rewards)) + (t.rewards && Object.keys(t.rewards).length > 1 ? style.dim(` ${JSON.stringify(t.rewards)}`) : "")],
       ["tokens", tokenList(t.tokens)],
       // `-  (0 calls)`: the gateway metered this trial and no call went through, which is not a spend of $0

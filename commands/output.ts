@@ -158,3 +158,13 @@ export function taskLabel(t: { task_name?: string; task_path?: string; task_dige
   const name = t.task_name ?? t.task_digest.slice(0, 19);
   return t.task_path !== undefined ? `${name} (${t.task_path})` : name;
 }
+
+/**
+ * A trial's exception on one line, as tables and progress lines show it: its type and its message's first line
+ * (the line that says why, e.g. a build's failing step and error line), cut at `max` characters.
+ */
+export function exceptionLine(e: { type: string; message: string } | null | undefined, max = 160): string | undefined {
+  if (!e) return undefined;
+  const line = `${e.type}: ${e.message.split("\n")[0]}`;
+  return line.length > max ? `${line.slice(0, max - 1)}…` : line;
+}

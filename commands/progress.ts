@@ -9,7 +9,7 @@
 import type { JobEvent } from "../engine/job/job.ts";
 import { primaryReward } from "../engine/job/summary.ts";
 import type { TrialRecord } from "../engine/store/index.ts";
-import { formatDuration, formatReward, jsonKeys, statusWord, style } from "./output.ts";
+import { exceptionLine, formatDuration, formatReward, jsonKeys, statusWord, style } from "./output.ts";
 
 /** One trial that has started and not settled. */
 export interface RunningTrial {
@@ -145,7 +145,7 @@ export function renderNote(n: NonNullable<ProgressNote>): string {
       const t = n.trial;
       const r = primaryReward(t.rewards);
       const status = statusWord(t.status);
-      const why = t.exception ? style.dim(` ${t.exception.type}: ${exceptionLine(t)}`) : "";
+      const why = t.exception ? style.dim(` ${settledWhy(t)}`) : "";
       const time = n.ms !== null ? ` ${style.dim(`(${formatDuration(n.ms)})`)}` : "";
       return `${status} ${n.task} ${style.dim(t.id)}${r !== null ? ` reward ${formatReward(r)}` : ""}${time}${why}`;
     }
@@ -153,12 +153,11 @@ export function renderNote(n: NonNullable<ProgressNote>): string {
 }
 
 /**
- * The first line of a trial's exception for its settled line. A BUDGET refusal prints whole (it names the limit,
- * what was spent and what the request would have cost: the figures a user acts on); any other is clipped to 100.
+ * A trial's exception for its settled line (output.ts exceptionLine). A BUDGET refusal prints whole (it names the
+ * limit, what was spent and what the request would have cost: the figures a user acts on); any other is cut at 120.
  */
-export function exceptionLine(t: Pick<TrialRecord, "status" | "exception">): string {
-  const first = t.exception?.message.split("\n")[0] ?? "";
-  return t.status === "BUDGET" ? first : clip(first, 100);
+export function settledWhy(t: Pick<TrialRecord, "status" | "exception">): string {
+  return exceptionLine(t.exception, t.status === "BUDGET" ? Infinity : 120) ?? "";
 }
 
 function firstLine(s: string, max: number): string {

@@ -15,7 +15,7 @@ import { openStore, resolveJob, resolveJobId, taskBlobDir, trialDir, type JobRec
 import { driveJob as runRecordedJob } from "../engine/job/drive.ts";
 import { Interruption, isInterruption, runsOnResume, TRIAL_STATUSES, type TrialStatus } from "../engine/trial/outcome.ts";
 import { deferBrokenPipe, isBrokenPipe, isTTY } from "../engine/runtime.ts";
-import { formatReward, out, outJson, outTable, QuietExit, statusWord, style, taskLabel } from "./output.ts";
+import { exceptionLine, formatReward, out, outJson, outTable, QuietExit, statusWord, style, taskLabel } from "./output.ts";
 import { progressView, type ProgressMode } from "./progress.ts";
 import { printJobSummary } from "./job.ts";
 import { printReports } from "./task.ts";

@@ -42,21 +42,24 @@ export function addTrialCommands(trial: Command, setExit: (code: number) => void
     .description("print one of a trial's streams; --follow tails it while the trial runs")
     .argument("<id>", "trial id, or a unique start or end of it")
     .addOption(
-      new Option("--stream <stream>", "agent (the harness's stdout) | verifier (test-stdout.txt) | system (trial.log) | setup | metrics (named, not recorded)")
-        .choices(["agent", "verifier", "system", "setup", "metrics"])
+      new Option("--stream <stream>", "agent (the harness's stdout) | verifier (test-stdout.txt) | system (trial.log) | setup (setup.log: the image builds' output) | box (box.log: the box's own ENTRYPOINT output) | metrics (named, not recorded)")
+        .choices(["agent", "verifier", "system", "setup", "box", "metrics"])
         .default("agent"),
     )
     .option("-f, --follow", "keep printing as the stream grows until the trial settles")
     .option("--json", "print as JSON (one line per chunk with --follow)")
     .addHelpText(
       "after",
-      examples(["evolve trial logs 01JB... --stream verifier", "evolve trial logs 01JB... --stream agent --follow", "evolve trial logs 01JB... --stream system --json | jq -r .text"]),
+      examples(["evolve trial logs 01JB... --stream verifier", "evolve trial logs 01JB... --stream agent --follow", "evolve trial logs 01JB... --stream setup --follow", "evolve trial logs 01JB... --stream system --json | jq -r .text"]),
     )
     .action(async (id: string, opts) => setExit(await (await impl()).logsCommand(id, opts)));
 
   const files = trial
     .command("files")
-    .description("read a trial's file system: the live box while it runs, the kept tree (what the run changed) after");
+    .description(
+      "read a trial's file system: the live box while it runs, the kept tree (what the run changed) after; the " +
+        "collected artifacts are in the trial folder (`trial show`'s dir): artifacts/, or steps/<name>/artifacts/ per step of a multi-step task",
+    );
   files
     .command("status")
     .description("whether the live box or the kept tree is served, and what the kept tree holds")

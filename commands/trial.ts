@@ -19,7 +19,7 @@ import { BoxFileRefused, readBoxFile, streamBoxFile } from "../engine/trial/boxf
 import { trialPaths } from "../engine/trial/layout.ts";
 import type { RegradeVerifier } from "../engine/trial/regrade.ts";
 import { boxChanges, boxList, boxPath, boxProcesses, boxReadFile, findLiveBox } from "../engine/trial/inspect.ts";
-import { formatDuration, formatReward, out, outJson, outJsonLine, outTable, statusWord, style, taskLabel, when } from "./output.ts";
+import { exceptionLine, formatDuration, formatReward, out, outJson, outJsonLine, outTable, statusWord, style, taskLabel, when } from "./output.ts";
 import { driveJob, secretsFromEnv } from "./run.ts";
 import { withStore } from "./store.ts";
 
@@ -61,7 +61,7 @@ async function runOneTrialJob(
   if (opts.json) outJson(doc);
   else {
     const status = statusWord(t.status);
-    const why = t.exception ? style.dim(` ${t.exception.type}: ${t.exception.message.split("\n")[0].slice(0, 160)}`) : "";
+    const why = t.exception ? style.dim(` ${exceptionLine(t.exception)}`) : "";
     out(`${status} ${taskLabel(t)} ${style.dim(t.id)}${t.reward !== null && t.reward !== undefined ? ` reward ${formatReward(t.reward)}` : ""}${why}`);
   }
   return t.status === "SCORED" ? 0 : 1;
@@ -108,12 +108,14 @@ export async function stopCommand(ids: string[], opts: { json?: boolean; wait?: 
 
 // ---- logs ------------------------------------------------------------------------------------------------------
 
-/** The streams `trial logs` knows; the last two are named but not recorded today. */
-export const LOG_STREAMS = ["agent", "verifier", "system", "setup", "metrics"] as const;
+/**
+ * The streams `trial logs` knows: the agent's, the verifier's, evolve's own (trial.log), the image builds' (setup.log)
+ * and the agent's box's own output (box.log); the last is named but not recorded today.
+ */
+export const LOG_STREAMS = ["agent", "verifier", "system", "setup", "box", "metrics"] as const;
 type LogStream = (typeof LOG_STREAMS)[number];
 
 const UNRECORDED: Partial<Record<LogStream, string>> = {
-  setup: "the setup stream (image build and agent install output) is named but not recorded today; build lines appear in `evolve run --json` as log events",
   metrics: "the metrics stream (resource samples of the box) is named but not recorded today",
 };
 
@@ -128,6 +130,8 @@ function streamFiles(tdir: string, t: TrialRecord, stream: LogStream): string[] 
   };
   const p = trialPaths(tdir);
   if (stream === "system") return [p.log];
+  if (stream === "setup") return [p.setup];
+  if (stream === "box") return [p.box];
   const steps = existsSync(p.steps) ? readdirSync(p.steps).sort() : [];
   return [...steps.map((s) => pick(p.step(s))!), pick(tdir)!];
 }
@@ -135,11 +139,14 @@ function streamFiles(tdir: string, t: TrialRecord, stream: LogStream): string[] 
 function notRecorded(t: TrialRecord, stream: LogStream): EvolveError {
   const where = `${t.status}${t.attempt_phase ? `, phase ${t.attempt_phase}` : ""}`;
   const why = isSettled(t)
-    ? stream === "verifier"
-      ? "its verifier never ran"
-      : stream === "agent"
-        ? "its agent never wrote output"
-        : "it kept no system log"
+    ? {
+        verifier: "its verifier never ran",
+        agent: "its agent never wrote output",
+        setup: "it failed before its build phase",
+        box: "its box never started",
+        system: "it kept no system log",
+        metrics: "",
+      }[stream]
     : "nothing is recorded yet";
   return new EvolveError("stream_not_recorded", `trial ${t.id} has no ${stream} stream: ${why} (${where})`, isSettled(t) ? "see `evolve trial show` for what happened" : `follow it as it arrives: evolve trial logs ${t.id} --stream ${stream} --follow`);
 }
@@ -173,6 +180,14 @@ async function printLogs(arg: string, opts: { stream?: string; follow?: boolean;
       if (opts.json && opts.follow) outJsonLine({ trial_id: id, stream, text });
       else if (!opts.json) process.stdout.write(text);
     };
+    if (!opts.follow && stream === "box" && !isSettled(t) && !existsSync(trialPaths(tdir).box)) {
+      // box.log is written when the box goes: while it runs, its own output is read from the engine
+      const live = await liveBoxLog(home, id);
+      if (live === undefined) throw notRecorded(t, stream);
+      if (opts.json) outJson({ trial_id: id, stream, recorded: true, live: true, files: [], text: live });
+      else process.stdout.write(live);
+      return 0;
+    }
     if (!opts.follow) {
       const files = streamFiles(tdir, t, stream).filter((f) => existsSync(f));
       if (files.length === 0) throw notRecorded(t, stream);
@@ -212,6 +227,17 @@ async function printLogs(arg: string, opts: { stream?: string; follow?: boolean;
       await sleep(200);
     }
   });
+}
+
+/** A live trial's agent box's own output, as the engine keeps it (the last 1 MiB); undefined when no box of it runs. */
+async function liveBoxLog(home: string, id: string): Promise<string | undefined> {
+  const engine = await openEngine({ home });
+  try {
+    const box = await findLiveBox(engine, id);
+    return box ? (await engine.logs(box.id))?.text : undefined;
+  } finally {
+    await engine.close();
+  }
 }
 
 /** What `trial logs --json` puts in one document per file: its last 16 MiB (the whole stream prints without --json). */

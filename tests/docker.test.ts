@@ -66,5 +66,24 @@ describe.skipIf(!dockerUp)("on Docker (DOCKER_HOST answers)", () => {
       // removal runs after the trial settles; `evolve run` waits for it before exiting
       expect(boxes()).toEqual([]);
     });
+
+    it("a failed build says why in the builder's own words, and an entrypoint that dies mid-agent is the reason given", () => {
+      const settle = (task: string) => {
+        const r = evolve(["run", "-p", join(root, "fixtures", "tasks", "trials", task), "-a", "oracle", "--engine", "docker", "--json"]);
+        const events = r.stdout.split("\n").filter(Boolean).map((l) => JSON.parse(l));
+        const id = events.find((e) => e.kind === "trial_settled").trial.id as string;
+        const show = evolve(["trial", "show", id, "--json"]);
+        return { rec: JSON.parse(show.stdout), dir: join(home, "trials", id) };
+      };
+      const built = settle("build-fails");
+      expect(built.rec).toMatchObject({ status: "INFRASTRUCTURE_ERROR", failed_phase: "build", exception: { type: "EnvironmentBuildError" } });
+      expect(built.rec.exception.message.split("\n")[0]).toMatch(/^building evolve-task:[0-9a-f]{16} failed \(exit \d+\): RUN pip3 install requests: \/bin\/sh: 1: pip3: not found$/);
+      expect(readFileSync(join(built.dir, "setup.log"), "utf8")).toMatch(/^Step 4\/\d+ : RUN pip3 install requests$/m);
+      const died = settle("entrypoint-dies-later");
+      expect(died.rec).toMatchObject({ status: "INFRASTRUCTURE_ERROR", failed_phase: "agent", exception: { type: "EnvironmentStartError" } });
+      expect(died.rec.exception.message.split("\n")[0]).toBe("the box's entrypoint exited with code 3 during the agent phase: service crashed: lost its database connection");
+      expect(readFileSync(join(died.dir, "box.log"), "utf8")).toBe("service listening on :8080\nservice crashed: lost its database connection\n");
+      expect(boxes()).toEqual([]);
+    });
   });
 });

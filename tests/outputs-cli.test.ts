@@ -11,7 +11,7 @@ import { join, resolve } from "node:path";
 import { beforeEach, describe, expect, it } from "vitest";
 import { createJob, type JobConfig } from "../engine/job/job.ts";
 import { openStore, type Store, type TrialRecord } from "../engine/store/index.ts";
-import { exceptionLine } from "../commands/progress.ts";
+import { settledWhy } from "../commands/progress.ts";
 
 const root = resolve(__dirname, "..");
 const bun = join(root, "node_modules/.bin/bun");
@@ -156,9 +156,9 @@ describe("spend: `-` whenever nothing was measured", () => {
 
   it("prints a BUDGET refusal's line whole, and cuts any other long line with …", () => {
     const budget = "user: alice budget of $1.0000 would be exceeded (spent $0.9990, in flight $0.0000, this request up to $0.0420)";
-    expect(exceptionLine({ status: "BUDGET", exception: exc("ApiUsageLimitError", `${budget}\nmore`) })).toBe(budget);
-    const cut = exceptionLine({ status: "SCORING_ERROR", exception: exc("RewardFileNotFoundError", budget) });
-    expect(cut).toHaveLength(100);
+    expect(settledWhy({ status: "BUDGET", exception: exc("ApiUsageLimitError", `${budget}\nmore`) })).toBe(`ApiUsageLimitError: ${budget}`);
+    const cut = settledWhy({ status: "SCORING_ERROR", exception: exc("RewardFileNotFoundError", budget) });
+    expect(cut).toHaveLength(120);
     expect(cut.endsWith("…")).toBe(true);
   });
 });

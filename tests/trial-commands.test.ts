@@ -63,6 +63,35 @@ afterAll(() => {
   if (hasPodman) evolve(["gc"]);
 });
 
+describe.skipIf(!hasPodman)("a trial whose image does not build (needs podman)", () => {
+  let id: string;
+  beforeAll(() => {
+    id = runFixture(join(FIXTURES, "build-fails"));
+  }, 240_000);
+
+  it("trial show says the phase it failed in and why, in the build's own words", () => {
+    const show = evolve(["trial", "show", id]);
+    expect(show.stdout).toMatch(/status {6}INFRASTRUCTURE_ERROR \(failed in build\)\n/);
+    expect(show.stdout).toMatch(/exception {3}EnvironmentBuildError: building evolve-task:[0-9a-f]{16} failed \(exit 127\): RUN pip3 install requests: \/bin\/sh: 1: pip3: not found/);
+    expect(json(["trial", "show", id])).toMatchObject({ failed_phase: "build", attempt_phase: "persist" });
+  });
+
+  it("the job's table shows the build's error line", () => {
+    const row = evolve(["job", "show", json(["trial", "show", id]).job_id]).stdout.split("\n").find((l) => l.startsWith(id))!;
+    expect(row).toMatch(/INFRASTRUCTURE_ERROR .*EnvironmentBuildError: building evolve-task:[0-9a-f]{16} failed \(exit 127\): RUN pip3 install requests: \/bin\/sh: 1: pip3: not found$/);
+  });
+
+  it("trial logs --stream setup prints the whole build output", () => {
+    const setup = evolve(["trial", "logs", id, "--stream", "setup"]);
+    expect(setup.code).toBe(0);
+    expect(setup.stdout).toMatch(/^STEP 1\/\d+: FROM debian:bookworm-slim\n[\s\S]*STEP 4\/\d+: RUN pip3 install requests\n\/bin\/sh: 1: pip3: not found\nError: building at STEP/);
+    // its box never started: the box stream says so
+    const box = evolve(["trial", "logs", id, "--stream", "box"]);
+    expect(box.code).toBe(1);
+    expect(box.stderr).toMatch(/^error\[stream_not_recorded\]: trial \S+ has no box stream: its box never started/);
+  });
+});
+
 describe.skipIf(!hasPodman)("a finished trial (needs podman)", () => {
   it("keeps the file the oracle wrote: files status, changes, ls, cat and archive read the kept tree", () => {
     const status = json(["trial", "files", "status", okTrial]);
@@ -138,16 +167,23 @@ describe.skipIf(!hasPodman)("a finished trial (needs podman)", () => {
     }
   });
 
-  it("prints the verifier, system and agent streams; setup is an empty page that says why", () => {
+  it("prints the verifier, system, agent, setup and box streams; metrics is an empty page that says why", () => {
     const v = evolve(["trial", "logs", okTrial, "--stream", "verifier"]);
     expect(v.code).toBe(0);
     expect(v.stdout).toBe(readFileSync(join(home, "trials", okTrial, "verifier", "test-stdout.txt"), "utf8"));
     expect(v.stdout).toMatch(/checking \/app\/hello.txt/);
     expect(evolve(["trial", "logs", okTrial, "--stream", "system"]).stdout).toMatch(/verifier: \{"reward":1\}/);
     expect(json(["trial", "logs", okTrial, "--stream", "agent"])).toMatchObject({ recorded: true, files: [expect.stringMatching(/agent\/oracle\.txt$/)] });
+    // the build's output (or, for an image an earlier run built, a line saying no build ran)
     const setup = evolve(["trial", "logs", okTrial, "--stream", "setup"]);
-    expect(setup).toMatchObject({ code: 0, stdout: "" });
-    expect(setup.stderr).toMatch(/not recorded today/);
+    expect(setup.code).toBe(0);
+    expect(setup.stdout).toBe(readFileSync(join(home, "trials", okTrial, "setup.log"), "utf8"));
+    expect(setup.stdout).toMatch(/^STEP 1\/\d+: FROM debian:bookworm-slim$|^evolve: image evolve-task:[0-9a-f]{16} is cached/m);
+    // the oracle-ok box's entrypoint prints nothing: an empty, recorded stream
+    expect(json(["trial", "logs", okTrial, "--stream", "box"])).toMatchObject({ recorded: true, text: "" });
+    const metrics = evolve(["trial", "logs", okTrial, "--stream", "metrics"]);
+    expect(metrics).toMatchObject({ code: 0, stdout: "" });
+    expect(metrics.stderr).toMatch(/not recorded today/);
     // --follow on a settled trial prints the stream and ends
     expect(evolve(["trial", "logs", okTrial, "--stream", "verifier", "--follow"])).toMatchObject({ code: 0, stdout: v.stdout });
   });
@@ -213,6 +249,9 @@ describe.skipIf(!hasPodman)("a live trial (needs podman)", () => {
     const task = join(work, "sleeper");
     cpSync(join(FIXTURES, "oracle-ok"), task, { recursive: true });
     writeFileSync(join(task, "solution", "solve.sh"), '#!/bin/bash\necho "hello, world" > /app/hello.txt\necho started\nsleep 120\n');
+    // an entrypoint that says it is up, for the box stream read live
+    const dockerfile = join(task, "environment", "Dockerfile");
+    writeFileSync(dockerfile, `${readFileSync(dockerfile, "utf8")}RUN printf '#!/bin/sh\\necho sleeper box up\\nexec "$@"\\n' > /start.sh && chmod +x /start.sh\nENTRYPOINT ["/start.sh"]\n`);
     writeFileSync(join(task, "task.toml"), readFileSync(join(task, "task.toml"), "utf8").replace('name = "evolve-trials/oracle-ok"', 'name = "evolve-trials/sleeper"').replace(/\[agent\]\ntimeout_sec = 60/, "[agent]\ntimeout_sec = 300"));
     const child = spawn(bun, [join(root, "main.ts"), "run", "-p", task, "-a", "oracle", "-k", "2", "-n", "2", "--json"], {
       cwd: work,
@@ -248,6 +287,8 @@ describe.skipIf(!hasPodman)("a live trial (needs podman)", () => {
       const changes = json(["trial", "files", "changes", a]);
       expect(changes.changes).toContainEqual({ path: "/app/hello.txt", kind: "added" });
       expectDocumented("trial files changes", [changes]);
+      // the box stream while it runs: the entrypoint's output, read from the engine (box.log comes at the end)
+      expect(json(["trial", "logs", a, "--stream", "box"])).toMatchObject({ trial_id: a, recorded: true, live: true, text: "sleeper box up\n" });
       const procs = json(["trial", "procs", a]);
       expect(procs.processes.map((p: { command: string }) => p.command).join("\n")).toMatch(/sleep 120/);
       expect(procs.processes.every((p: { elapsed_sec: unknown }) => typeof p.elapsed_sec === "number")).toBe(true);

@@ -14,6 +14,7 @@ import { openEngine } from "../engine/driver/select.ts";
 import { newId, openStore, type Store, type TrialRecord } from "../engine/store/index.ts";
 import { taskDigest } from "../engine/task/digest.ts";
 import { runTrial, settleRemovals } from "../engine/trial/run.ts";
+import { taskImageTag } from "../engine/trial/box.ts";
 import type { Phase, TrialEvent } from "../engine/trial/types.ts";
 import { startOutside, type Outside } from "./support/outside.ts";
 
@@ -100,8 +101,12 @@ const NETWORK_TEST_FIXTURES = new Set(["allowlist", "network-phases", "network-p
 
 const HAS_GPU = ["/etc/cdi/nvidia.yaml", "/etc/cdi/nvidia.json", "/var/run/cdi/nvidia.yaml", "/var/run/cdi/nvidia.json"].some((p) => existsSync(p));
 const BASE = ["config.json", "evolve.json", "result.json", "trial.log"];
+/** A trial that went through its build phase: the setup stream (the build's output, or why none ran) is kept. */
+const BUILT = [...BASE, "setup.log"];
+/** A trial whose agent box started: its own output (the ENTRYPOINT's) is kept as box.log, even when empty. */
+const BOOTED = [...BUILT, "box.log"];
 /** A trial whose oracle and verifier ran: both streams are kept, even when they printed nothing. */
-const RAN = [...BASE, "agent/oracle.txt", "verifier/test-stdout.txt"];
+const RAN = [...BOOTED, "agent/oracle.txt", "verifier/test-stdout.txt"];
 const ALL_PHASES: Phase[] = ["prepare", "build", "boot", "install", "agent", "verify", "persist"];
 
 /** fixture → what the run must end in. `files` is the exact trial tree. */
@@ -124,14 +129,28 @@ const EXPECT: Record<string, { status: string; rewards?: Record<string, number> 
   },
   "agent-timeout": { status: "SCORED", rewards: { reward: 1 }, exception: "AgentTimeoutError", files: [...RAN, "exception.txt", "verifier/reward.txt"] },
   "entrypoint-service": { status: "SCORED", rewards: { reward: 1 }, files: [...RAN, "verifier/reward.txt"] },
-  "entrypoint-dies": { status: "INFRASTRUCTURE_ERROR", rewards: null, exception: "EnvironmentStartError", message: /exited with code 3/, files: [...BASE, "exception.txt"] },
+  "entrypoint-dies": {
+    status: "INFRASTRUCTURE_ERROR", rewards: null, exception: "EnvironmentStartError",
+    message: /^the box's entrypoint exited with code 3 (before the agent started|during the \w+ phase): service failed to start\n/, files: [...BOOTED, "exception.txt"],
+  },
+  // the service dies 3 s into the agent's 10 s: the box's death is the reason, not the agent's killed exec
+  "entrypoint-dies-later": {
+    status: "INFRASTRUCTURE_ERROR", rewards: null, exception: "EnvironmentStartError",
+    message: /^the box's entrypoint exited with code 3 during the agent phase: service crashed: lost its database connection\nthe last lines of box\.log \(its own output\):\nservice listening on :8080\nservice crashed: lost its database connection$/,
+    files: [...BOOTED, "agent/oracle.txt", "exception.txt"],
+  },
+  "build-fails": {
+    status: "INFRASTRUCTURE_ERROR", rewards: null, exception: "EnvironmentBuildError",
+    message: /^building evolve-task:[0-9a-f]{16} failed \(exit 127\): RUN pip3 install requests: \/bin\/sh: 1: pip3: not found\n/, files: [...BUILT, "exception.txt"],
+  },
   "healthcheck-slow": { status: "SCORED", rewards: { reward: 1 }, files: [...RAN, "verifier/reward.txt"] },
-  "healthcheck-never": { status: "INFRASTRUCTURE_ERROR", rewards: null, exception: "HealthcheckError", files: [...BASE, "exception.txt"] },
-  "agent-user-missing": { status: "INFRASTRUCTURE_ERROR", rewards: null, exception: "AgentUserNotFoundError", message: /ghost/, files: [...BASE, "exception.txt"] },
+  "healthcheck-never": { status: "INFRASTRUCTURE_ERROR", rewards: null, exception: "HealthcheckError", files: [...BOOTED, "exception.txt"] },
+  "agent-user-missing": { status: "INFRASTRUCTURE_ERROR", rewards: null, exception: "AgentUserNotFoundError", message: /ghost/, files: [...BOOTED, "exception.txt"] },
   "env-and-user": { status: "SCORED", rewards: { reward: 1 }, files: [...RAN, "verifier/reward.txt"] },
   "multi-step-gate": {
     status: "SCORED", rewards: { reward: 0.625 }, reward: 0.625,
-    files: [...BASE, ...["01-write", "02-extend"].flatMap((n) => [`steps/${n}/agent/oracle.txt`, `steps/${n}/verifier/reward.txt`, `steps/${n}/verifier/test-stdout.txt`])],
+    // each step's outputs apart, as Harbor keeps them: steps/<name>/{agent,verifier,artifacts}/
+    files: [...BOOTED, ...["01-write", "02-extend"].flatMap((n) => [`steps/${n}/agent/oracle.txt`, `steps/${n}/artifacts/app/notes.txt`, `steps/${n}/verifier/reward.txt`, `steps/${n}/verifier/test-stdout.txt`])],
   },
   "separate-verifier": { status: "SCORED", rewards: { reward: 1 }, files: [...RAN, "artifacts/app/out.txt", "verifier/reward.txt"] },
   "pre-artifacts": { status: "SCORED", rewards: { reward: 1 }, files: [...RAN, "artifacts/model.patch", "verifier/reward.txt"] },
@@ -268,11 +287,107 @@ describe("trial records", () => {
   });
 });
 
+describe("what a failed trial tells", () => {
+  const tree = (name: string) => join(home, "trials", ran.get(name)!.rec.id);
+
+  it("records the phase each unscored trial failed in, and none for a scored one", () => {
+    const failed = (name: string) => [ran.get(name)!.rec.failed_phase, ran.get(name)!.result.failed_phase];
+    expect(failed("build-fails")).toEqual(["build", "build"]);
+    expect(failed("docker-image-missing")).toEqual(["build", "build"]);
+    expect(failed("healthcheck-never")).toEqual(["boot", "boot"]);
+    expect(failed("agent-user-missing")).toEqual(["install", "install"]);
+    expect(failed("entrypoint-dies-later")).toEqual(["agent", "agent"]);
+    expect(failed("no-reward-file")).toEqual(["verify", "verify"]);
+    if (!HAS_GPU) expect(failed("gpu")).toEqual(["prepare", "prepare"]);
+    expect(failed("oracle-ok")).toEqual([undefined, null]);
+    // an agent failure the verifier still scored is no failed phase
+    expect(failed("agent-timeout")).toEqual([undefined, null]);
+  });
+
+  it("a failed build: one first line that says why, the tail once, and the whole build output as the setup stream", () => {
+    const { rec } = ran.get("build-fails")!;
+    const lines = rec.exception!.message.split("\n");
+    // no doubled `building … failed` line, no tail repeated as a traceback
+    expect(rec.exception!.message.match(/failed \(exit 127\)/g)).toHaveLength(1);
+    expect(rec.exception!.traceback).toBe("");
+    expect(lines.at(-1)).toBe('Error: building at STEP "RUN pip3 install requests": while running runtime: exit status 127');
+    const exc = readFileSync(join(tree("build-fails"), "exception.txt"), "utf8");
+    expect(exc.split("\n")[0]).toBe(`EnvironmentBuildError: ${lines[0]}`);
+    expect(exc.match(/pip3: not found/g)).toHaveLength(2); // the first line and the tail, once each
+    const setup = readFileSync(join(tree("build-fails"), "setup.log"), "utf8");
+    expect(setup).toMatch(/^STEP 1\/\d+: FROM debian:bookworm-slim\n/);
+    expect(setup).toContain("STEP 4/");
+    expect(setup).toContain("/bin/sh: 1: pip3: not found\n");
+    expect(setup.trimEnd().split("\n").at(-1)).toBe(lines.at(-1));
+  });
+
+  it("keeps the box's own output as box.log: the entrypoint's lines, empty for a quiet one", () => {
+    expect(readFileSync(join(tree("entrypoint-dies-later"), "box.log"), "utf8")).toBe("service listening on :8080\nservice crashed: lost its database connection\n");
+    expect(readFileSync(join(tree("entrypoint-dies"), "box.log"), "utf8")).toBe("service failed to start\n");
+    expect(readFileSync(join(tree("oracle-ok"), "box.log"), "utf8")).toBe("");
+    // the agent's own stream was cut by the box's death, and no agent failure is claimed for it
+    expect(readFileSync(join(tree("entrypoint-dies-later"), "trial.log"), "utf8")).not.toMatch(/NonZeroAgentExitCodeError/);
+  });
+
+  it("an entrypoint that dies while the verifier runs is the reason, not the missing reward", async () => {
+    // a copy whose service lives 6 s (past the box's boot on a loaded host) and whose verifier takes 20 s
+    const dir = join(mkdtempSync(join(tmpdir(), "evolve-dies-verify-")), "entrypoint-dies-later");
+    cpSync(join(FIXTURES, "entrypoint-dies-later"), dir, { recursive: true });
+    const start = join(dir, "environment", "start.sh");
+    writeFileSync(start, readFileSync(start, "utf8").replace("sleep 3", "sleep 6"));
+    const test = join(dir, "tests", "test.sh");
+    writeFileSync(test, readFileSync(test, "utf8").replace("set -uo pipefail\n", "set -uo pipefail\nsleep 20\n"));
+    const r = await trial(dir, { agent: "nop" });
+    expect(r.rec).toMatchObject({ status: "INFRASTRUCTURE_ERROR", failed_phase: "verify", exception: { type: "EnvironmentStartError" } });
+    expect(r.rec.exception!.message.split("\n")[0]).toBe("the box's entrypoint exited with code 3 during the verify phase: service crashed: lost its database connection");
+  }, 120_000);
+
+  it("a cached image's setup stream says no build ran; a docker_image task's says there was nothing to build", () => {
+    expect(readFileSync(join(tree("docker-image"), "setup.log"), "utf8")).toMatch(/^evolve: the task runs docker_image localhost\/evolve-trials-base:1; nothing to build\n$/);
+  });
+
+  it("keeps each step's artifacts apart, under steps/<name>/artifacts/", () => {
+    const at = (step: string) => readFileSync(join(tree("multi-step-gate"), "steps", step, "artifacts", "app", "notes.txt"), "utf8");
+    expect(at("01-write")).not.toContain("two");
+    expect(at("02-extend")).toBe(`${at("01-write")}two\n`);
+    expect(existsSync(join(tree("multi-step-gate"), "artifacts"))).toBe(false);
+  });
+
+  it("writes the setup stream while the build runs, not after it", async () => {
+    const dir = join(mkdtempSync(join(tmpdir(), "evolve-live-build-")), "live-build");
+    cpSync(join(FIXTURES, "oracle-ok"), dir, { recursive: true });
+    const marker = `evolve-live-build-${newId()}`;
+    // a fresh RUN (the marker keeps it out of the cache) that prints, then keeps the build going a while
+    writeFileSync(join(dir, "environment", "Dockerfile"), `${readFileSync(join(dir, "environment", "Dockerfile"), "utf8")}RUN echo ${marker} && sleep 6\n`);
+    const id = newId();
+    const seen = runTrial(
+      { trialId: id, jobId: "JOB-TRIAL-TEST", home, task: { dir, digest: await taskDigest(dir), name: "live-build" }, agent: { name: "oracle" }, timeoutMultiplier: 1, secrets: {} },
+      { engine, store },
+    );
+    const setup = join(home, "trials", id, "setup.log");
+    const deadline = Date.now() + 120_000;
+    let during = "";
+    while (Date.now() < deadline) {
+      const t = store.getTrial(id);
+      if (t && t.attempt_phase !== "prepare" && t.attempt_phase !== "build") break;
+      if (existsSync(setup) && readFileSync(setup, "utf8").includes(`${marker}\n`)) {
+        during = store.getTrial(id)!.attempt_phase!;
+        break;
+      }
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    const rec = await seen;
+    await engine.removeImage?.(taskImageTag(await taskDigest(dir))).catch(() => {});
+    expect(during).toBe("build");
+    expect(rec.status).toBe("SCORED");
+  }, 180_000);
+});
+
 describe("built-in agents", () => {
   it("nop does nothing: a real 0 from the verifier, and no agent stream in the tree", async () => {
     const r = await trial(join(FIXTURES, "oracle-ok"), { agent: "nop" });
     expect(r.rec).toMatchObject({ status: "SCORED", rewards: { reward: 0 }, reward: 0, agent: "nop" });
-    expect(r.files).toEqual([...BASE, "verifier/reward.txt", "verifier/test-stdout.txt"].sort());
+    expect(r.files).toEqual([...BOOTED, "verifier/reward.txt", "verifier/test-stdout.txt"].sort());
     expect(r.result.agent_result).toMatchObject({ n_input_tokens: 0, cost_usd: 0 });
   });
 

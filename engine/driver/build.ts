@@ -18,6 +18,8 @@ import { formatDuration } from "../duration.ts";
 
 /** Lines of build output carried in a `build_failed` message. */
 const TAIL_LINES = 30;
+/** The last lines of output buildFailureCause reads (with every earlier step line). */
+const CAUSE_LINES = 2000;
 
 export interface BuildOptions {
   context: string;
@@ -213,10 +215,22 @@ async function runBuild(kind: EngineKind, socket: string, opts: BuildOptions, do
   args.push(opts.context);
 
   const tail: string[] = [];
-  const onLine = (line: string) => {
+  // the failing step's line may lie far above the last lines (a chatty RUN): the cause is looked for in the last
+  // CAUSE_LINES lines, with the step lines that scrolled out of them kept in front, in order
+  const recent: string[] = [];
+  const olderSteps: string[] = [];
+  const onLine = (raw: string) => {
+    // the log keeps the builder's bytes; the message, read in a terminal, gets no escape sequences
+    const line = plainLine(raw);
     tail.push(line);
     if (tail.length > TAIL_LINES) tail.shift();
-    opts.log?.(line);
+    recent.push(line);
+    if (recent.length > CAUSE_LINES) {
+      const out = recent.shift()!;
+      if (STEP_START.test(out)) olderSteps.push(out);
+      if (olderSteps.length > 500) olderSteps.shift();
+    }
+    opts.log?.(raw);
   };
   const env = kind === "docker" ? { ...process.env, DOCKER_HOST: `unix://${socket}` } : process.env;
   // Its own process group, so a timeout stops the CLI and whatever it forked.
@@ -262,9 +276,11 @@ async function runBuild(kind: EngineKind, socket: string, opts: BuildOptions, do
     );
   }
   if (code !== 0) {
+    // the first line says why (the failing step and its error line), the rest is the output's tail as it came
+    const cause = buildFailureCause([...olderSteps, ...recent].join("\n"));
     throw new EvolveError(
       "build_failed",
-      `building ${opts.tag} failed (exit ${code}):\n${tail.join("\n")}`,
+      `building ${opts.tag} failed (exit ${code})${cause ? `: ${formatBuildCause(cause)}` : ""}\n${tail.join("\n")}`,
       `fix environment/Dockerfile; reproduce with: ${kind} ${args.map(shellQuote).join(" ")}`,
     );
   }
@@ -272,4 +288,108 @@ async function runBuild(kind: EngineKind, socket: string, opts: BuildOptions, do
 
 function shellQuote(s: string): string {
   return /^[\w@%+=:,./-]+$/.test(s) ? s : `'${s.replace(/'/g, `'\\''`)}'`;
+}
+
+// ---- why a build failed ------------------------------------------------------------------------------------------
+
+/** The failing step of a build and the line of its output that says why. */
+export interface BuildCause {
+  /** The Dockerfile instruction that failed (`RUN pip3 install requests`), when the builder names one. */
+  step?: string;
+  /** The error line: the step's own last error output, else the builder's verdict on it. */
+  error: string;
+}
+
+/** A line that starts a build step, in any of the three builders' output (podman/buildah, BuildKit, classic). */
+const STEP_START = /^(STEP \d+\/\d+: |Step \d+\/\d+ : |#\d+ \[)/;
+/** Words of an error line; the last such line of a step's output is taken over its last line. */
+const ERRORISH = /error|not found|no such|fatal|failed|cannot|can't|denied|unable|refused|invalid|missing|^E: /i;
+/** The longest step and error text put in the first line of a message (a long RUN would hide the error). */
+const CAUSE_STEP_MAX = 160;
+const CAUSE_ERROR_MAX = 400;
+
+/** A line of build output without terminal escapes (Docker's classic builder colours a step's stderr) or CRs. */
+function plainLine(l: string): string {
+  return l.replace(/\x1b\[[0-9;?]*[A-Za-z]/g, "").replace(/[\r\x00-\x08\x0b-\x1f\x7f]/g, "");
+}
+
+/** The line of `lines` that says why: the last error-looking one not indented (a traceback's frames are), else the last. */
+function errorLine(lines: string[]): string | undefined {
+  const texts = lines.map((l) => l.trimEnd()).filter((l) => l.trim() !== "");
+  return [...texts].reverse().find((l) => !/^\s/.test(l) && ERRORISH.test(l))?.trim() ?? texts.at(-1)?.trim();
+}
+
+/**
+ * Why a build failed, from its output: the failing step and its error line, for podman's builder (buildah:
+ * `STEP n/m: …`, `Error: building at STEP "…": …`), BuildKit's plain progress (`#n [i/m] …`, `#n ERROR: …`,
+ * `ERROR: failed to solve: …`) and Docker's classic builder (`Step n/m : …`, `The command '…' returned a
+ * non-zero code: n`). Undefined when the output says nothing recognisable. Pure: it reads the text only.
+ */
+export function buildFailureCause(output: string): BuildCause | undefined {
+  const lines = output.split(/\r?\n/).map(plainLine);
+  const said = buildkitCause(lines) ?? buildahCause(lines) ?? classicCause(lines);
+  if (said) return said;
+  // no step named (a Dockerfile that does not parse): the builder's last error line alone
+  const last = lines.findLast((l) => /^(Error|ERROR|error)( response from daemon)?: /.test(l));
+  return last ? { error: last.replace(/^(Error|ERROR|error)( response from daemon)?: /, "").trim() } : undefined;
+}
+
+/** `RUN pip3 install requests: /bin/sh: pip3: not found`: the cause as the first line of a message says it. */
+export function formatBuildCause(c: BuildCause): string {
+  const clip = (s: string, n: number) => (s.length > n ? `${s.slice(0, n - 1)}…` : s);
+  const error = clip(c.error, CAUSE_ERROR_MAX);
+  return c.step ? `${clip(c.step.replace(/\s+/g, " "), CAUSE_STEP_MAX)}: ${error}` : error;
+}
+
+function buildahCause(lines: string[]): BuildCause | undefined {
+  const errAt = lines.findLastIndex((l) => l.startsWith("Error: "));
+  let stepAt = -1;
+  for (let i = (errAt < 0 ? lines.length : errAt) - 1; i >= 0; i--) {
+    if (/^STEP \d+\/\d+: /.test(lines[i])) {
+      stepAt = i;
+      break;
+    }
+  }
+  if (errAt < 0 && stepAt < 0) return undefined;
+  const verdict = errAt >= 0 ? lines[errAt].slice("Error: ".length).trim() : "";
+  const step = stepAt >= 0 ? lines[stepAt].replace(/^STEP \d+\/\d+: /, "").trim() : undefined;
+  // `building at STEP "<step>": <why>`: the step's text may hold quotes itself, so it is matched whole
+  let why = verdict;
+  if (step && verdict.startsWith(`building at STEP "${step}": `)) why = verdict.slice(`building at STEP "${step}": `.length);
+  else if (/^building at STEP "/.test(verdict)) why = verdict.replace(/^building at STEP ".*?": /, "");
+  // the step's own output, minus buildah's `--> <id>` progress and its own `time="…" level=…` log lines
+  const output = stepAt >= 0 ? lines.slice(stepAt + 1, errAt >= 0 ? errAt : lines.length).filter((l) => !/^--> /.test(l) && !/^time="[^"]*" level=/.test(l)) : [];
+  const said = errorLine(output);
+  if (!said && !why) return undefined;
+  return { ...(step ? { step } : {}), error: said ?? why };
+}
+
+function buildkitCause(lines: string[]): BuildCause | undefined {
+  // `#12 ERROR: …` marks the failing vertex; `#12 [3/4] RUN …` named it; `#12 0.345 …` lines are its output
+  const errAt = lines.findLastIndex((l) => /^#\d+ ERROR: /.test(l));
+  if (errAt >= 0) {
+    const id = lines[errAt].split(" ")[0];
+    const mine = lines.filter((l) => l.startsWith(`${id} `));
+    const named = mine.find((l) => l.startsWith(`${id} [`));
+    const step = named?.slice(id.length + 1).replace(/^\[[^\]]*\]\s*/, "").trim();
+    const output = mine.filter((l) => /^#\d+ \d+(\.\d+)? /.test(l)).map((l) => l.replace(/^#\d+ \d+(\.\d+)? /, ""));
+    const error = errorLine(output) ?? lines[errAt].slice(id.length + " ERROR: ".length).trim();
+    return { ...(step ? { step } : {}), error };
+  }
+  // no vertex failed (a Dockerfile that does not parse, a base image that cannot be resolved): the verdict alone
+  if (!lines.some((l) => /^#\d+ /.test(l))) return undefined;
+  const solve = lines.findLast((l) => /^(ERROR: |error: )?(failed to build: )?failed to solve\b/.test(l));
+  if (!solve) return undefined;
+  return { error: solve.replace(/^(ERROR: |error: )?(failed to build: )?failed to solve: /, "").trim() };
+}
+
+function classicCause(lines: string[]): BuildCause | undefined {
+  const stepAt = lines.findLastIndex((l) => /^Step \d+\/\d+ : /.test(l));
+  if (stepAt < 0) return undefined;
+  const step = lines[stepAt].replace(/^Step \d+\/\d+ : /, "").trim();
+  const after = lines.slice(stepAt + 1).filter((l) => !/^ ---> /.test(l) && !/^Removing intermediate container /.test(l));
+  // `The command '/bin/sh -c …' returned a non-zero code: 127` is the verdict, not the step's own words
+  const verdict = after.find((l) => /^The command '.*' returned a non-zero code: \d+/.test(l));
+  const error = errorLine(after.filter((l) => l !== verdict)) ?? verdict?.trim();
+  return error ? { step, error } : undefined;
 }

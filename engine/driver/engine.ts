@@ -16,7 +16,7 @@ import { DEFAULT_GUARD, guardNames, guardNeeded, helperImage, installGuard, keep
 import { RestClient, seg } from "./rest.ts";
 import { Demuxer, TailBuffer } from "./stream.ts";
 import { tarDirectory, tarSingleFile } from "./tar.ts";
-import { LABEL_MANAGED, MOUNT_HARDENING, type ContainerSpec, type ContainerState, type Engine, type EngineKind, type ExecOptions, type ExecResult, type IdMapping, type ImageInfo, type PathStat } from "./types.ts";
+import { LABEL_MANAGED, MOUNT_HARDENING, type ContainerLogs, type ContainerSpec, type ContainerState, type Engine, type EngineKind, type ExecOptions, type ExecResult, type IdMapping, type ImageInfo, type LogsOptions, type PathStat } from "./types.ts";
 
 /**
  * A guarded build's download of its ADD URLs (argv: the output folder, then the URLs): each to `<out>/<index>`,
@@ -43,6 +43,8 @@ for i, url in enumerate(sys.argv[2:]):
         sys.exit(1)
 `;
 
+/** Bytes of a box's own output `logs` keeps by default (the tail). */
+const LOGS_LIMIT = 1024 * 1024;
 /** How long a killed exec's stream may take to close before we stop waiting for it. */
 const KILL_GRACE_MS = 3000;
 
@@ -420,6 +422,20 @@ export class RestEngine implements Engine {
     }
     const exitCode = await this.execExitCode(execId, timedOut);
     return { exitCode, stdout: out.text(), stderr: err.text(), timedOut, ...(out.truncated || err.truncated ? { truncated: true } : {}) };
+  }
+
+  async logs(id: string, opts: LogsOptions = {}): Promise<ContainerLogs | undefined> {
+    const limit = opts.limitBytes ?? LOGS_LIMIT;
+    // one buffer for both streams: the box's log reads as it was written, stderr lines where they came
+    const kept = new TailBuffer(limit);
+    const demux = new Demuxer((_s, p) => kept.push(p));
+    const res = await this.rest.request("GET", `/containers/${seg(id)}/logs`, {
+      query: { stdout: true, stderr: true, follow: false, ...(opts.tailLines !== undefined ? { tail: opts.tailLines } : {}) },
+      ok: [404],
+      onData: (c) => demux.write(c),
+    });
+    if (res.status === 404) return undefined;
+    return { text: kept.text(), truncated: kept.truncated };
   }
 
   /** The exit code of a finished exec (the engine may record it a moment after the stream closes). */

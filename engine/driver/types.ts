@@ -98,6 +98,21 @@ export interface ExecOptions {
   stdin?: string | Uint8Array;
 }
 
+/** How much of a container's own output `logs` returns. */
+export interface LogsOptions {
+  /** Only the last this many lines (the engine cuts them; default all). */
+  tailLines?: number;
+  /** The most bytes kept, the tail first (default 1 MiB): a chatty entrypoint cannot fill evolve's memory. */
+  limitBytes?: number;
+}
+
+/** A container's own output: its main process's stdout and stderr, interleaved as they were written. */
+export interface ContainerLogs {
+  text: string;
+  /** True when more was written than `limitBytes` (or `tailLines`) kept. */
+  truncated: boolean;
+}
+
 /** What `inspect` tells about a container. */
 export interface ContainerState {
   id: string;
@@ -170,6 +185,11 @@ export interface Engine {
   start(id: string): Promise<void>;
   inspect(id: string): Promise<ContainerState | undefined>;
   exec(id: string, cmd: string[], opts?: ExecOptions): Promise<ExecResult>;
+  /**
+   * The container's own output (its ENTRYPOINT/CMD's stdout and stderr, not an exec's), running or exited, as the
+   * engine keeps it (`GET /containers/{id}/logs`, the multiplexed stream decoded); undefined when it does not exist.
+   */
+  logs(id: string, opts?: LogsOptions): Promise<ContainerLogs | undefined>;
   /** Whether a path exists in the container: answered by the engine without starting a process in the box. */
   pathExists(id: string, path: string): Promise<boolean>;
   /** A path's stat as the engine reports it (no process in the box), or undefined when absent. */

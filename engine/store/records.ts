@@ -87,6 +87,8 @@ export const TrialRecordSchema = z.object({
   model: z.string().optional(),
   status: z.enum(TRIAL_STATUSES),
   attempt_phase: z.enum(PHASES).optional(),
+  /** The phase a trial that did not score failed in (build, boot, …, verify, persist); absent once scored. */
+  failed_phase: z.enum(PHASES).optional(),
   phase_timings: z.partialRecord(z.enum(PHASES), z.object({ started_at: isoTime, finished_at: isoTime.optional() })),
   rewards: z.record(z.string(), z.number()).nullable().optional(),
   exception: ExceptionSchema.nullable().optional(),

@@ -113,7 +113,11 @@ export function ensureBuilt(
         },
       })
       .catch((e: unknown) => {
-        throw new TrialFailure("EnvironmentBuildError", `building ${opts.tag} failed: ${(e as Error).message}`, "INFRASTRUCTURE_ERROR", tail.join("\n"));
+        // the builder's message already says which build failed and carries its tail (build.ts): it is the message
+        // as it is, and only an error from before the builder ran (a refused ADD, no CLI) gets the tag and the tail
+        const msg = String((e as Error)?.message ?? e);
+        if (msg.startsWith(`building ${opts.tag} `)) throw new TrialFailure("EnvironmentBuildError", msg);
+        throw new TrialFailure("EnvironmentBuildError", `building ${opts.tag} failed: ${msg}`, "INFRASTRUCTURE_ERROR", tail.join("\n"));
       });
     return true;
   })();
@@ -226,7 +230,6 @@ export async function awaitHealthy(engine: Engine, id: string, hc: Healthcheck, 
   }
 }
 
-/** Fails the trial when the box's main process (the image's ENTRYPOINT) has exited: its service is gone. */
 /**
  * Probes a live box for what runs its task scripts (scripts.ts probeBox). A probe that could not run at all in a box
  * whose entrypoint has died, or is dying, is that death (EnvironmentStartError), not a box without sh: the box is
@@ -247,16 +250,50 @@ export async function probeLiveBox(
   return again;
 }
 
+/** Lines of the box's own output an exception about its entrypoint's exit carries. */
+export const BOX_LOG_TAIL_LINES = 20;
+
+/**
+ * Fails the trial when the box's main process (the image's ENTRYPOINT) has exited: its service is gone. The
+ * message says so with the exit code and the last lines the entrypoint printed (what box.log keeps), so a dead
+ * service or a failed healthcheck is not an engine error with no reason.
+ */
 export async function requireRunning(engine: Engine, id: string, when: string): Promise<ContainerState> {
   const s = await engine.inspect(id);
   if (!s) throw new TrialFailure("EnvironmentStartError", `the container vanished ${when}`);
   if (!s.running) {
+    let said = "";
+    try {
+      said = (await engine.logs(id, { tailLines: BOX_LOG_TAIL_LINES }))?.text.trimEnd() ?? "";
+    } catch {
+      // the reason stays the exit code alone
+    }
+    const last = said.split("\n").at(-1) ?? "";
     throw new TrialFailure(
       "EnvironmentStartError",
-      `the image's entrypoint exited with code ${s.exitCode ?? "unknown"} ${when}`,
+      said
+        ? `the box's entrypoint exited with code ${s.exitCode ?? "unknown"} ${when}: ${last}\nthe last lines of box.log (its own output):\n${said}`
+        : `the box's entrypoint exited with code ${s.exitCode ?? "unknown"} ${when}, printing nothing (box.log is empty)`,
     );
   }
   return s;
+}
+
+/** How long a box whose exec was killed may take to show as exited (Docker marks it a moment after its execs die). */
+const DEATH_SETTLE_MS = 5000;
+
+/**
+ * requireRunning after an exec in the box ended with `exitCode`. An exec killed by SIGKILL (137, or -1 when the
+ * engine lost it) may be the box's own death reaching it before the engine marks the box exited (Docker does so a
+ * moment later): the box is then given a few seconds to show as exited before it is taken as alive. An exec
+ * that timed out was killed by evolve: pass 0 for it.
+ */
+export async function requireRunningAfter(engine: Engine, id: string, exitCode: number, when: string): Promise<ContainerState> {
+  if (exitCode === 137 || exitCode === -1) {
+    const deadline = Date.now() + DEATH_SETTLE_MS;
+    while (Date.now() < deadline && (await engine.inspect(id))?.running) await new Promise((r) => setTimeout(r, 200));
+  }
+  return requireRunning(engine, id, when);
 }
 
 /**

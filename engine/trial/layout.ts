@@ -35,6 +35,10 @@ export const TRIAL = {
   artifacts: "artifacts",
   steps: "steps",
   log: "trial.log",
+  /** The setup stream: the image builds' whole output. */
+  setup: "setup.log",
+  /** The box stream: the agent's box's own output (its ENTRYPOINT's stdout and stderr), bounded. */
+  box: "box.log",
   config: "config.json",
   result: "result.json",
   exception: "exception.txt",
@@ -54,7 +58,7 @@ export const MOUNTED = [
 ] as const;
 
 /** What one attempt writes into the trial folder; a new attempt starts without any of it (trial.log is kept). */
-export const ATTEMPT_OUTPUTS = [TRIAL.agent, TRIAL.verifier, TRIAL.artifacts, TRIAL.steps, TRIAL.kept, TRIAL.keptManifest, TRIAL.result, TRIAL.exception, TRIAL.evolve] as const;
+export const ATTEMPT_OUTPUTS = [TRIAL.agent, TRIAL.verifier, TRIAL.artifacts, TRIAL.steps, TRIAL.kept, TRIAL.keptManifest, TRIAL.result, TRIAL.exception, TRIAL.evolve, TRIAL.setup, TRIAL.box] as const;
 
 /** A trial folder's paths. */
 export function trialPaths(dir: string) {
@@ -67,6 +71,8 @@ export function trialPaths(dir: string) {
     /** A finished step's archived outputs (`steps/<name>/agent`, `…/verifier`). */
     step: (name: string) => join(dir, TRIAL.steps, name),
     log: join(dir, TRIAL.log),
+    setup: join(dir, TRIAL.setup),
+    box: join(dir, TRIAL.box),
     config: join(dir, TRIAL.config),
     result: join(dir, TRIAL.result),
     exception: join(dir, TRIAL.exception),

@@ -40,7 +40,11 @@ export interface VerifierRun {
 }
 
 /** What runVerifier found: the scores, or the exception of a verifier that gave no valid verdict. */
-export type VerifierVerdict = { rewards: RewardMap; primary: number | null } | { exception: ExceptionRecord };
+export type VerifierVerdict = { rewards: RewardMap; primary: number | null } | { exception: ExceptionRecord; exitCode?: number };
+
+const MIB = 1024 * 1024;
+/** The most of a build's output setup.log keeps: past it, one line says so. */
+export const SETUP_LOG_LIMIT = 64 * MIB;
 
 /** Now, as the ISO string records carry. */
 export const now = () => new Date().toISOString();
@@ -56,6 +60,12 @@ export abstract class TrialRecorder {
   protected readonly secretValues: string[];
   /** The record as the previous attempt left it (undefined for a trial never recorded): why this attempt runs. */
   protected readonly previous: TrialRecord | undefined;
+  /** The phase that failed first (threw, or gave no verdict): a trial that does not score records it as `failed_phase`. */
+  protected failedPhase?: Phase;
+  /** The latest phase started: where a trial that did not score without any phase failing stopped. */
+  private lastPhase?: Phase;
+  /** Bytes written to setup.log this attempt (bounded by SETUP_LOG_LIMIT). */
+  private setupBytes = 0;
 
   constructor(
     readonly req: TrialRequest,
@@ -81,6 +91,7 @@ export abstract class TrialRecorder {
       model: req.agent.model,
       status: existing?.status ?? "QUEUED",
       attempt_phase: "prepare",
+      failed_phase: undefined,
       phase_timings: {},
       rewards: null,
       reward: null,
@@ -104,13 +115,50 @@ export abstract class TrialRecorder {
     const span: TimeSpan = this.timings[p] ?? { started_at: now() };
     delete span.finished_at;
     this.timings[p] = span;
+    this.lastPhase = p;
     this.update({ attempt_phase: p });
     this.deps.onEvent?.({ kind: "phase", trialId: this.req.trialId, phase: p, at: span.started_at });
     try {
       return await fn();
+    } catch (e) {
+      this.failedPhase ??= p;
+      throw e;
     } finally {
       span.finished_at = now();
       this.update({});
+    }
+  }
+
+  /** Records that phase `p` gave no verdict without throwing (a verifier with no valid reward). */
+  protected markFailed(p: Phase): void {
+    this.failedPhase ??= p;
+  }
+
+  /** The phase a trial settling `status` failed in: none for a scored trial. */
+  protected failedIn(status: TrialStatus): Phase | undefined {
+    return status === "SCORED" ? undefined : (this.failedPhase ?? this.lastPhase);
+  }
+
+  /**
+   * Passes one line of an image build (the task's image, its compose services', a separate verifier's) to
+   * listeners and appends it to the trial's setup stream (setup.log, redacted), so the build's whole output is
+   * kept, and readable with `trial logs --stream setup` while it runs. Bounded by SETUP_LOG_LIMIT.
+   */
+  buildLog(line: string): void {
+    const text = this.redact(line);
+    this.deps.onEvent?.({ kind: "log", trialId: this.req.trialId, stream: "build", line: text });
+    if (this.setupBytes > SETUP_LOG_LIMIT) return;
+    let chunk = `${text}\n`;
+    if (this.setupBytes + Buffer.byteLength(chunk) > SETUP_LOG_LIMIT) {
+      chunk = `evolve: setup.log reached ${SETUP_LOG_LIMIT / MIB} MiB; the rest of the build's output is not kept\n`;
+      this.setupBytes = SETUP_LOG_LIMIT + 1;
+    } else {
+      this.setupBytes += Buffer.byteLength(chunk);
+    }
+    try {
+      appendFileSync(trialPaths(this.path).setup, chunk);
+    } catch {
+      // the trial folder may be gone (a full disk is said where the tree is written); the event carried the line
     }
   }
 
@@ -201,7 +249,7 @@ export abstract class TrialRecorder {
       return { exception: this.exc("VerifierTimeoutError", await tailOr(msg), msg) };
     }
     const parsed = await readRewards(vdir);
-    if (!parsed.ok) return { exception: this.exc(parsed.type, await tailOr(parsed.reason), `${parsed.reason} (test.sh exited ${r.exitCode})`) };
+    if (!parsed.ok) return { exception: this.exc(parsed.type, await tailOr(parsed.reason), `${parsed.reason} (test.sh exited ${r.exitCode})`), exitCode: r.exitCode };
     this.log(`verifier: ${JSON.stringify(parsed.rewards)} from ${parsed.file}`);
     return { rewards: parsed.rewards, primary: parsed.primary };
   }
@@ -219,6 +267,7 @@ export abstract class TrialRecorder {
       source: task.source ?? null,
       agent: this.req.agent,
       attemptPhase: "persist",
+      failedPhase: this.failedIn(v.status),
       phaseTimings: this.timings,
       startedAt: this.startedAt,
       attempt: this.req.attempt ?? 1,
@@ -275,10 +324,11 @@ export abstract class TrialRecorder {
         exception ??= this.exc("TrialPersistError", `could not write the trial tree: ${(e as Error).message}`);
         if (status === "SCORED") status = "INFRASTRUCTURE_ERROR";
       }
+      this.failedPhase ??= "persist";
     }
     span.finished_at ??= now();
     const attempts = closeAttempt(this.rec, o.finishedAt, status, endedBecause(status, exception));
-    this.update({ ...o.fields, status, rewards, reward, exception, finished_at: o.finishedAt, attempts });
+    this.update({ ...o.fields, status, rewards, reward, exception, failed_phase: this.failedIn(status), finished_at: o.finishedAt, attempts });
     return this.rec;
   }
 }

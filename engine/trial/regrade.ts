@@ -182,7 +182,7 @@ class Regrade extends TrialRecorder {
 
   private async build(): Promise<void> {
     const env = this.cfg.environment;
-    const buildLog = (line: string) => this.deps.onEvent?.({ kind: "log", trialId: this.req.trialId, stream: "build", line });
+    const buildLog = (line: string) => this.buildLog(line);
     const image = { taskDigest: this.req.task.digest, taskDir: this.req.task.dir, home: this.req.home, job: this.req.jobId, timeoutMs: env.build_timeout_sec * 1000, log: buildLog };
     if (env.docker_image) {
       await requireImage(this.engine, env.docker_image);

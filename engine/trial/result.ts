@@ -68,6 +68,8 @@ export interface TrialOutcome {
   agent: { name: string; model?: string };
   status: TrialStatus;
   attemptPhase: Phase;
+  /** The phase a trial that did not score failed in. */
+  failedPhase?: Phase;
   phaseTimings: Partial<Record<Phase, TimeSpan>>;
   rewards: RewardMap | null;
   reward: number | null;
@@ -102,7 +104,7 @@ function span(timings: Partial<Record<Phase, TimeSpan>>, first: Phase, last: Pha
   return { started_at: a.started_at, finished_at: (b ?? a).finished_at ?? a.finished_at };
 }
 
-/** result.json's object: Harbor's TrialResult fields, then evolve's (`status`, `attempt_phase`, `phase_timings`, `reward`). */
+/** result.json's object: Harbor's TrialResult fields, then evolve's (`status`, `attempt_phase`, `failed_phase`, `phase_timings`, `reward`). */
 export function resultJson(o: TrialOutcome, trialPath: string): Record<string, unknown> {
   const builtin = o.agent.name === "oracle" || o.agent.name === "nop";
   return {
@@ -135,6 +137,7 @@ export function resultJson(o: TrialOutcome, trialPath: string): Record<string, u
       })) ?? null,
     status: o.status,
     attempt_phase: o.attemptPhase,
+    failed_phase: o.failedPhase ?? null,
     phase_timings: o.phaseTimings,
     reward: o.reward,
     attempt: o.attempt,

@@ -6,7 +6,7 @@
  * trial's boxes, networks and gateway lease; what build, boot, install, agent and verify do is in phases/.
  */
 import { existsSync, readFileSync } from "node:fs";
-import { chmod, chown, mkdir, readFile, rm } from "node:fs/promises";
+import { chmod, chown, mkdir, readFile, rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import type { Engine, ExecOptions, ExecResult, IdMapping } from "../driver/types.ts";
 import { loadConfig, type BoxDefaults } from "../config.ts";
@@ -41,6 +41,9 @@ import { bootAgentBox, buildImage, installAgent } from "./phases/build.ts";
 import type { TrialRoom } from "./phases/room.ts";
 import { verifyStep } from "./phases/verify.ts";
 
+
+/** The most of the agent's box's own output box.log keeps (the tail). */
+const BOX_LOG_LIMIT = 1024 * 1024;
 
 // container removals run after the trial returns; callers that exit (tests, `evolve run`) await them here
 const removals = new Set<Promise<void>>();
@@ -97,6 +100,8 @@ class TrialRun extends TrialRecorder implements TrialRoom {
   /** The user namespace the trial's boxes run in (freshAttempt), undefined when none. */
   userns?: IdMapping;
   lease?: GatewayLease;
+  /** box.log was written (the agent's box's output is kept once, before the box goes). */
+  private boxLogKept = false;
   /** A budget above the trial refused a call: the trial stops and settles BUDGET. */
   private refused?: BudgetRefusal;
 
@@ -289,7 +294,8 @@ class TrialRun extends TrialRecorder implements TrialRoom {
       results.push(step);
       if (multi) this.log(`step ${i + 1}/${plans.length}: ${plan.name}`);
       if (plan.healthcheck && multi) {
-        await awaitHealthy(this.engine, this.agentBox, plan.healthcheck, () => !!this.deps.signal?.aborted);
+        const hc = plan.healthcheck;
+        await this.guard(this.agentBox, () => awaitHealthy(this.engine, this.agentBox, hc, () => !!this.deps.signal?.aborted));
       }
       await this.phase("agent", async () => {
         await agentStep(this, plan, step);
@@ -299,6 +305,7 @@ class TrialRun extends TrialRecorder implements TrialRoom {
       const verdict = await this.phase("verify", () => verifyStep(this, plan, step));
       if (multi) await archiveStep(this.path, plan.name!);
       if (!verdict.ok) {
+        this.markFailed("verify");
         return {
           status: "SCORING_ERROR",
           rewards: multi ? aggregateStepRewards(results.map((s) => s.rewards), this.cfg.multi_step_reward_strategy) : null,
@@ -323,6 +330,7 @@ class TrialRun extends TrialRecorder implements TrialRoom {
     const span = this.beginPersist();
     // the kept tree (`trial files` after the run, `trial regrade`): what the run changed, copied out before the box goes
     if (this.agentBox && !this.keptTaken && !isStopped(status)) await keepChangedFiles(this.engine, this.agentBox, this.path, (l) => this.log(l));
+    if (this.agentBox) await this.keepBoxLog(this.agentBox);
     // every box that mounts a trial folder is gone before evolve writes into those folders (boxfs.ts)
     const boxesGone = await this.removeMountedBoxes();
     this.scheduleRemoval();
@@ -413,7 +421,7 @@ class TrialRun extends TrialRecorder implements TrialRoom {
       return await fn();
     } catch (e) {
       this.checkCancelled();
-      await requireRunning(this.engine, id, "during the trial");
+      await requireRunning(this.engine, id, `during the ${this.rec.attempt_phase ?? "trial's"} phase`);
       throw e;
     }
   }
@@ -422,6 +430,24 @@ class TrialRun extends TrialRecorder implements TrialRoom {
   scriptCommand(script: TaskScript, boxPath: string): string {
     if (!this.agentScripts) throw new Error(`${script.name} is run before the agent's box was probed`);
     return this.agentScripts.command(script, boxPath);
+  }
+
+  /**
+   * Keeps the agent's box's own output (its ENTRYPOINT's stdout and stderr: the services the image starts) as the
+   * trial's box stream, box.log, before the box goes: the last BOX_LOG_LIMIT bytes, with a first line saying so
+   * when more was printed. A box the engine no longer has leaves none.
+   */
+  async keepBoxLog(id: string): Promise<void> {
+    if (this.boxLogKept) return;
+    try {
+      const l = await this.engine.logs(id, { limitBytes: BOX_LOG_LIMIT });
+      if (!l) return;
+      const cut = l.truncated ? `evolve: the box printed more than ${BOX_LOG_LIMIT / 1024 / 1024} MiB; box.log keeps the last of it\n` : "";
+      await writeFile(trialPaths(this.path).box, this.redact(cut + l.text));
+      this.boxLogKept = true;
+    } catch (e) {
+      this.log(`could not keep the box's own output (box.log): ${firstLine(e)}`);
+    }
   }
 
   /** A box of the trial started elsewhere (a compose service): removed with the trial's. */
@@ -434,11 +460,6 @@ class TrialRun extends TrialRecorder implements TrialRoom {
     await this.engine.remove(id);
     this.boxes.delete(id);
     this.mountedBoxes.delete(id);
-  }
-
-  /** A line of an image build, to listeners (the build stream). */
-  buildLog(line: string): void {
-    this.deps.onEvent?.({ kind: "log", trialId: this.req.trialId, stream: "build", line });
   }
 
   /** What the harness sees of step `plan`: the agent's box, user, workdir and environment (`phaseEnv` laid over). */

@@ -148,6 +148,48 @@ function suite(kind: EngineKind): void {
     });
   });
 
+  describe("a box's own output", () => {
+    /** Polls `fn` until it gives a value (generous bound: a loaded CI host). */
+    async function until<T>(fn: () => Promise<T | undefined>, what: string): Promise<T> {
+      const deadline = Date.now() + 30_000;
+      for (;;) {
+        const v = await fn();
+        if (v !== undefined) return v;
+        if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+        await new Promise((r) => setTimeout(r, 200));
+      }
+    }
+
+    it("logs: the main process's output decoded whole, the last lines, bounded, an exec's output not in it", async () => {
+      // many frames (the engine sends a frame per line or per read): no 8-byte header may be left in the text
+      const script = 'i=1; while [ $i -le 3000 ]; do echo "line $i"; i=$((i+1)); done; exec sleep infinity';
+      const id = await box({ cmd: ["sh", "-c", script] });
+      await engine.exec(id, ["sh", "-c", "echo from-exec; echo from-exec >&2"]);
+      const want = Array.from({ length: 3000 }, (_, i) => `line ${i + 1}\n`).join("");
+      const all = await until(async () => {
+        const l = await engine.logs(id);
+        return l && l.text.length >= want.length ? l : undefined;
+      }, "the box's 3000 lines");
+      expect(all).toEqual({ text: want, truncated: false });
+      expect(await engine.logs(id, { tailLines: 2 })).toEqual({ text: "line 2999\nline 3000\n", truncated: false });
+      const small = (await engine.logs(id, { limitBytes: 100 }))!;
+      expect(small.truncated).toBe(true);
+      expect(small.text.length).toBeLessThanOrEqual(100);
+      expect(want.endsWith(small.text)).toBe(true);
+    });
+
+    it("logs of a box whose main process exited: its stdout and stderr both; a missing box has none", async () => {
+      const id = await box({ cmd: ["sh", "-c", "echo going down; echo 'fatal: no config' >&2; exit 3"] });
+      await until(async () => ((await engine.inspect(id))?.running === false ? true : undefined), "the box to exit");
+      expect((await engine.inspect(id))?.exitCode).toBe(3);
+      const l = (await engine.logs(id))!;
+      // each stream's lines whole; how the engine interleaves two streams is its own (conmon reads two pipes)
+      expect(l.text.split("\n").sort()).toEqual(["", "fatal: no config", "going down"]);
+      expect(l.truncated).toBe(false);
+      expect(await engine.logs(`${RUN}-no-such-box`)).toBeUndefined();
+    });
+  });
+
   describe("networks", () => {
     const net = `${RUN}-net`;
     let server: string;
@@ -272,6 +314,8 @@ function suite(kind: EngineKind): void {
     it("a failing build says why, with the last lines of its output", async () => {
       const e = await expectCode(() => engine.build({ context: ctx, dockerfile: "Bad.Dockerfile", tag: `localhost/${RUN}-bad`, labels: {}, timeoutMs: 60_000 }), "build_failed");
       expect(e.message).toContain(`the-step-${RUN}-broke`);
+      // the first line is the cause: the failing step and what it printed, in either engine's builder
+      expect(e.message.split("\n")[0]).toBe(`building localhost/${RUN}-bad failed (exit ${/\(exit (\d+)\)/.exec(e.message)?.[1]}): RUN echo "the-step-${RUN}-broke" && exit 3: the-step-${RUN}-broke`);
       // the failed step's container is not left behind (Docker's classic builder keeps it without --force-rm)
       const { data } = await (engine as RestEngine).rest.json("GET", "/containers/json", { query: { all: true } });
       expect((data as { Command?: string }[]).filter((c) => String(c.Command ?? "").includes(`the-step-${RUN}-broke`))).toEqual([]);

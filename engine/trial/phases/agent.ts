@@ -7,6 +7,7 @@ import { join } from "node:path";
 import { firstLine } from "../../errors.ts";
 import { formatDuration } from "../../duration.ts";
 import type { Harness } from "../../harness/types.ts";
+import { requireRunningAfter } from "../box.ts";
 import { TrialFailure } from "../outcome.ts";
 import type { StepPlan } from "../plan.ts";
 import { killNewProcs, snapshotProcs, type ProcSnapshot } from "../procs.ts";
@@ -56,6 +57,8 @@ export async function agentStep(room: TrialRoom, plan: StepPlan, step: StepResul
     room.lease?.endAgent();
   }
   room.checkCancelled();
+  // an agent cut off because the box's entrypoint died (its exec killed with the box) did not fail: the box did
+  await requireRunningAfter(engine, box, out.timedOut ? 0 : out.exitCode, "during the agent phase");
   await endAgentProcesses(room, box, before);
   if (harness.afterAgent) {
     try {

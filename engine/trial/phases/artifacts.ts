@@ -1,7 +1,7 @@
 /**
  * What the agent's work leaves for the verifier and the trial tree: after the agent, the task's pre_artifacts.sh
  * or its listed artifact paths are collected into /logs/artifacts; after each step of a multi-step task, that
- * step's outputs are archived under steps/<name>/.
+ * step's outputs (agent, verifier, artifacts) are archived under steps/<name>/.
  */
 import { existsSync } from "node:fs";
 import { copyFile, mkdir, mkdtemp, readdir, rename, rm } from "node:fs/promises";
@@ -53,9 +53,12 @@ export async function collectArtifacts(room: TrialRoom, plan: StepPlan): Promise
   }
 }
 
-/** Moves step `name`'s agent and verifier outputs to steps/<name>/ so the next step starts with empty /logs folders. */
+/**
+ * Moves step `name`'s agent, verifier and artifact outputs to steps/<name>/{agent,verifier,artifacts}/, as Harbor
+ * archives a multi-step trial, so the next step starts with empty /logs folders and each step's artifacts are its own.
+ */
 export async function archiveStep(trialPath: string, name: string): Promise<void> {
-  for (const d of [TRIAL.agent, TRIAL.verifier]) {
+  for (const d of [TRIAL.agent, TRIAL.verifier, TRIAL.artifacts]) {
     const from = join(trialPath, d);
     const to = join(trialPaths(trialPath).step(name), d);
     await mkdir(to, { recursive: true });

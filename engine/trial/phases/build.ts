@@ -28,6 +28,7 @@ export async function buildImage(room: TrialRoom): Promise<void> {
   }
   if (env.docker_image) {
     await requireImage(engine, env.docker_image);
+    room.buildLog(`evolve: the task runs docker_image ${env.docker_image}; nothing to build`);
     room.image = env.docker_image;
     return;
   }
@@ -45,6 +46,8 @@ export async function buildImage(room: TrialRoom): Promise<void> {
     log: (line) => room.buildLog(line),
   });
   room.log(r.built ? `built image ${r.tag}` : `image ${r.tag} is cached`);
+  // the setup stream says so too: a cached image's build output is that of the run that built it
+  if (!r.built) room.buildLog(`evolve: image ${r.tag} is cached (built by an earlier run of this task); no build ran`);
   room.image = r.tag;
 }
 
@@ -59,7 +62,8 @@ export async function bootAgentBox(room: TrialRoom): Promise<void> {
   }
   room.agentBox = await room.startBox(room.image, room.policies.baseline, cfg.environment, "agent");
   if (cfg.environment.healthcheck) {
-    await awaitHealthy(engine, room.agentBox, cfg.environment.healthcheck, () => !!room.deps.signal?.aborted);
+    // a check that cannot run because the entrypoint died says so (guard), not what the engine said of the exec
+    await room.guard(room.agentBox, () => awaitHealthy(engine, room.agentBox, cfg.environment.healthcheck!, () => !!room.deps.signal?.aborted));
     room.checkCancelled();
   }
   const state = await requireRunning(engine, room.agentBox, "before the agent started");

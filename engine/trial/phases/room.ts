@@ -72,12 +72,14 @@ export interface TrialRoom {
   checkCancelled(): void;
   /** Runs the task's tests in `box` the one way every run does (recorder.ts). */
   runVerifier(box: string, o: VerifierRun): Promise<VerifierVerdict>;
-  /** Passes one line of an image build to listeners. */
+  /** Passes one line of an image build to listeners and the trial's setup stream (setup.log). */
   buildLog(line: string): void;
 
   // ---- boxes --------------------------------------------------------------------------------------------------------
   /** Creates and starts a box of the trial that mounts its folders, on `policy`'s networking. */
   startBox(image: string, policy: NetPolicy, env: TaskConfig["environment"], role: "agent" | "verifier"): Promise<string>;
+  /** Keeps box `id`'s own output (its ENTRYPOINT's) as the trial's box stream, box.log, before the box goes. */
+  keepBoxLog(id: string): Promise<void>;
   /** Counts a box someone else started (the task's compose services) as the trial's: it goes with the trial. */
   track(id: string): void;
   /** Removes box `id` now and forgets it: it no longer goes with the trial. */

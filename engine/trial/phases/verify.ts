@@ -8,7 +8,7 @@ import { existsSync } from "node:fs";
 import { join } from "node:path";
 import type { Engine } from "../../driver/types.ts";
 import { verifierMode, type TaskConfig } from "../../task/model.ts";
-import { ensureEnvImage } from "../box.ts";
+import { ensureEnvImage, requireRunningAfter } from "../box.ts";
 import { keepChangedFiles } from "../changes.ts";
 import { emptyBoxDir } from "../boxfs.ts";
 import { judgeFamily, resolveVerifierEnv, withJudgeEnv } from "../env.ts";
@@ -51,6 +51,8 @@ export async function verifyStep(room: TrialRoom, plan: StepPlan, step: StepResu
       scripts: separate ? undefined : room.agentScripts,
     });
     if ("exception" in v) {
+      // a verifier cut off because the agent's box died gives no verdict of its own: the entrypoint's exit is why
+      if (!separate) await requireRunningAfter(room.engine, box, v.exitCode ?? 0, "during the verify phase");
       step.exception = v.exception;
       return { ok: false };
     }
@@ -73,6 +75,7 @@ export async function retireAgentBox(room: TrialRoom): Promise<void> {
   if (!box) return;
   await keepChangedFiles(room.engine, box, room.path, (l) => room.log(l));
   room.keptTaken = true;
+  await room.keepBoxLog(box);
   await room.removeBox(box);
   room.agentBox = "";
   room.log(`agent box ${box.slice(0, 12)} removed before the separate verifier starts`);
