@@ -140,7 +140,7 @@ describe("ids", () => {
     const trial = evolve("trial", "show", a.id.slice(-5), "--json");
     expect(trial.status, trial.stderr).toBe(0);
     expect(JSON.parse(trial.stdout)).toMatchObject({ id: a.id, status: "SCORED" });
-    const logs = evolve("trial", "logs", b.id.slice(-5), "--stream", "setup", "--json");
+    const logs = evolve("trial", "logs", b.id.slice(-5), "--stream", "metrics", "--json");
     expect(JSON.parse(logs.stdout)).toMatchObject({ trial_id: b.id, recorded: false });
     const files = evolve("trial", "files", "status", a.id.slice(-5), "--json");
     expect(JSON.parse(files.stdout)).toMatchObject({ trial_id: a.id, source: "none" });
