@@ -77,7 +77,7 @@ describe.skipIf(!dockerUp)("on Docker (DOCKER_HOST answers)", () => {
       };
       const built = settle("build-fails");
       expect(built.rec).toMatchObject({ status: "INFRASTRUCTURE_ERROR", failed_phase: "build", exception: { type: "EnvironmentBuildError" } });
-      expect(built.rec.exception.message.split("\n")[0]).toMatch(/^building evolve-task:[0-9a-f]{16} failed \(exit \d+\): RUN pip3 install requests: \/bin\/sh: 1: pip3: not found$/);
+      expect(built.rec.exception.message.split("\n")[0]).toMatch(/^building evolve-env:[0-9a-f]{24} failed \(exit \d+\): RUN pip3 install requests: \/bin\/sh: 1: pip3: not found$/);
       expect(readFileSync(join(built.dir, "setup.log"), "utf8")).toMatch(/^Step 4\/\d+ : RUN pip3 install requests$/m);
       const died = settle("entrypoint-dies-later");
       expect(died.rec).toMatchObject({ status: "INFRASTRUCTURE_ERROR", failed_phase: "agent", exception: { type: "EnvironmentStartError" } });

@@ -72,13 +72,13 @@ describe.skipIf(!hasPodman)("a trial whose image does not build (needs podman)",
   it("trial show says the phase it failed in and why, in the build's own words", () => {
     const show = evolve(["trial", "show", id]);
     expect(show.stdout).toMatch(/status {6}INFRASTRUCTURE_ERROR \(failed in build\)\n/);
-    expect(show.stdout).toMatch(/exception {3}EnvironmentBuildError: building evolve-task:[0-9a-f]{16} failed \(exit 127\): RUN pip3 install requests: \/bin\/sh: 1: pip3: not found/);
+    expect(show.stdout).toMatch(/exception {3}EnvironmentBuildError: building evolve-env:[0-9a-f]{24} failed \(exit 127\): RUN pip3 install requests: \/bin\/sh: 1: pip3: not found/);
     expect(json(["trial", "show", id])).toMatchObject({ failed_phase: "build", attempt_phase: "persist" });
   });
 
   it("the job's table shows the build's error line", () => {
     const row = evolve(["job", "show", json(["trial", "show", id]).job_id]).stdout.split("\n").find((l) => l.startsWith(id))!;
-    expect(row).toMatch(/INFRASTRUCTURE_ERROR .*EnvironmentBuildError: building evolve-task:[0-9a-f]{16} failed \(exit 127\): RUN pip3 install requests: \/bin\/sh: 1: pip3: not found$/);
+    expect(row).toMatch(/INFRASTRUCTURE_ERROR .*EnvironmentBuildError: building evolve-env:[0-9a-f]{24} failed \(exit 127\): RUN pip3 install requests: \/bin\/sh: 1: pip3: not found$/);
   });
 
   it("trial logs --stream setup prints the whole build output", () => {
@@ -178,7 +178,7 @@ describe.skipIf(!hasPodman)("a finished trial (needs podman)", () => {
     const setup = evolve(["trial", "logs", okTrial, "--stream", "setup"]);
     expect(setup.code).toBe(0);
     expect(setup.stdout).toBe(readFileSync(join(home, "trials", okTrial, "setup.log"), "utf8"));
-    expect(setup.stdout).toMatch(/^STEP 1\/\d+: FROM debian:bookworm-slim$|^evolve: image evolve-task:[0-9a-f]{16} is cached/m);
+    expect(setup.stdout).toMatch(/^STEP 1\/\d+: FROM debian:bookworm-slim$|^evolve: image evolve-env:[0-9a-f]{24} is cached/m);
     // the oracle-ok box's entrypoint prints nothing: an empty, recorded stream
     expect(json(["trial", "logs", okTrial, "--stream", "box"])).toMatchObject({ recorded: true, text: "" });
     const metrics = evolve(["trial", "logs", okTrial, "--stream", "metrics"]);

@@ -141,7 +141,7 @@ const EXPECT: Record<string, { status: string; rewards?: Record<string, number> 
   },
   "build-fails": {
     status: "INFRASTRUCTURE_ERROR", rewards: null, exception: "EnvironmentBuildError",
-    message: /^building evolve-task:[0-9a-f]{16} failed \(exit 127\): RUN pip3 install requests: \/bin\/sh: 1: pip3: not found\n/, files: [...BUILT, "exception.txt"],
+    message: /^building evolve-env:[0-9a-f]{24} failed \(exit 127\): RUN pip3 install requests: \/bin\/sh: 1: pip3: not found\n/, files: [...BUILT, "exception.txt"],
   },
   "healthcheck-slow": { status: "SCORED", rewards: { reward: 1 }, files: [...RAN, "verifier/reward.txt"] },
   "healthcheck-never": { status: "INFRASTRUCTURE_ERROR", rewards: null, exception: "HealthcheckError", files: [...BOOTED, "exception.txt"] },
@@ -170,7 +170,7 @@ const EXPECT: Record<string, { status: string; rewards?: Record<string, number> 
   "busybox-minimal": { status: "SCORED", rewards: { reward: 1 }, reward: 1, files: [...RAN, "verifier/reward.txt"] },
   "interpreter-missing": {
     status: "INFRASTRUCTURE_ERROR", rewards: null, exception: "ScriptInterpreterNotFoundError",
-    message: /^tests\/test\.sh starts with #!\/usr\/bin\/python3, and the box has no \/usr\/bin\/python3 to run it/, files: [...BASE, "exception.txt"],
+    message: /^tests\/test\.sh starts with #!\/usr\/bin\/python3, and the box has no \/usr\/bin\/python3 to run it/, files: [...BOOTED, "exception.txt"],
   },
   "no-solution": {
     status: "INFRASTRUCTURE_ERROR", rewards: null, exception: "SolutionNotFoundError", message: /^no reference solution: the task has no solution\/solve\.sh/,
