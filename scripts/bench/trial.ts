@@ -7,6 +7,9 @@
  * - `cold`: the first concurrent job, which also builds the one image the tasks share (`builds` counts every
  *   build the engine was asked for: 1 means identical environments built once);
  * - `warm`: the same job again, image cached;
+ * - `floor`: in the same run, `-n` bare `<engine> run --rm --network none <image> sleep <s>` at once: what the
+ *   engine alone costs to start and remove that many boxes here, with no trial around them. When the floor's own
+ *   ratio is near or above the goal, no trial runner can meet it on this machine; `warm_over_floor` is evolve's share;
  * - `profile`: for the warm job, each phase's median / p90 / max over its trials, and the engine REST calls per
  *   trial by kind (exec count included), to see where the time above the agent's own goes.
  *
@@ -15,7 +18,7 @@
  *
  * Usage: bun scripts/bench/trial.ts [-n 32] [--tasks 32] [--sleep 10] [--image debian:bookworm-slim] [--engine podman|docker]
  */
-import { spawnSync } from "node:child_process";
+import { spawn, spawnSync } from "node:child_process";
 import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -47,6 +50,21 @@ function writeTasks(root: string, count: number, image: string, sleep: number): 
     for (const f of ["tests/test.sh", "solution/solve.sh"]) chmodSync(join(dir, f), 0o755);
   }
   return root;
+}
+
+/** Wall time of `n` bare `<engine> run --rm` boxes of `image` sleeping `sleep` s, all started at once. */
+async function bareBoxes(engine: string, image: string, n: number, sleep: number): Promise<{ wall_ms: number; failed: number }> {
+  const t0 = performance.now();
+  const codes = await Promise.all(
+    Array.from({ length: n }, () =>
+      new Promise<number>((res) => {
+        const p = spawn(engine, ["run", "--rm", "--network", "none", image, "sleep", String(sleep)], { stdio: "ignore" });
+        p.on("error", () => res(-1));
+        p.on("exit", (code) => res(code ?? -1));
+      }),
+    ),
+  );
+  return { wall_ms: round(performance.now() - t0), failed: codes.filter((c) => c !== 0).length };
 }
 
 function spanMs(t: TrialRecord, phase: string): number | undefined {
@@ -131,6 +149,7 @@ async function main(): Promise<number> {
     const cold = await timeJob(tasks, n);
     const baseline = await timeJob(tasks.slice(0, 1), 1);
     const warm = await timeJob(tasks, n);
+    const floor = await bareBoxes(values.engine, image, n, sleep);
 
     const agentOwnMs = sleep * 1000;
     const perTrial = (m: Map<string, number>, trials: number) =>
@@ -149,6 +168,8 @@ async function main(): Promise<number> {
           baseline: { wall_ms: baseline.wall_ms, ratio: round(baseline.wall_ms / agentOwnMs), scored: scored(baseline.trials) },
           cold: { wall_ms: cold.wall_ms, ratio: round(cold.wall_ms / agentOwnMs), builds: cold.builds, scored: scored(cold.trials) },
           warm: { wall_ms: warm.wall_ms, ratio: round(warm.wall_ms / agentOwnMs), builds: warm.builds, scored: scored(warm.trials) },
+          floor: { wall_ms: floor.wall_ms, ratio: round(floor.wall_ms / agentOwnMs), failed: floor.failed },
+          warm_over_floor: round(warm.wall_ms / floor.wall_ms),
           images_for_the_tasks: sharedImages.length,
           profile: {
             phases: Object.fromEntries(PHASES.map((p) => [p, stats(warm.trials.map((t) => spanMs(t, p)).filter((x): x is number => x !== undefined))]).filter(([, s]) => s !== null)),
