@@ -3,11 +3,11 @@
  * --status, and the task selection globs of `run`. Jobs are recorded in a real store (no container runs); the
  * listings are read back through the real CLI (`bun main.ts`).
  */
-import { spawnSync } from "node:child_process";
 import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
-import { beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { cliHost } from "./support/cli-host.ts";
 import { createJob, type JobConfig, type JobStatus } from "../engine/job/job.ts";
 import type { TrialStatus } from "../engine/trial/outcome.ts";
 import { jobKind } from "../engine/job/summary.ts";
@@ -18,12 +18,14 @@ import { expectCode } from "./support/expect-code.ts";
 import { jobConfig } from "./support/job-config.ts";
 
 const root = resolve(__dirname, "..");
-const bun = join(root, "node_modules/.bin/bun");
 let home: string;
 
+// one Bun process runs this file's calls in-process (cli-host.ts) instead of a Bun start-up per call
+const host = cliHost();
+afterAll(() => host.close());
+
 function evolve(args: string[]) {
-  const r = spawnSync(bun, [join(root, "main.ts"), ...args], { encoding: "utf8", env: { ...process.env, EVOLVE_HOME: home, NO_COLOR: "1" } });
-  return { code: r.status, stdout: r.stdout, stderr: r.stderr };
+  return host.run(args, { cwd: process.cwd(), env: { ...process.env, EVOLVE_HOME: home, NO_COLOR: "1" } });
 }
 
 const ids: Record<string, string> = {};

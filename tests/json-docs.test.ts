@@ -5,25 +5,27 @@
  * Every command of the CLI with a `--json` option must have a section; the ones that need an engine say which test
  * runs them, and their examples are checked against their tables like every other example.
  */
-import { spawnSync } from "node:child_process";
 import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import type { Command } from "commander";
-import { beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { cliHost } from "./support/cli-host.ts";
 import { buildProgram } from "../commands/cli.ts";
 import { compareKeys, readDocs, sectionFor, type DocSection } from "./support/json-docs.ts";
 import { makeJsonStore, type JsonStoreIds } from "./support/json-store.ts";
 
 const root = resolve(__dirname, "..");
-const bun = join(root, "node_modules/.bin/bun");
 const sections = readDocs();
 let home: string;
 let ids: JsonStoreIds;
 
+// one Bun process runs this file's calls in-process (cli-host.ts) instead of a Bun start-up per call
+const host = cliHost();
+afterAll(() => host.close());
+
 function evolve(args: string[]) {
-  const r = spawnSync(bun, [join(root, "main.ts"), ...args], { cwd: root, encoding: "utf8", env: { ...process.env, EVOLVE_HOME: home, NO_COLOR: "1" }, timeout: 60_000 });
-  return { code: r.status, stdout: r.stdout, stderr: r.stderr };
+  return host.run(args, { cwd: root, env: { ...process.env, EVOLVE_HOME: home, NO_COLOR: "1" }, timeoutMs: 60_000 });
 }
 
 /** The documented commands run here, in this order (later ones change the store earlier ones read). */

@@ -4,28 +4,25 @@
  * pass@k leaves out and why, spend prints `-` when nothing was measured, attempts and lineage are shown, and help,
  * README and behaviour agree.
  */
-import { spawnSync } from "node:child_process";
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
-import { beforeEach, describe, expect, it } from "vitest";
+import { afterAll, beforeEach, describe, expect, it } from "vitest";
+import { cliHost } from "./support/cli-host.ts";
 import { createJob, type JobConfig } from "../engine/job/job.ts";
 import { openStore, type Store, type TrialRecord } from "../engine/store/index.ts";
 import { settledWhy } from "../commands/progress.ts";
 
 const root = resolve(__dirname, "..");
-const bun = join(root, "node_modules/.bin/bun");
 const TASK = join(root, "fixtures/tasks/valid/minimal");
 let home: string;
 
+// one Bun process runs this file's calls in-process (cli-host.ts) instead of a Bun start-up per call
+const host = cliHost();
+afterAll(() => host.close());
+
 function evolve(args: string[]) {
-  const r = spawnSync(bun, [join(root, "main.ts"), ...args], {
-    cwd: root,
-    encoding: "utf8",
-    env: { ...process.env, EVOLVE_HOME: home, NO_COLOR: "1" },
-    timeout: 60_000,
-  });
-  return { code: r.status, stdout: r.stdout, stderr: r.stderr };
+  return host.run(args, { cwd: root, env: { ...process.env, EVOLVE_HOME: home, NO_COLOR: "1" }, timeoutMs: 60_000 });
 }
 
 async function withStore<T>(fn: (s: Store) => T): Promise<T> {
