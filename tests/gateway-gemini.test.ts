@@ -4,13 +4,17 @@ import { ScriptedUpstream } from "../fixtures/upstream/server.ts";
 import { serveGateway, type GatewayListener } from "../gateway/serve.ts";
 import { serveFetch } from "../engine/runtime.ts";
 import { Prices } from "../gateway/prices.ts";
-import { FAMILY_ROUTES } from "../gateway/credentials.ts";
+import { Credentials, FAMILY_ROUTES, judgeEnv } from "../gateway/credentials.ts";
 import type { Budget, CallRecord, Credential, Reservation } from "../gateway/types.ts";
 import { buildUpstreams } from "../gateway/upstreams.ts";
 
 const REAL_GEMINI = "AIza-REAL-upstream-gemini-key";
 const KEY = "evk-gemini-trial";
 const JUDGE_KEY = "evk-anthropic-judge";
+
+// a real judge credential of the gemini family, issued as a verifier gets it
+const issuer = new Credentials();
+const GEMINI_JUDGE_KEY = issuer.issueJudge({ trialId: "trial-gj", family: "gemini" }).key;
 
 const creds = new Map<string, Credential>([
   [KEY, { id: "cred-g", trialId: "trial-g", jobId: "job-g", lane: "agent", models: [] }],
@@ -43,7 +47,7 @@ beforeAll(async () => {
   gw = await serveGateway(
     {
       upstreams: buildUpstreams({}, { GEMINI_API_KEY: REAL_GEMINI, GEMINI_BASE_URL: upstream.url }),
-      authenticate: (k) => creds.get(k),
+      authenticate: (k) => creds.get(k) ?? issuer.authenticate(k),
       meter: (c) => calls.push(c),
       budget,
       prices: (m, u) => prices.priceOf(m, u) ?? undefined,
@@ -202,6 +206,23 @@ describe("Gemini refusals", () => {
     expect(json.error).toMatchObject({ code: 403, status: "PERMISSION_DENIED" });
     expect(json.error.message).toContain(":generateContent");
     expect(upstream.requests).toHaveLength(0);
+  });
+
+  it("a gemini-family judge key calls the Gemini routes and its models only, in the judge lane", async () => {
+    expect(judgeEnv("gemini", GEMINI_JUDGE_KEY, "http://gw:1/")).toEqual({ GEMINI_API_KEY: GEMINI_JUDGE_KEY, GOOGLE_API_KEY: GEMINI_JUDGE_KEY, GOOGLE_GEMINI_BASE_URL: "http://gw:1" });
+    const ok = await post("/v1beta/models/gemini-2.5-flash:generateContent", { key: GEMINI_JUDGE_KEY });
+    expect(ok.status).toBe(200);
+    await recorded(1);
+    expect(calls[0]).toMatchObject({ trialId: "trial-gj", lane: "judge", route: "gemini_generate" });
+    // another family's route: refused in that route's own shape (Anthropic's here)
+    const messages = await fetch(`${gw.url}/v1/messages`, {
+      method: "POST",
+      headers: { "content-type": "application/json", "x-api-key": GEMINI_JUDGE_KEY },
+      body: JSON.stringify({ model: "claude-x", max_tokens: 8, messages: [{ role: "user", content: "hi" }] }),
+    });
+    expect(messages.status).toBe(403);
+    expect(((await messages.json()) as any).error.type).toBe("permission_error");
+    expect(upstream.requests).toHaveLength(1);
   });
 
   it("refuses a call the budget will not reserve with 429 RESOURCE_EXHAUSTED, before anything reaches upstream", async () => {
