@@ -398,7 +398,8 @@ export function createGatewayApp(deps: GatewayDeps): Hono {
     const add = (id: string, owner: string) => {
       if (seen.has(id)) return;
       const routed = routeModel(deps.upstreams, id, "messages") ?? routeModel(deps.upstreams, id, "chat");
-      if (!routed || !admits(cred, id, routed)) return;
+      // a Gemini model is listed on /v1beta/models only: these routes do not serve it
+      if (!routed || routed.upstream.kind === "gemini" || !admits(cred, id, routed)) return;
       seen.add(id);
       data.push({ id, type: "model", object: "model", display_name: id, created_at: "1970-01-01T00:00:00Z", created: 0, owned_by: owner });
     };

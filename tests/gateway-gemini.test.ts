@@ -46,7 +46,7 @@ beforeAll(async () => {
   const prices = new Prices();
   gw = await serveGateway(
     {
-      upstreams: buildUpstreams({}, { GEMINI_API_KEY: REAL_GEMINI, GEMINI_BASE_URL: upstream.url }),
+      upstreams: buildUpstreams({ upstreams: { gemini: { base_url: upstream.url, api_key_env: "GEMINI_API_KEY", models: ["gemini-2.5-flash"] } } }, { GEMINI_API_KEY: REAL_GEMINI }),
       authenticate: (k) => creds.get(k) ?? issuer.authenticate(k),
       meter: (c) => calls.push(c),
       budget,
@@ -181,6 +181,22 @@ describe("Gemini countTokens and models", () => {
     expect(req.method).toBe("GET");
     expect(req.path).toBe("/v1beta/models");
     expect(req.query).toBe("pageSize=50");
+  });
+});
+
+describe("Gemini upstream config", () => {
+  it("comes from GEMINI_API_KEY or GOOGLE_API_KEY and GEMINI_BASE_URL, else Google's own base", () => {
+    const fromEnv = buildUpstreams({}, { GOOGLE_API_KEY: "g-key", GEMINI_BASE_URL: "http://gem.example/" }).byName.get("gemini");
+    expect(fromEnv).toMatchObject({ kind: "gemini", baseUrl: "http://gem.example", apiKey: "g-key" });
+    const preferred = buildUpstreams({}, { GEMINI_API_KEY: "k1", GOOGLE_API_KEY: "k2" }).byName.get("gemini");
+    expect(preferred).toMatchObject({ baseUrl: "https://generativelanguage.googleapis.com", apiKey: "k1" });
+    expect(buildUpstreams({}, {}).byName.has("gemini")).toBe(false);
+  });
+
+  it("lists a Gemini model on /v1beta/models only, not on the Anthropic/OpenAI list it cannot be called on", async () => {
+    const res = await fetch(`${gw.url}/v1/models`, { headers: { authorization: `Bearer ${KEY}` } });
+    expect(res.status).toBe(200);
+    expect(((await res.json()) as any).data).toEqual([]);
   });
 });
 
