@@ -1,5 +1,5 @@
 /**
- * The gateway's hono app: Anthropic Messages, OpenAI chat completions and Responses on the wire, each call
+ * The gateway's hono app: Anthropic Messages, OpenAI chat completions and Responses, and Google's Gemini API on the wire, each call
  * authenticated against a gateway credential, reserved against the budget, forwarded with the real key, metered
  * from the response or the stream, and settled. Who the callers are, what models cost and where records go come in
  * as `GatewayDeps`, so this file knows trials only as ids.
@@ -37,7 +37,13 @@ export interface GatewayDeps {
  */
 export const DEFAULT_MAX_BODY_BYTES = 64 * 1024 * 1024;
 
-type ErrorShape = "anthropic" | "openai";
+type ErrorShape = "anthropic" | "openai" | "google";
+
+/** Google's `status` names by HTTP status, as its APIs answer them. */
+function googleStatus(status: number): string {
+  return status === 400 || status === 413 ? "INVALID_ARGUMENT" : status === 401 ? "UNAUTHENTICATED" : status === 403 ? "PERMISSION_DENIED"
+    : status === 404 ? "NOT_FOUND" : status === 429 ? "RESOURCE_EXHAUSTED" : status === 502 || status === 503 ? "UNAVAILABLE" : status >= 500 ? "INTERNAL" : "FAILED_PRECONDITION";
+}
 
 /**
  * A gateway-made error in the caller's provider shape (SDKs parse these into their own error classes). `code`
@@ -45,7 +51,9 @@ type ErrorShape = "anthropic" | "openai";
  */
 export function providerError(shape: ErrorShape, status: number, message: string, headers: Record<string, string> = {}, code?: string): Response {
   let body: unknown;
-  if (shape === "anthropic") {
+  if (shape === "google") {
+    body = { error: { code: status, message, status: googleStatus(status) } };
+  } else if (shape === "anthropic") {
     const type =
       status === 401 ? "authentication_error" : status === 403 ? "permission_error" : status === 404 ? "not_found_error"
         : status === 413 ? "request_too_large" : status === 429 ? "rate_limit_error" : status >= 500 ? "api_error" : "invalid_request_error";
@@ -93,8 +101,15 @@ async function readBody(req: Request, limit: number): Promise<Uint8Array | null>
 
 const mb = (bytes: number) => `${+(bytes / (1024 * 1024)).toFixed(2)} MiB`;
 
-/** The key a client presented, from `x-api-key` or `Authorization: Bearer`. */
-function presentedKey(c: Context): string | undefined {
+/**
+ * The key a client presented, from `x-api-key` or `Authorization: Bearer`; on Google's routes also
+ * `x-goog-api-key` or the `?key=` query parameter, as Google's clients send it.
+ */
+function presentedKey(c: Context, shape: ErrorShape): string | undefined {
+  if (shape === "google") {
+    const g = c.req.header("x-goog-api-key") || c.req.query("key");
+    if (g) return g;
+  }
   const x = c.req.header("x-api-key");
   if (x) return x;
   const auth = c.req.header("authorization");
@@ -147,7 +162,24 @@ const ROUTE_NAME: Record<GatewayRoute, string> = {
   chat: "POST /v1/chat/completions",
   responses: "POST /v1/responses",
   models: "GET /v1/models",
+  gemini_generate: "POST /v1beta/models/{model}:generateContent",
+  gemini_count_tokens: "POST /v1beta/models/{model}:countTokens",
+  gemini_models: "GET /v1beta/models",
 };
+
+/** A Gemini model route's path after `/v1beta/models/`: `<model>:<method>` (the model may hold a `/`, `gemini/x`). */
+const GEMINI_METHOD = /^(.+):(generateContent|streamGenerateContent|countTokens)$/;
+
+/** The client's query string for upstream (with `?`, or ""), less `key`: the client's credential stays here. */
+function forwardQuery(url: string): string {
+  const q = url.indexOf("?");
+  if (q === -1) return "";
+  const params = new URLSearchParams(url.slice(q + 1));
+  if (!params.has("key")) return url.slice(q);
+  params.delete("key");
+  const rest = params.toString();
+  return rest ? `?${rest}` : "";
+}
 
 /** Builds the gateway app. */
 export function createGatewayApp(deps: GatewayDeps): Hono {
@@ -160,11 +192,13 @@ export function createGatewayApp(deps: GatewayDeps): Hono {
    * stale credential store cannot admit a key.
    */
   const auth = (c: Context, shape: ErrorShape, route: GatewayRoute): Credential | Response => {
-    const key = presentedKey(c);
-    if (!key) return providerError(shape, 401, "missing gateway key: send x-api-key or Authorization: Bearer");
+    const key = presentedKey(c, shape);
+    // Google answers a missing or bad key 403 PERMISSION_DENIED, and its clients expect that
+    const denied = shape === "google" ? 403 : 401;
+    if (!key) return providerError(shape, denied, shape === "google" ? "missing gateway key: send x-goog-api-key or ?key=" : "missing gateway key: send x-api-key or Authorization: Bearer");
     const cred = deps.authenticate(key);
-    if (!cred) return providerError(shape, 401, "invalid or revoked gateway key");
-    if (cred.expiresAt && Date.parse(cred.expiresAt) <= now()) return providerError(shape, 401, "gateway key expired");
+    if (!cred) return providerError(shape, denied, "invalid or revoked gateway key");
+    if (cred.expiresAt && Date.parse(cred.expiresAt) <= now()) return providerError(shape, denied, "gateway key expired");
     if (cred.routes && !cred.routes.includes(route)) {
       return providerError(shape, 403, `this gateway key does not admit ${ROUTE_NAME[route]}`, {}, "route_not_allowed");
     }
@@ -181,9 +215,17 @@ export function createGatewayApp(deps: GatewayDeps): Hono {
     }
   };
 
-  const proxy = async (c: Context, route: "messages" | "count_tokens" | "chat" | "responses"): Promise<Response> => {
-    const api: WireApi = route === "count_tokens" ? "messages" : route;
-    const shape: ErrorShape = api === "messages" ? "anthropic" : "openai";
+  /**
+   * One proxied model call. Gemini routes name the model and method in the path (`gemini`), the others in the body.
+   */
+  const proxy = async (
+    c: Context,
+    route: "messages" | "count_tokens" | "chat" | "responses" | "gemini_generate" | "gemini_count_tokens",
+    gemini?: { model: string; method: string },
+  ): Promise<Response> => {
+    const api: WireApi = route === "count_tokens" ? "messages" : route === "gemini_generate" || route === "gemini_count_tokens" ? "gemini" : route;
+    const shape: ErrorShape = api === "messages" ? "anthropic" : api === "gemini" ? "google" : "openai";
+    const free = route === "count_tokens" || route === "gemini_count_tokens";
     const startedMs = now();
     const cred = auth(c, shape, route);
     if (cred instanceof Response) return cred;
@@ -200,17 +242,21 @@ export function createGatewayApp(deps: GatewayDeps): Hono {
     } catch {
       return providerError(shape, 400, "request body is not valid JSON");
     }
-    if (!body || typeof body !== "object" || typeof body.model !== "string") return providerError(shape, 400, "model: field required");
-    const requested: string = body.model;
+    if (!body || typeof body !== "object") return providerError(shape, 400, "request body must be a JSON object");
+    if (!gemini && typeof body.model !== "string") return providerError(shape, 400, "model: field required");
+    const requested: string = gemini ? gemini.model : body.model;
     const routed = routeModel(deps.upstreams, requested, api);
-    if (!routed) return providerError(shape, 404, `model ${requested} is not served by this gateway`);
+    // a Gemini request only goes to a Gemini upstream, and the others never to one: the wire formats differ
+    if (!routed || (api === "gemini") !== (routed.upstream.kind === "gemini")) {
+      return providerError(shape, 404, `model ${requested} is not served by this gateway${routed ? ` on ${ROUTE_NAME[route]}` : ""}`);
+    }
     if (!admits(cred, requested, routed)) return providerError(shape, 403, `this gateway key does not admit model ${requested}`);
 
-    const stream = body.stream === true;
+    const stream = gemini ? gemini.method === "streamGenerateContent" : body.stream === true;
     // Rewrite the body only when needed: the upstream name differs, or chat usage must be asked for.
     let dropUsageChunk = false;
     let changed = false;
-    if (routed.upstreamModel !== requested) {
+    if (!gemini && routed.upstreamModel !== requested) {
       body.model = routed.upstreamModel;
       changed = true;
     }
@@ -227,8 +273,11 @@ export function createGatewayApp(deps: GatewayDeps): Hono {
 
     // count_tokens is free upstream, so it reserves nothing.
     let reservationId: string | undefined;
-    if (route !== "count_tokens") {
-      const worst = requestWorstCase(price ?? null, body, raw, bytes.byteLength);
+    if (!free) {
+      // Gemini sets its output limit and choice count in generationConfig
+      const gc = api === "gemini" ? body.generationConfig : undefined;
+      const limits = gc && typeof gc === "object" ? { max_output_tokens: gc.maxOutputTokens, n: gc.candidateCount } : body;
+      const worst = requestWorstCase(price ?? null, limits, raw, bytes.byteLength);
       const r = deps.budget.reserve(cred, worst.usd, worst.why);
       if (!r.ok) {
         const message = /^(user|team|other|trial):/.test(r.message) ? r.message : `${r.scope}: ${r.message}`;
@@ -240,7 +289,7 @@ export function createGatewayApp(deps: GatewayDeps): Hono {
     }
     let settled = false;
     const settle = (usage: Usage | null): number | null => {
-      const cost = route === "count_tokens" ? 0 : usage && price ? costOf(usage, price) : null;
+      const cost = free ? 0 : usage && price ? costOf(usage, price) : null;
       if (reservationId !== undefined && !settled) {
         settled = true;
         deps.budget.settle(reservationId, cost);
@@ -260,9 +309,8 @@ export function createGatewayApp(deps: GatewayDeps): Hono {
     let up: Response;
     try {
       // the client's query string goes along (claude sends `/v1/messages?beta=true`): a pass-through changes nothing
-      const url = c.req.url;
-      const q = url.indexOf("?");
-      const target = upstreamUrl(routed.upstream, ROUTE_PATH[route]) + (q === -1 ? "" : url.slice(q));
+      const path = gemini ? `/models/${routed.upstreamModel}:${gemini.method}` : ROUTE_PATH[route as keyof typeof ROUTE_PATH];
+      const target = upstreamUrl(routed.upstream, path) + forwardQuery(c.req.url);
       up = await doFetch(target, { method: "POST", headers, body: outBody, signal: c.req.raw.signal });
     } catch (err) {
       const message = `upstream ${routed.upstream.name} unreachable: ${(err as Error)?.message ?? err}`;
@@ -297,7 +345,7 @@ export function createGatewayApp(deps: GatewayDeps): Hono {
 
     const text = await up.text();
     let usage: Usage | null = null;
-    if (route !== "count_tokens") {
+    if (!free) {
       try {
         usage = usageFromJson(api, JSON.parse(text));
       } catch {
@@ -305,7 +353,7 @@ export function createGatewayApp(deps: GatewayDeps): Hono {
       }
     }
     const cost = settle(usage);
-    record(cred, { ...base, status: up.status, usage, cost_usd: route === "count_tokens" ? 0 : cost, latency_ms: now() - startedMs, started_at });
+    record(cred, { ...base, status: up.status, usage, cost_usd: free ? 0 : cost, latency_ms: now() - startedMs, started_at });
     return new Response(text, { status: up.status, headers: rh });
   };
 
@@ -315,6 +363,29 @@ export function createGatewayApp(deps: GatewayDeps): Hono {
   app.post("/v1/responses", (c) => proxy(c, "responses"));
   // Codex tries a WebSocket first on this path; a 404 makes it fall back to HTTP + SSE.
   app.get("/v1/responses", (c) => c.json({ error: { message: "WebSocket transport is not supported; use HTTP", type: "invalid_request_error", param: null, code: null } }, 404));
+
+  // Google's API: the model and method share the last path segment (`gemini-2.5-pro:generateContent`)
+  app.post("/v1beta/models/*", (c) => {
+    const m = GEMINI_METHOD.exec(decodeURIComponent(c.req.path.slice("/v1beta/models/".length)));
+    if (!m) return providerError("google", 404, `no such method: POST ${c.req.path}`);
+    return proxy(c, m[2] === "countTokens" ? "gemini_count_tokens" : "gemini_generate", { model: m[1]!, method: m[2]! });
+  });
+
+  // The Gemini upstream's own list, passed through with the real key (Google's shape, paging and all).
+  app.get("/v1beta/models", async (c) => {
+    const cred = auth(c, "google", "gemini_models");
+    if (cred instanceof Response) return cred;
+    const upstream = deps.upstreams.byName.get("gemini") ?? [...deps.upstreams.byName.values()].find((u) => u.kind === "gemini");
+    if (!upstream || upstream.kind !== "gemini") return providerError("google", 404, "no Gemini upstream is configured on this gateway");
+    const headers: Record<string, string> = { "accept-encoding": "identity", ...authHeaders(upstream) };
+    let up: Response;
+    try {
+      up = await doFetch(upstreamUrl(upstream, "/models") + forwardQuery(c.req.url), { headers, signal: c.req.raw.signal });
+    } catch (err) {
+      return providerError("google", 502, `upstream ${upstream.name} unreachable: ${(err as Error)?.message ?? err}`);
+    }
+    return new Response(await up.text(), { status: up.status, headers: responseHeaders(up) });
+  });
 
   app.get("/v1/models", (c) => {
     // One body both SDKs read: Anthropic's list fields (type, display_name, created_at, has_more, first_id,
@@ -327,7 +398,8 @@ export function createGatewayApp(deps: GatewayDeps): Hono {
     const add = (id: string, owner: string) => {
       if (seen.has(id)) return;
       const routed = routeModel(deps.upstreams, id, "messages") ?? routeModel(deps.upstreams, id, "chat");
-      if (!routed || !admits(cred, id, routed)) return;
+      // a Gemini model is listed on /v1beta/models only: these routes do not serve it
+      if (!routed || routed.upstream.kind === "gemini" || !admits(cred, id, routed)) return;
       seen.add(id);
       data.push({ id, type: "model", object: "model", display_name: id, created_at: "1970-01-01T00:00:00Z", created: 0, owned_by: owner });
     };

@@ -10,7 +10,7 @@ import { createHash, randomBytes, randomUUID, timingSafeEqual } from "node:crypt
 import type { Authenticate, Credential, GatewayRoute, Lane } from "./types.ts";
 
 /** The model family a judge key belongs to, named after the env var a task asks for. */
-export type JudgeFamily = "anthropic" | "openai";
+export type JudgeFamily = "anthropic" | "openai" | "gemini";
 
 /** What is stored for a credential: the contract's view plus the key's hash and lifecycle. */
 export interface CredentialRecord extends Credential {
@@ -60,11 +60,13 @@ export function hashKey(key: string): string {
 
 /**
  * Model patterns for a judge family. Anthropic: `claude-*` with or without the `anthropic/` prefix. OpenAI: its
- * chat model families (`gpt-*`, `o1*`, `o3*`, `o4*`, `chatgpt-*`, `codex-*`) with or without `openai/`.
+ * chat model families (`gpt-*`, `o1*`, `o3*`, `o4*`, `chatgpt-*`, `codex-*`) with or without `openai/`. Gemini:
+ * `gemini-*` with or without `gemini/`.
  */
 export const FAMILY_MODELS: Record<JudgeFamily, string[]> = {
   anthropic: ["anthropic/*", "claude-*"],
   openai: ["openai/*", "gpt-*", "o1*", "o3*", "o4*", "chatgpt-*", "codex-*"],
+  gemini: ["gemini/*", "gemini-*"],
 };
 
 /**
@@ -74,6 +76,7 @@ export const FAMILY_MODELS: Record<JudgeFamily, string[]> = {
 export const FAMILY_ROUTES: Record<JudgeFamily, GatewayRoute[]> = {
   anthropic: ["messages", "count_tokens", "models"],
   openai: ["chat", "responses", "models"],
+  gemini: ["gemini_generate", "gemini_count_tokens", "gemini_models"],
 };
 
 /** The in-memory credential store: issue, authenticate, revoke. */
@@ -236,6 +239,8 @@ export function agentEnv(key: string, baseUrl: string): Record<string, string> {
 export function judgeEnv(family: JudgeFamily, key: string, baseUrl: string): Record<string, string> {
   const root = baseUrl.replace(/\/+$/, "");
   if (family === "anthropic") return { ANTHROPIC_API_KEY: key, ANTHROPIC_BASE_URL: root, ANTHROPIC_API_BASE: root };
+  // Google's SDKs append /v1beta/models/… to GOOGLE_GEMINI_BASE_URL, so it is the gateway root
+  if (family === "gemini") return { GEMINI_API_KEY: key, GOOGLE_API_KEY: key, GOOGLE_GEMINI_BASE_URL: root };
   const v1 = withPath(root, "/v1");
   return { OPENAI_API_KEY: key, OPENAI_BASE_URL: v1, OPENAI_API_BASE: v1 };
 }

@@ -92,9 +92,9 @@ export function meteredStream(
   const encoder = new TextEncoder();
   const reader = upstream.getReader();
   let out: string[] | undefined;
-  // Named events are judged by name alone (Messages, Responses); chat streams name none, and a stream that is
-  // re-emitted event by event needs every event's text, so neither gets a skip.
-  const skip = api === "chat" || dropUsageChunk ? undefined : (event: string) => !mayCarryUsage(api, event, "");
+  // Named events are judged by name alone (Messages, Responses); chat and Gemini streams name none, and a stream
+  // that is re-emitted event by event needs every event's text, so neither gets a skip.
+  const skip = api === "chat" || api === "gemini" || dropUsageChunk ? undefined : (event: string) => !mayCarryUsage(api, event, "");
   const parser = new SseParser((event, data, raw) => {
     let drop = false;
     if (mayCarryUsage(api, event, data)) {

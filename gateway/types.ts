@@ -7,8 +7,13 @@
 /** Which lane a call is billed to: the agent of a trial, or the LLM judge of its verifier. */
 export type Lane = "agent" | "judge";
 
-/** The gateway's routes: Messages, its token count, OpenAI chat completions, Responses, and the model list. */
-export type GatewayRoute = "messages" | "count_tokens" | "chat" | "responses" | "models";
+/**
+ * The gateway's routes: Messages, its token count, OpenAI chat completions, Responses, the model list, and Google's
+ * Gemini API (`generateContent`/`streamGenerateContent`, `countTokens`, its model list).
+ */
+export type GatewayRoute =
+  | "messages" | "count_tokens" | "chat" | "responses" | "models"
+  | "gemini_generate" | "gemini_count_tokens" | "gemini_models";
 
 /** A gateway credential as the server sees it once a presented key is resolved. */
 export interface Credential {
@@ -32,7 +37,7 @@ export type Authenticate = (key: string) => Credential | undefined;
  * Token counts of one model call, as read from the provider's response or stream, normalized so the input
  * buckets are disjoint (as Anthropic reports them): OpenAI's `prompt_tokens`/`input_tokens` include cached
  * tokens, so the cached share is moved out of `input_tokens`. Build it with `usageFromAnthropic`,
- * `usageFromOpenAIChat` or `usageFromOpenAIResponses` in usage.ts.
+ * `usageFromOpenAIChat`, `usageFromOpenAIResponses` or `usageFromGemini` in usage.ts.
  */
 export interface Usage {
   /** Uncached input only (excludes cache reads and cache writes). */

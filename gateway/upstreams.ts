@@ -13,6 +13,10 @@
  * api_key = "none"
  * models = ["Qwen/Qwen3-8B"]
  *
+ * [upstreams.gemini]               # Google's Gemini API (kind defaults to "gemini" for that name)
+ * base_url = "https://generativelanguage.googleapis.com"
+ * api_key_env = "GEMINI_API_KEY"
+ *
  * [aliases]
  * sonnet = "anthropic/claude-sonnet-4-5"
  *
@@ -21,7 +25,7 @@
  *
  * Routing by name: an alias is replaced first; `<upstream>/<model>` goes to that upstream with `<model>` sent
  * upstream; a bare name (what Claude Code and Codex send) goes to the upstream of the route's own API (`anthropic`
- * for /v1/messages, `openai` for chat and Responses), or to the only upstream that lists it in `models`.
+ * for /v1/messages, `openai` for chat and Responses, `gemini` for /v1beta/models/…), or to the only upstream that lists it in `models`.
  */
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
@@ -30,13 +34,13 @@ import { z } from "zod";
 import type { WireApi } from "./usage.ts";
 
 /** The kind decides the base-URL convention and how the real key is presented. */
-export type UpstreamKind = "anthropic" | "openai" | "openai-compatible";
+export type UpstreamKind = "anthropic" | "openai" | "openai-compatible" | "gemini";
 
 /** One configured upstream. */
 export interface Upstream {
   name: string;
   kind: UpstreamKind;
-  /** Anthropic-style bases have no `/v1` (the path adds it); OpenAI-style bases end in `/v1`. */
+  /** Anthropic-style bases have no `/v1` (the path adds it), nor Gemini's (`/v1beta` is added); OpenAI-style bases end in `/v1`. */
   baseUrl: string;
   /** The real key; undefined for a local server that needs none. */
   apiKey?: string;
@@ -63,7 +67,7 @@ export interface RoutedModel {
 }
 
 const UpstreamToml = z.object({
-  kind: z.enum(["anthropic", "openai", "openai-compatible"]).optional(),
+  kind: z.enum(["anthropic", "openai", "openai-compatible", "gemini"]).optional(),
   base_url: z.string().url().optional(),
   api_key: z.string().optional(),
   api_key_env: z.string().optional(),
@@ -79,25 +83,27 @@ const DEFAULT_BASE: Record<UpstreamKind, string | undefined> = {
   anthropic: "https://api.anthropic.com",
   openai: "https://api.openai.com/v1",
   "openai-compatible": undefined,
+  gemini: "https://generativelanguage.googleapis.com",
 };
 
 /**
  * Builds the upstreams from a parsed config and the environment. `ANTHROPIC_API_KEY`/`ANTHROPIC_BASE_URL` and
  * `OPENAI_API_KEY`/`OPENAI_BASE_URL` (or `OPENAI_API_BASE`) define the two built-in upstreams when the file does
- * not; a file entry's `api_key_env` names the variable that holds its key.
+ * not, and `GEMINI_API_KEY` (or `GOOGLE_API_KEY`) / `GEMINI_BASE_URL` the `gemini` one; a file entry's
+ * `api_key_env` names the variable that holds its key.
  */
 export function buildUpstreams(config: unknown, env: Record<string, string | undefined>): Upstreams {
   const parsed = GatewayToml.parse(config ?? {});
   const byName = new Map<string, Upstream>();
   for (const [name, u] of Object.entries(parsed.upstreams ?? {})) {
     if (name.includes("/")) throw new Error(`gateway.toml: upstream name "${name}" must not contain "/"`);
-    const kind: UpstreamKind = u.kind ?? (name === "anthropic" ? "anthropic" : name === "openai" ? "openai" : "openai-compatible");
+    const kind: UpstreamKind = u.kind ?? (name === "anthropic" || name === "openai" || name === "gemini" ? name : "openai-compatible");
     const baseUrl = u.base_url ?? envBase(name, env) ?? DEFAULT_BASE[kind];
     if (!baseUrl) throw new Error(`gateway.toml: upstream "${name}" needs base_url`);
     const apiKey = u.api_key ?? (u.api_key_env ? env[u.api_key_env] : envKey(name, env));
     byName.set(name, { name, kind, baseUrl: trimSlash(baseUrl), apiKey, models: u.models ?? [] });
   }
-  for (const name of ["anthropic", "openai"] as const) {
+  for (const name of ["anthropic", "openai", "gemini"] as const) {
     if (byName.has(name)) continue;
     const apiKey = envKey(name, env);
     const base = envBase(name, env);
@@ -110,6 +116,8 @@ export function buildUpstreams(config: unknown, env: Record<string, string | und
 }
 
 function envKey(name: string, env: Record<string, string | undefined>): string | undefined {
+  // Google's own SDKs and gemini-cli read GOOGLE_API_KEY as well as GEMINI_API_KEY
+  if (name === "gemini") return env.GEMINI_API_KEY || env.GOOGLE_API_KEY || undefined;
   return env[`${name.toUpperCase().replace(/[^A-Z0-9]/g, "_")}_API_KEY`] || undefined;
 }
 
@@ -142,7 +150,7 @@ export function loadUpstreams(opts: { configPath?: string; home?: string; env?: 
 }
 
 /** The upstream a bare model name goes to on a given wire API. */
-const DEFAULT_UPSTREAM: Record<WireApi, string> = { messages: "anthropic", chat: "openai", responses: "openai" };
+const DEFAULT_UPSTREAM: Record<WireApi, string> = { messages: "anthropic", chat: "openai", responses: "openai", gemini: "gemini" };
 
 /** Routes a requested model name on a wire API, or undefined when no upstream serves it. */
 export function routeModel(ups: Upstreams, requested: string, api: WireApi): RoutedModel | undefined {
@@ -164,13 +172,15 @@ export function routeModel(ups: Upstreams, requested: string, api: WireApi): Rou
   return { upstream, upstreamModel: name, model: `${upstream.name}/${name}` };
 }
 
-/** The upstream URL for a route path (`/messages`, `/chat/completions`, …) given the base-URL convention. */
+/** The upstream URL for a route path (`/messages`, `/chat/completions`, `/models/x:generateContent`, …) given the base-URL convention. */
 export function upstreamUrl(u: Upstream, path: string): string {
+  if (u.kind === "gemini") return `${u.baseUrl}/v1beta${path}`;
   return u.kind === "anthropic" ? `${u.baseUrl}/v1${path}` : `${u.baseUrl}${path}`;
 }
 
 /** The header that carries the real key upstream. */
 export function authHeaders(u: Upstream): Record<string, string> {
   if (!u.apiKey) return {};
+  if (u.kind === "gemini") return { "x-goog-api-key": u.apiKey };
   return u.kind === "anthropic" ? { "x-api-key": u.apiKey } : { authorization: `Bearer ${u.apiKey}` };
 }

@@ -8,7 +8,7 @@
 import type { Usage } from "./types.ts";
 
 /** The wire format a route speaks, which decides where usage sits. */
-export type WireApi = "messages" | "chat" | "responses";
+export type WireApi = "messages" | "chat" | "responses" | "gemini";
 
 const n = (v: unknown): number => (typeof v === "number" && Number.isFinite(v) ? v : 0);
 
@@ -74,8 +74,33 @@ export function usageFromOpenAIResponses(raw: unknown): Usage {
   };
 }
 
+/**
+ * Gemini `usageMetadata` → normalized usage. `promptTokenCount` INCLUDES `cachedContentTokenCount`;
+ * `toolUsePromptTokenCount` (prompts of built-in tools) is billed as input beside it; `candidatesTokenCount`
+ * EXCLUDES `thoughtsTokenCount`, which Google bills as output, so output is their sum and reasoning the thoughts.
+ */
+export function usageFromGemini(raw: unknown): Usage {
+  const u = (raw ?? {}) as Record<string, unknown>;
+  const prompt = n(u.promptTokenCount);
+  const cached = Math.min(n(u.cachedContentTokenCount), prompt);
+  const thoughts = n(u.thoughtsTokenCount);
+  return {
+    input_tokens: prompt - cached + n(u.toolUsePromptTokenCount),
+    cached_read_tokens: cached,
+    cache_write_tokens: 0,
+    output_tokens: n(u.candidatesTokenCount) + thoughts,
+    reasoning_tokens: thoughts,
+  };
+}
+
 /** Usage from a complete (non-streamed) JSON response body, or null when it carries none. */
 export function usageFromJson(api: WireApi, body: any): Usage | null {
+  if (api === "gemini") {
+    // streamGenerateContent without alt=sse answers a JSON array of chunks: the last one with usage is the total
+    const chunk = Array.isArray(body) ? [...body].reverse().find((c) => c?.usageMetadata) : body;
+    const m = chunk?.usageMetadata;
+    return m && typeof m === "object" ? usageFromGemini(m) : null;
+  }
   const u = body?.usage;
   if (!u || typeof u !== "object") return null;
   return api === "messages" ? usageFromAnthropic(u) : api === "chat" ? usageFromOpenAIChat(u) : usageFromOpenAIResponses(u);
@@ -115,6 +140,16 @@ export class StreamUsage {
       }
       return;
     }
+    if (this.api === "gemini") {
+      // Every chunk may carry usageMetadata, each cumulative: the last one is the total. The call is whole once a
+      // chunk with usage names a finishReason (Google's last chunk does).
+      if (data?.usageMetadata && typeof data.usageMetadata === "object") {
+        this.usage = usageFromGemini(data.usageMetadata);
+        if (Array.isArray(data.candidates) && data.candidates.some((c: any) => c?.finishReason)) this.final = true;
+      }
+      if (data?.error) this.error = String(data.error.message ?? data.error.status ?? "stream error");
+      return;
+    }
     if (this.api === "chat") {
       if (data?.usage && typeof data.usage === "object") {
         this.usage = usageFromOpenAIChat(data.usage);
@@ -141,7 +176,7 @@ const USAGE_OBJECT = /"usage"\s*:\s*\{/;
 
 /**
  * Whether an SSE event can carry usage (or an error) and so is worth JSON-parsing. Anthropic and Responses name
- * their events; OpenAI chat does not, but only the usage chunk has a non-null `usage` object.
+ * their events; OpenAI chat and Gemini do not (Gemini's chunks with usage name `usageMetadata`), but only the usage chunk has a non-null `usage` object.
  */
 export function mayCarryUsage(api: WireApi, event: string | undefined, data: string): boolean {
   if (api === "messages") {
@@ -149,6 +184,7 @@ export function mayCarryUsage(api: WireApi, event: string | undefined, data: str
     return data.includes('"message_start"') || data.includes('"message_delta"') || data.includes('"error"');
   }
   if (api === "chat") return USAGE_OBJECT.test(data) || data.startsWith('{"error"');
+  if (api === "gemini") return data.includes('"usageMetadata"') || data.includes('"error"');
   if (event !== undefined) {
     return event === "response.completed" || event === "response.incomplete" || event === "response.failed" || event === "error";
   }
