@@ -4,7 +4,7 @@
 import { EvolveError } from "../engine/errors.ts";
 import { cancelJob, effectiveStatus, jobConfig } from "../engine/job/job.ts";
 import { findJob, JOB_KINDS, JOB_STATUSES, listJobRows, parseSince, type JobFilter } from "../engine/job/list.ts";
-import { SETTLED_STATUSES, type TrialStatus } from "../engine/trial/outcome.ts";
+import { TRIAL_STATUSES } from "../engine/trial/outcome.ts";
 import {
   jobSpend,
   measuredLane,
@@ -24,7 +24,6 @@ import { COUNT, parseNumberFlag } from "./flags.ts";
 import { withStore } from "./store.ts";
 import { exceptionLine, formatDuration, formatReward, out, outJson, outTable, statusWord, style, taskLabel, when } from "./output.ts";
 
-const TRIAL_STATUSES: readonly TrialStatus[] = ["QUEUED", "RUNNING", "SCORING", ...SETTLED_STATUSES];
 const fmt = formatReward;
 const taskName = taskLabel;
 
@@ -167,7 +166,7 @@ export async function jobShowCommand(ref: string, opts: { json?: boolean; status
     const summary = summarizeJob(job, trials);
     const spend = jobSpend(trials, { agent: store.getSpend("job", id, "agent"), judge: store.getSpend("job", id, "judge") });
     // the summary stays the whole job's; --status narrows the trials listed
-    const shown = only ? trials.filter((t) => only.includes(t.status as TrialStatus)) : trials;
+    const shown = only ? trials.filter((t) => only.includes(t.status)) : trials;
     if (opts.json) return outJson({ ...summary, spend, config: jobConfig(job), trials: shown }), 0;
     printJobSummary(summary, shown, spend);
     if (only && shown.length === 0) out(style.dim(`\nno trial is ${only.join(" or ")}`));

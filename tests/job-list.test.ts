@@ -132,6 +132,8 @@ describe("job show", () => {
     const bad = evolve(["job", "show", ids.smoke, "--status", "FAILED"]);
     expect(bad.code).toBe(2);
     expect(bad.stderr).toMatch(/^error\[usage\]: --status FAILED: expected one of QUEUED, RUNNING, SCORING, SCORED/);
+    // every status the store knows, INTERRUPTED included (a list of its own here once left it out)
+    expect(evolve(["job", "show", ids.smoke, "--status", "INTERRUPTED"]).code).toBe(0);
   });
 });
 
