@@ -3,10 +3,11 @@ import Anthropic from "@anthropic-ai/sdk";
 import OpenAI from "openai";
 import { request as httpRequest } from "node:http";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { recordingBudget } from "./support/recording-budget.ts";
 import { ScriptedUpstream } from "../fixtures/upstream/server.ts";
 import { serveGateway, type GatewayListener } from "../gateway/serve.ts";
 import { serveFetch } from "../engine/runtime.ts";
-import type { Budget, CallRecord, Credential, Price, Reservation } from "../gateway/types.ts";
+import type { CallRecord, Credential, Price } from "../gateway/types.ts";
 import { buildUpstreams } from "../gateway/upstreams.ts";
 
 const REAL_ANTHROPIC = "sk-ant-REAL-upstream-key";
@@ -27,18 +28,7 @@ const creds = new Map<string, Credential>([
 ]);
 
 let calls: CallRecord[] = [];
-let reservations: { worst: number | null; settled?: number | null }[] = [];
-let refuse: Reservation | undefined;
-const budget: Budget = {
-  reserve(_cred, worst) {
-    if (refuse) return refuse;
-    reservations.push({ worst });
-    return { ok: true, id: String(reservations.length - 1), reservedUsd: worst ?? 0 };
-  },
-  settle(id, actual) {
-    reservations[Number(id)]!.settled = actual;
-  },
-};
+const { budget, record: rec } = recordingBudget();
 
 const upstream = new ScriptedUpstream();
 let gw: GatewayListener;
@@ -74,8 +64,8 @@ afterAll(async () => {
 beforeEach(() => {
   upstream.reset();
   calls = [];
-  reservations = [];
-  refuse = undefined;
+  rec.reservations = [];
+  rec.refuse = undefined;
 });
 
 const anthropic = (apiKey = KEY, extra: Record<string, string> = {}) =>
@@ -120,8 +110,8 @@ describe("Anthropic Messages", () => {
     expect(c).toMatchObject({ trialId: "trial-1", jobId: "job-1", lane: "agent", route: "messages", model: "anthropic/claude-fixture-1", upstream: "anthropic", stream: false, status: 200 });
     expect(c.usage).toEqual({ input_tokens: 100, cached_read_tokens: 1000, cache_write_tokens: 50, output_tokens: 20, reasoning_tokens: 0 });
     expect(c.cost_usd).toBeCloseTo(100 * 3e-6 + 1000 * 3e-7 + 50 * 3.75e-6 + 20 * 15e-6, 12);
-    expect(reservations[0]!.worst).toBeGreaterThan(256 * 15e-6);
-    expect(reservations[0]!.settled).toBeCloseTo(c.cost_usd!, 12);
+    expect(rec.reservations[0]!.worst).toBeGreaterThan(256 * 15e-6);
+    expect(rec.reservations[0]!.settled).toBeCloseTo(c.cost_usd!, 12);
   });
 
   it("streams text and a tool call; message_delta usage is cumulative and the last one wins", async () => {
@@ -170,7 +160,7 @@ describe("Anthropic Messages", () => {
     expect(upstream.requests[0]!.path).toBe("/messages/count_tokens");
     expectCredentialSwapped(REAL_ANTHROPIC);
     expect(lastCall()).toMatchObject({ route: "count_tokens", status: 200, cost_usd: 0 });
-    expect(reservations).toHaveLength(0);
+    expect(rec.reservations).toHaveLength(0);
   });
 
   it("passes an upstream error through unchanged", async () => {
@@ -183,7 +173,7 @@ describe("Anthropic Messages", () => {
     expect(err.message).toContain("per-minute rate limit");
     expect(err.headers.get("retry-after")).toBe("7");
     expect(lastCall()).toMatchObject({ status: 429, usage: null });
-    expect(reservations[0]!.settled).toBeNull();
+    expect(rec.reservations[0]!.settled).toBeNull();
   });
 
   it("refuses an unknown key with 401, an expired key with 401, a model not admitted with 403", async () => {
@@ -203,7 +193,7 @@ describe("Anthropic Messages", () => {
     const ok = await anthropic(ANTHROPIC_JUDGE_KEY).messages.create({ model: "claude-fixture-1", max_tokens: 5, messages: [{ role: "user", content: "x" }] });
     expect(ok.type).toBe("message");
     upstream.reset();
-    reservations = [];
+    rec.reservations = [];
     const chat = await openai(ANTHROPIC_JUDGE_KEY).chat.completions.create({ model: "gpt-fixture", messages: [{ role: "user", content: "x" }] }).catch((e) => e);
     expect(chat).toBeInstanceOf(OpenAI.PermissionDeniedError);
     expect(chat.error).toMatchObject({ message: "this gateway key does not admit POST /v1/chat/completions", code: "route_not_allowed" });
@@ -211,11 +201,11 @@ describe("Anthropic Messages", () => {
     expect(responses).toBeInstanceOf(OpenAI.PermissionDeniedError);
     expect(responses.error.message).toBe("this gateway key does not admit POST /v1/responses");
     expect(upstream.requests).toHaveLength(0);
-    expect(reservations).toHaveLength(0);
+    expect(rec.reservations).toHaveLength(0);
   });
 
   it("refuses a call the budget will not reserve, in the provider's shape, with the scope, not retried", async () => {
-    refuse = { ok: false, scope: "team", message: "monthly budget of $10.00 spent" };
+    rec.refuse = { ok: false, scope: "team", message: "monthly budget of $10.00 spent" };
     const err = await new Anthropic({ apiKey: KEY, baseURL: gw.url, maxRetries: 2 }).messages
       .create({ model: "claude-fixture-1", max_tokens: 5, messages: [{ role: "user", content: "x" }] })
       .catch((e) => e);
@@ -289,7 +279,7 @@ describe("OpenAI chat completions", () => {
     await openai().chat.completions.create({ model: "gpt-unpriced", messages: [{ role: "user", content: "x" }] });
     expect(lastCall().usage).toMatchObject({ input_tokens: 3, output_tokens: 4 });
     expect(lastCall().cost_usd).toBeNull();
-    expect(reservations[0]).toEqual({ worst: null, settled: null });
+    expect(rec.reservations[0]).toEqual({ worst: null, settled: null });
   });
 });
 
@@ -326,7 +316,7 @@ describe("OpenAI Responses", () => {
     await recorded(1);
     expect(lastCall()).toMatchObject({ route: "responses", stream: true, status: 200, cost_usd: expect.closeTo(12 * 3e-6 + 7 * 15e-6, 12) });
     expect(lastCall().error).toBeUndefined();
-    expect(reservations.at(-1)!.settled).toBeCloseTo(12 * 3e-6 + 7 * 15e-6, 12);
+    expect(rec.reservations.at(-1)!.settled).toBeCloseTo(12 * 3e-6 + 7 * 15e-6, 12);
 
     // hanging up before the final usage is still a cut call
     upstream.push({ text: "a long answer in many words", usage: { input_tokens: 12, output_tokens: 7 }, eventDelayMs: 200 });
@@ -391,7 +381,7 @@ describe("request body limit", () => {
     expect(o?.error).toMatchObject({ code: "request_too_large", type: "invalid_request_error", message: expect.stringContaining("0.25 MiB") });
     // told not to retry, so each SDK asked once; nothing went upstream and nothing was reserved
     expect(upstream.requests).toHaveLength(0);
-    expect(reservations).toHaveLength(0);
+    expect(rec.reservations).toHaveLength(0);
   });
 
   it("counts a chunked body (no Content-Length) as it streams, and serves one under the limit", async () => {

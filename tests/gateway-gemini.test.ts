@@ -1,11 +1,12 @@
 // The gateway's Gemini routes (Google's API as gemini-cli speaks it) against the scripted upstream, over real HTTP.
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { recordingBudget } from "./support/recording-budget.ts";
 import { ScriptedUpstream } from "../fixtures/upstream/server.ts";
 import { serveGateway, type GatewayListener } from "../gateway/serve.ts";
 import { serveFetch } from "../engine/runtime.ts";
 import { Prices } from "../gateway/prices.ts";
 import { Credentials, FAMILY_ROUTES, judgeEnv } from "../gateway/credentials.ts";
-import type { Budget, CallRecord, Credential, Reservation } from "../gateway/types.ts";
+import type { CallRecord, Credential } from "../gateway/types.ts";
 import { buildUpstreams } from "../gateway/upstreams.ts";
 
 const REAL_GEMINI = "AIza-REAL-upstream-gemini-key";
@@ -25,18 +26,7 @@ const creds = new Map<string, Credential>([
 const FLASH = { input: 3e-7, output: 2.5e-6, cached: 3e-8 };
 
 let calls: CallRecord[] = [];
-let reservations: { worst: number | null; settled?: number | null }[] = [];
-let refuse: Reservation | undefined;
-const budget: Budget = {
-  reserve(_cred, worst) {
-    if (refuse) return refuse;
-    reservations.push({ worst });
-    return { ok: true, id: String(reservations.length - 1), reservedUsd: worst ?? 0 };
-  },
-  settle(id, actual) {
-    reservations[Number(id)]!.settled = actual;
-  },
-};
+const { budget, record: rec } = recordingBudget();
 
 const upstream = new ScriptedUpstream();
 let gw: GatewayListener;
@@ -65,8 +55,8 @@ afterAll(async () => {
 beforeEach(() => {
   upstream.reset();
   calls = [];
-  reservations = [];
-  refuse = undefined;
+  rec.reservations = [];
+  rec.refuse = undefined;
 });
 
 const body = (text: string, extra: Record<string, unknown> = {}) =>
@@ -117,9 +107,9 @@ describe("Gemini generateContent", () => {
     expect(c.usage).toEqual({ input_tokens: 100, cached_read_tokens: 400, cache_write_tokens: 0, output_tokens: 50, reasoning_tokens: 30 });
     expect(c.cost_usd).toBeCloseTo(100 * FLASH.input + 400 * FLASH.cached + 50 * FLASH.output, 12);
     // the reservation is bounded by generationConfig.maxOutputTokens, and settles to the measured cost
-    expect(reservations[0]!.worst).toBeGreaterThan(256 * FLASH.output);
-    expect(reservations[0]!.worst).toBeLessThan(1000 * FLASH.output);
-    expect(reservations[0]!.settled).toBeCloseTo(c.cost_usd!, 12);
+    expect(rec.reservations[0]!.worst).toBeGreaterThan(256 * FLASH.output);
+    expect(rec.reservations[0]!.worst).toBeLessThan(1000 * FLASH.output);
+    expect(rec.reservations[0]!.settled).toBeCloseTo(c.cost_usd!, 12);
   });
 
   it("streams SSE chunks as Google sends them; the last usageMetadata is the total", async () => {
@@ -146,7 +136,7 @@ describe("Gemini generateContent", () => {
     expect(c.error).toBeUndefined();
     expect(c.usage).toEqual({ input_tokens: 40, cached_read_tokens: 0, cache_write_tokens: 0, output_tokens: 70, reasoning_tokens: 10 });
     expect(c.cost_usd).toBeCloseTo(40 * FLASH.input + 70 * FLASH.output, 12);
-    expect(reservations[0]!.settled).toBeCloseTo(c.cost_usd!, 12);
+    expect(rec.reservations[0]!.settled).toBeCloseTo(c.cost_usd!, 12);
   });
 
   it("meters a stream without alt=sse (a JSON array of chunks) from its last usageMetadata", async () => {
@@ -168,7 +158,7 @@ describe("Gemini countTokens and models", () => {
     expect(await res.json()).toEqual({ totalTokens: expect.any(Number) });
     lastUpstreamRequest();
     expect(upstream.requests[0]!.path).toBe("/v1beta/models/gemini-2.5-flash:countTokens");
-    expect(reservations).toHaveLength(0);
+    expect(rec.reservations).toHaveLength(0);
     expect(calls[0]).toMatchObject({ route: "gemini_count_tokens", cost_usd: 0, usage: null, status: 200 });
   });
 
@@ -242,7 +232,7 @@ describe("Gemini refusals", () => {
   });
 
   it("refuses a call the budget will not reserve with 429 RESOURCE_EXHAUSTED, before anything reaches upstream", async () => {
-    refuse = { ok: false, scope: "team", message: "monthly budget of $10.00 spent" };
+    rec.refuse = { ok: false, scope: "team", message: "monthly budget of $10.00 spent" };
     const res = await post("/v1beta/models/gemini-2.5-flash:generateContent");
     expect(res.status).toBe(429);
     const json = (await res.json()) as any;
@@ -261,6 +251,6 @@ describe("Gemini refusals", () => {
     expect(res.status).toBe(400);
     expect(await res.json()).toEqual({ error: { code: 400, message: "Invalid JSON payload received.", status: "INVALID_ARGUMENT" } });
     expect(calls[0]).toMatchObject({ status: 400, usage: null });
-    expect(reservations[0]!.settled).toBeNull();
+    expect(rec.reservations[0]!.settled).toBeNull();
   });
 });
