@@ -34,7 +34,7 @@ export interface VendorSpec {
 /** A task MCP server (task.toml `[[environment.mcp_servers]]`), as a CLI's native config registers it. */
 export interface McpServer {
   name: string;
-  transport: "stdio" | "sse" | "streamable-http";
+  transport: "stdio" | "sse" | "streamable-http" | "http";
   command?: string;
   args?: string[];
   url?: string;
@@ -52,9 +52,9 @@ export interface InvocationInput {
   /** The gateway's root URL as the box reaches it (`http://evolve-gateway:4000`, no path). */
   gatewayUrl: string;
   /**
-   * The NAME of the environment variable that holds the trial's gateway credential in the box. Config files refer
-   * to it (codex `env_key`, opencode `{env:…}`, droid `${…}`) and never contain the key: the agent's home is kept
-   * with the trial.
+   * The NAME of the environment variable that holds the trial's gateway credential in the box ({@link CliSpec.keyEnv}).
+   * Config files refer to it (codex `env_key`, opencode `{env:…}`, droid `${…}`) and never contain the key: the
+   * agent's home is kept with the trial.
    */
   keyEnv: string;
   /** Where the CLI keeps its state: a folder under /logs/agent, so it lands in the trial tree at its real names. */
@@ -103,6 +103,11 @@ export interface CliSpec {
   /** The API it speaks for a model of `provider`, or undefined when it cannot: refused before any spend. */
   apiFor(provider: string): WireApi | undefined;
   options: Readonly<Record<string, CliOption>>;
+  /**
+   * The variable the CLI reads its key from (`ANTHROPIC_API_KEY`, `GEMINI_API_KEY`, `KIMI_MODEL_API_KEY`; default
+   * `EVOLVE_GATEWAY_KEY`): the runner sets it to the trial's credential; `invocation` returns env without any key.
+   */
+  keyEnv?: string;
   /** The folder (under /logs/agent) the CLI keeps its state in, from which session files are read. */
   home: string;
   invocation(input: InvocationInput): Invocation;
