@@ -24,6 +24,7 @@ export const ENGINE_TESTS = [
   "tests/driver.test.ts",
   "tests/run-cli.test.ts",
   "tests/run-interrupt.test.ts",
+  "tests/trial-agents.test.ts",
   "tests/trial-changes.test.ts",
   "tests/trial-commands.test.ts",
   "tests/trial-gateway-net.test.ts",

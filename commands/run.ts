@@ -6,7 +6,7 @@ import { DatasetInvalidError, importTasks, resolveDataset, type StoredTask } fro
 import { openEngine } from "../engine/driver/select.ts";
 import type { Engine } from "../engine/driver/types.ts";
 import { EvolveError } from "../engine/errors.ts";
-import { checkAgentName } from "../engine/harness/index.ts";
+import { checkAgentRequest, parseAgentOptions } from "../engine/harness/index.ts";
 import { checkJobSize, createJob, jobConfig, type JobConfig, type JobEvent, type JobKind } from "../engine/job/job.ts";
 import { selectTasks } from "../engine/job/select.ts";
 import { createJobRetry, retryPicks } from "../engine/job/actions.ts";
@@ -27,6 +27,8 @@ export interface RunOptions {
   dataset?: string;
   agent?: string;
   model?: string;
+  /** `run` only: `--ak KEY=VALUE` agent options. */
+  ak?: string[];
   nTasks?: number;
   nConcurrent?: number;
   nAttempts?: number;
@@ -124,7 +126,8 @@ export function parseJobName(v: string | undefined): string | undefined {
 /** Starts a job from the options and runs it to the end; returns the store, job id and trials. */
 async function startJob(opts: RunOptions, agentName: string, kind: JobKind, streamJson = true) {
   // checked before the store is even opened, so a refused flag leaves nothing behind
-  checkAgentName(agentName);
+  const agentOptions = parseAgentOptions(opts.ak);
+  checkAgentRequest(agentName, opts.model, agentOptions);
   const verifierEnv = parseVerifierEnv(opts.ve);
   const maxSpendUsd = parseMaxSpend(opts.maxSpendUsd);
   const name = parseJobName(opts.jobName);
@@ -141,7 +144,7 @@ async function startJob(opts: RunOptions, agentName: string, kind: JobKind, stre
     const jobConfig: JobConfig = {
       kind,
       ...(name !== undefined ? { name } : {}),
-      agent: { name: agentName, model: opts.model },
+      agent: { name: agentName, model: opts.model, ...(Object.keys(agentOptions).length > 0 ? { kwargs: agentOptions } : {}) },
       attempts: opts.nAttempts ?? 1,
       concurrency: opts.nConcurrent ?? 4,
       timeout_multiplier: opts.timeoutMultiplier ?? 1,

@@ -87,6 +87,10 @@ export const ERROR_CODES = {
   // Jobs
   job_not_found: env("no job by that id is stored"),
   agent_unknown: env("-a names an agent evolve does not know"),
+  agent_model_invalid: env("-m is missing or not provider/model for an agent that calls a model"),
+  agent_model_unsupported: env("the agent speaks none of the APIs of the -m model's provider"),
+  agent_option_unknown: env("--ak names an option the agent does not take"),
+  agent_option_invalid: env("--ak is not KEY=VALUE, or its value is not one the option allows"),
   job_empty: env("the job selects no tasks"),
   job_too_large: env("the job would hold more trials than [jobs] max_trials allows"),
   job_busy: env("another live process is running the job"),

@@ -1,13 +1,19 @@
-/** The agents evolve knows by name. Installed CLIs register here in a later issue. */
+/** The agents evolve knows by name: the built-ins and the installed CLIs (cli.ts over each CliSpec). */
 import { nop, oracle } from "./builtin.ts";
+import { cliHarness } from "./cli.ts";
+import type { CliSpec } from "./cli-types.ts";
 import { EvolveError } from "../errors.ts";
 import type { Harness } from "./types.ts";
 
 export type { AgentOutcome, Harness, HarnessContext } from "./types.ts";
 
+// One import and one entry per CLI module under agents/ (each exports its CliSpec).
+const CLI_SPECS: readonly CliSpec[] = [];
+
 const HARNESSES = new Map<string, Harness>([
   [oracle.name, oracle],
   [nop.name, nop],
+  ...CLI_SPECS.map((s) => [s.name, cliHarness(s)] as [string, Harness]),
 ]);
 
 /**
@@ -61,4 +67,30 @@ export function checkAgentName(name: string): void {
     `no agent named ${JSON.stringify(name)}${close ? `; did you mean ${best}?` : ""} (known agents: ${known.join(", ")})`,
     `pass one of -a ${known.join(" | ")}`,
   );
+}
+
+/**
+ * Refuses, before a job is recorded, what the named agent cannot run with: `-m` (a CLI needs provider/model of a
+ * provider it speaks), `--ak` options it does not take or values they do not allow. Agents without options refuse
+ * any `--ak`.
+ */
+export function checkAgentRequest(name: string, model: string | undefined, options: Readonly<Record<string, string>>): void {
+  checkAgentName(name);
+  const h = HARNESSES.get(name)!;
+  if (h.checkRequest) return h.checkRequest({ model, options });
+  const keys = Object.keys(options);
+  if (keys.length > 0) throw new EvolveError("agent_option_unknown", `--ak ${keys[0]}: ${name} takes no --ak options`, "--ak is for installed agent CLIs (claude-code, codex, …)");
+}
+
+/**
+ * Parses `--ak KEY=VALUE` flags (repeatable; a later KEY wins): a malformed one is refused before anything runs.
+ */
+export function parseAgentOptions(flags: readonly string[] | undefined): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const f of flags ?? []) {
+    const eq = f.indexOf("=");
+    if (eq <= 0) throw new EvolveError("agent_option_invalid", `--ak ${f}: expected KEY=VALUE`, "e.g. --ak reasoning_effort=high");
+    out[f.slice(0, eq)] = f.slice(eq + 1);
+  }
+  return out;
 }

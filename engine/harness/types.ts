@@ -5,7 +5,9 @@
  * interface in a later issue and register in engine/harness/index.ts.
  */
 import type { Engine } from "../driver/types.ts";
+import type { TraceEvent, TraceUpdate } from "../trace/events.ts";
 import type { TaskScript } from "../trial/scripts.ts";
+import type { McpServer } from "./cli-types.ts";
 
 /** What a harness is given for one run of one instruction (one step of a multi-step task). */
 export interface HarnessContext {
@@ -34,6 +36,59 @@ export interface HarnessContext {
    * agent's box at `boxPath`, with the interpreter the box has for it (trial/scripts.ts: bash, else its `#!`, else sh).
    */
   scriptCommand: (script: TaskScript, boxPath: string) => string;
+  /** The trial this run belongs to (a harness keeps per-trial state by it: one harness object serves many trials). */
+  trialId?: string;
+  /** The trial's `agent/` folder on the host: box-written, so read only through engine/trial/boxfs.ts. */
+  agentDir?: string;
+  /** `--ak` options, validated in `checkRequest`. */
+  options?: Readonly<Record<string, string>>;
+  /** The gateway variables `env` carries for this phase (ANTHROPIC_/OPENAI_/…), when the agent calls a model. */
+  gatewayEnv?: Record<string, string>;
+  /** The trial's gateway credential for this phase (the value behind `gatewayEnv`'s keys). */
+  gatewayKey?: string;
+  /** The gateway's root URL as the box reaches it. */
+  gatewayUrl?: string;
+  /** Stores parsed trace events as they happen (the trial's trace; seq assigned by the store). */
+  trace?: (updates: readonly TraceUpdate[]) => void;
+}
+
+/** What `Harness.prepare` and `checkRequest` know of the trial beyond the task. */
+export interface HarnessTrial {
+  trialId: string;
+  /** evolve's home (vendored agents live under it). */
+  home: string;
+  /** `-m` as given (`provider/model`). */
+  model?: string;
+  /** `--ak` options. */
+  options: Readonly<Record<string, string>>;
+  /** The task's `[[environment.mcp_servers]]`. */
+  mcpServers?: readonly McpServer[];
+}
+
+/** A host folder a harness needs in the agent's box (never the verifier's), mounted read-only. */
+export interface HarnessMount {
+  host: string;
+  box: string;
+}
+
+/** What result.json's `agent_info` says of the agent that ran: its version, its model's provider. */
+export interface HarnessInfo {
+  version?: string;
+  provider?: string;
+}
+
+/** What a harness sees once the trial's boxes are all gone (persist): the place to write files into `agent/`. */
+export interface HarnessSettle {
+  trialId: string;
+  /** The trial's `agent/` folder on the host; no box can write it any more, but what a box left there is still untrusted. */
+  agentDir: string;
+  /** The trial's stored trace, gateway usage events included. */
+  events(): TraceEvent[];
+  /** Writes `text` at `agent/<name>` through a fresh file (never through a link a box left). */
+  writeAgentFile(name: string, text: string): Promise<void>;
+  /** Replaces every secret value in `text` (the redaction the trial tree gets). */
+  redact(text: string): string;
+  log: (line: string) => void;
 }
 
 /** One step of the task, as `Harness.prepare` sees it: its name (null on a single-step task) and its host folder. */
@@ -61,7 +116,12 @@ export interface Harness {
    * needs (the oracle without a reference solution), and names the task scripts it will run in the agent's box, whose
    * interpreters the runner checks once the box is up, with its own.
    */
-  prepare?(task: { dir: string; steps: readonly HarnessStep[] }): { scripts: TaskScript[] };
+  prepare?(task: { dir: string; steps: readonly HarnessStep[] }, trial: HarnessTrial): { scripts: TaskScript[]; mounts?: HarnessMount[] };
+  /**
+   * Refuses a model or `--ak` options this agent cannot take (an EvolveError with a stable code), before a job is
+   * recorded; prepare asks again for a trial started some other way.
+   */
+  checkRequest?(req: { model?: string; options: Readonly<Record<string, string>> }): void;
   /** Puts the agent into the box (the `install` phase). Optional: built-ins need nothing. */
   install?(ctx: HarnessContext): Promise<void>;
   /** Runs the agent on `ctx.instruction` inside the box; its streams go under /logs/agent. */
@@ -72,4 +132,9 @@ export interface Harness {
    * into trace events. A failure here is logged and does not change the trial's verdict.
    */
   afterAgent?(ctx: HarnessContext, outcome: AgentOutcome): Promise<void>;
+  /**
+   * Runs at persist, once every box of the trial is gone and the tree is redacted: writes the harness's own records
+   * (agent-home.json, trajectory.json). Also called for a trial that failed early; a failure is logged only.
+   */
+  settle?(s: HarnessSettle): Promise<HarnessInfo | void>;
 }

@@ -31,7 +31,8 @@ export interface JobConfig {
   kind?: JobKind;
   /** `--job-name`: a label the user chose, shown in `job list` and usable in place of the id. */
   name?: string;
-  agent: { name: string; model?: string };
+  /** `kwargs`: the `--ak` options (absent when none). */
+  agent: { name: string; model?: string; kwargs?: Record<string, string> };
   /** Trials per task (`-k`). */
   attempts: number;
   /** Trials at once (`-n`). */

@@ -14,6 +14,7 @@ import { digestFiles, listTaskFiles } from "../task/digest.ts";
 import { LABEL_ENV_KEY, LABEL_HOME, LABEL_IMAGE_HOME, LABEL_JOB, LABEL_MANAGED, LABEL_TRIAL, type ContainerSpec, type ContainerState, type Engine, type IdMapping } from "../driver/types.ts";
 import type { BoxDefaults } from "../config.ts";
 import type { EnvironmentConfig } from "../task/model.ts";
+import type { HarnessMount } from "../harness/types.ts";
 import { TrialFailure } from "./outcome.ts";
 import { boxMounts, BOX_ROOT } from "./layout.ts";
 import { formatDuration } from "../duration.ts";
@@ -177,9 +178,11 @@ export function boxSpec(opts: {
    * unprivileged host id, and the trial's folders must be that id's (the trial runner chowns them).
    */
   userns?: IdMapping;
+  /** The harness's read-only folders (a vendored agent CLI), for the agent's box only. */
+  harnessMounts?: readonly HarnessMount[];
 }): ContainerSpec {
   const t = opts.trialPath;
-  const mounts = boxMounts(t, opts.role, !!opts.separateVerifier);
+  const mounts = boxMounts(t, opts.role, !!opts.separateVerifier, opts.harnessMounts);
   return {
     image: opts.image,
     cmd: ["sleep", "infinity"],

@@ -5,6 +5,7 @@
  */
 import { join } from "node:path";
 import type { Mount } from "../driver/types.ts";
+import type { HarnessMount } from "../harness/types.ts";
 
 /** Paths inside a box. */
 export const BOX = {
@@ -86,11 +87,13 @@ export function trialPaths(dir: string) {
  * `/logs/verifier` (what the verifier writes is out of the agent's reach), and the verifier's box sees the agent's
  * logs read-only.
  */
-export function boxMounts(trialDir: string, role: "agent" | "verifier", separateVerifier: boolean): Mount[] {
+export function boxMounts(trialDir: string, role: "agent" | "verifier", separateVerifier: boolean, harness: readonly HarnessMount[] = []): Mount[] {
   const p = trialPaths(trialDir);
-  if (!separateVerifier) return MOUNTED.map((m) => ({ host: join(trialDir, m.name), container: m.box }));
+  // the harness's own folders (a vendored agent CLI) are the agent's box's alone, and read-only
+  const own = role === "agent" ? harness.map((m) => ({ host: m.host, container: m.box, readOnly: true })) : [];
+  if (!separateVerifier) return [...MOUNTED.map((m) => ({ host: join(trialDir, m.name), container: m.box })), ...own];
   return role === "agent"
-    ? [{ host: p.agent, container: BOX.agentLogs }, { host: p.artifacts, container: BOX.artifacts }]
+    ? [{ host: p.agent, container: BOX.agentLogs }, { host: p.artifacts, container: BOX.artifacts }, ...own]
     : [{ host: p.agent, container: BOX.agentLogs, readOnly: true }, { host: p.verifier, container: BOX.verifierLogs }, { host: p.artifacts, container: BOX.artifacts }];
 }
 

@@ -106,6 +106,12 @@ export const EXCEPTIONS = {
   // the task or the request: a retry cannot help
   TaskInvalidError: infra("the task's files could not be read or are not a valid task", true),
   UnknownAgentError: infra("no agent by that name", true),
+  AgentModelUnsupportedError: infra("the agent cannot call a model of that provider (refused before any spend)", true),
+  AgentRequestInvalidError: infra("the agent's -m or --ak options are not ones it takes", true),
+  TrajectorySeedUnsupportedError: infra("the task seeds a session (trajectory.json), which this agent cannot load", true),
+  AgentNotInstalledError: infra("the agent is neither vendored on this machine nor in the task's image", true),
+  AgentRuntimeIncompatibleError: infra("the vendored agent cannot run on the image's system (a glibc build in a musl box)", true),
+  AgentSetupError: infra("the agent's settings could not be written in its box"),
   SecretNotAttached: infra("the task needs a secret the job did not attach", true),
   NetworkPolicyUnsupportedError: infra("the task's network policy cannot be enforced on this engine", true),
   GpuUnavailableError: infra("the task needs GPUs this host cannot give", true),

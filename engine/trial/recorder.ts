@@ -256,7 +256,7 @@ export abstract class TrialRecorder {
 
   /** result.json's outcome of this run: the request's identity and this run's clocks around the verdict given. */
   protected outcome(
-    v: Pick<TrialOutcome, "config" | "status" | "rewards" | "reward" | "exception" | "finishedAt" | "stepResults" | "agentUsage">,
+    v: Pick<TrialOutcome, "config" | "status" | "rewards" | "reward" | "exception" | "finishedAt" | "stepResults" | "agentUsage" | "agentInfo">,
   ): TrialOutcome {
     const { task } = this.req;
     return {

@@ -41,7 +41,8 @@ export interface TrialConfigFile {
   trial_name: string;
   job_id: string;
   task: { path: string; name: string; digest: string; source: string | null };
-  agent: { name: string; model_name: string | null };
+  /** `kwargs`: the `--ak` options the agent ran with (Harbor's AgentConfig.kwargs). */
+  agent: { name: string; model_name: string | null; kwargs?: Record<string, string> };
   timeout_multiplier: number;
   timeouts: { agent_sec: number; verifier_sec: number; build_sec: number };
   environment: {
@@ -80,6 +81,8 @@ export interface TrialOutcome {
   attempt: number;
   /** The agent's model usage as the gateway metered it (Harbor's AgentContext fields); absent for built-ins. */
   agentUsage?: AgentUsage;
+  /** What the harness said of itself at persist (its version, the model's provider). */
+  agentInfo?: { version?: string; provider?: string };
 }
 
 /** Harbor's AgentContext token and cost fields. `cost_usd` is null until the spend is final. */
@@ -116,7 +119,7 @@ export function resultJson(o: TrialOutcome, trialPath: string): Record<string, u
     source: o.source,
     task_checksum: o.taskDigest,
     config: o.config,
-    agent_info: { name: o.agent.name, version: null, model_info: o.agent.model ? { name: o.agent.model, provider: null } : null },
+    agent_info: { name: o.agent.name, version: o.agentInfo?.version ?? null, model_info: o.agent.model ? { name: o.agent.model, provider: o.agentInfo?.provider ?? null } : null },
     agent_result: o.agentUsage ? { ...o.agentUsage, rollout_details: null, metadata: null } : builtin && o.phaseTimings.agent ? NO_MODEL_USAGE : null,
     verifier_result: o.rewards ? { rewards: o.rewards } : null,
     exception_info: exceptionInfo(o.exception),

@@ -12,7 +12,11 @@ import type { Engine, ExecOptions, ExecResult, IdMapping } from "../driver/types
 import { loadConfig, type BoxDefaults } from "../config.ts";
 import { firstLine, isDiskFull } from "../errors.ts";
 import { getHarness, harnessNames } from "../harness/index.ts";
-import type { Harness, HarnessContext } from "../harness/types.ts";
+import type { Harness, HarnessContext, HarnessInfo, HarnessMount } from "../harness/types.ts";
+import type { TraceEvent, TraceUpdate } from "../trace/events.ts";
+import { randomBytes } from "node:crypto";
+import { constants } from "node:fs";
+import { open, rename } from "node:fs/promises";
 import type { TrialRecord } from "../store/index.ts";
 import { parseTaskToml, verifierMode, type TaskConfig } from "../task/model.ts";
 import { awaitHealthy, boxSpec, gpuDevices, probeLiveBox, removeLabelled, requireRunning } from "./box.ts";
@@ -92,6 +96,8 @@ class TrialRun extends TrialRecorder implements TrialRoom {
   agentScripts?: BoxScripts;
   /** The task scripts the agent's harness runs in its box (the oracle's solve.sh), from its prepare. */
   private harnessScripts: TaskScript[] = [];
+  /** The harness's read-only folders for the agent's box (a vendored CLI), from its prepare. */
+  private harnessMounts: HarnessMount[] = [];
   net?: TrialNetwork;
   compose?: ComposeTask;
   policies!: TrialPolicies;
@@ -169,7 +175,12 @@ class TrialRun extends TrialRecorder implements TrialRoom {
     this.configFile = this.makeConfig();
     await writeJson(trialPaths(this.path).config, this.configFile);
     // what the agent needs of the task (the oracle: a reference solution) is refused before anything is built
-    this.harnessScripts = harness.prepare?.({ dir: this.req.task.dir, steps: this.stepPlans() }).scripts ?? [];
+    const prepared = harness.prepare?.(
+      { dir: this.req.task.dir, steps: this.stepPlans() },
+      { trialId: this.req.trialId, home: this.req.home, model: this.req.agent.model, options: this.req.agent.kwargs ?? {}, mcpServers: cfg.environment.mcp_servers },
+    );
+    this.harnessScripts = prepared?.scripts ?? [];
+    this.harnessMounts = prepared?.mounts ?? [];
 
     const env = resolveAgentEnv(cfg.environment.env, this.req.secrets);
     const sol = resolveAgentEnv(cfg.solution.env, this.req.secrets);
@@ -343,13 +354,51 @@ class TrialRun extends TrialRecorder implements TrialRoom {
       write: async (reward) => {
         // without a config.json (the task could not be read) the outcome says only what is known
         const config = this.configFile ?? trialConfigFile(this.req);
-        await writeResult(this.path, this.outcome({ config, status, rewards, reward, exception, finishedAt: finished, stepResults: steps, agentUsage: spent.agentUsage }));
+        const agentInfo = boxesGone ? await this.settleHarness() : undefined;
+        await writeResult(this.path, this.outcome({ config, status, rewards, reward, exception, finishedAt: finished, stepResults: steps, agentUsage: spent.agentUsage, agentInfo }));
         if (!this.configFile) return;
         await writeEvolveJson(this.path, { ...spent.fields, retry_of: this.rec.retry_of, regrade_of: this.rec.regrade_of });
       },
     });
     this.lease?.forget();
     return rec;
+  }
+
+  /**
+   * The harness's own records at persist (every box gone, the tree redacted): its home capture and trajectory,
+   * written through fresh files. A failure is the harness's and is only logged.
+   */
+  private async settleHarness(): Promise<HarnessInfo | undefined> {
+    if (!this.harness?.settle) return undefined;
+    const agentDir = trialPaths(this.path).agent;
+    try {
+      return (
+        (await this.harness.settle({
+          trialId: this.req.trialId,
+          agentDir,
+          // the store keeps events as stored (parsers' and the gateway's, both of the trace vocabulary)
+          events: () => this.deps.store.readEvents(this.req.trialId) as unknown as TraceEvent[],
+          writeAgentFile: (name, text) => writeFresh(join(agentDir, name), text),
+          redact: (t) => this.redact(t),
+          log: (l) => this.log(l),
+        })) ?? undefined
+      );
+    } catch (e) {
+      this.log(`${this.harness.name}: settling its records failed: ${firstLine(e)}`);
+      return undefined;
+    }
+  }
+
+  /** Stores parsed trace events as the agent runs, secrets redacted (an agent may print what it was given). */
+  private storeTrace(updates: readonly TraceUpdate[]): void {
+    if (updates.length === 0) return;
+    try {
+      const values = this.redactionValues();
+      const safe = values.length === 0 ? updates : updates.map((u) => JSON.parse(this.redact(JSON.stringify(u))) as TraceUpdate);
+      this.deps.store.appendEvents(this.req.trialId, safe);
+    } catch (e) {
+      this.log(`could not store trace events: ${firstLine(e)}`);
+    }
   }
 
   /**
@@ -389,6 +438,7 @@ class TrialRun extends TrialRecorder implements TrialRoom {
       image, trialId: this.req.trialId, jobId: this.req.jobId, trialPath: this.path, network, env, literals: this.literals, role, home: this.req.home,
       extraHosts: net.extraHosts, netEnv: { ...(role === "agent" ? this.compose?.main.environment : undefined), ...net.env }, aliases: net.aliases,
       separateVerifier: verifierMode(this.cfg.verifier) === "separate", caps: this.boxCaps, userns: this.userns,
+      harnessMounts: this.harnessMounts,
     });
     let id: string;
     try {
@@ -478,6 +528,10 @@ class TrialRun extends TrialRecorder implements TrialRoom {
       timeoutMs: plan.agentTimeoutSec * 1000,
       log: (l) => this.log(l),
       scriptCommand: (script, boxPath) => this.scriptCommand(script, boxPath),
+      trialId: this.req.trialId,
+      agentDir: trialPaths(this.path).agent,
+      options: this.req.agent.kwargs ?? {},
+      trace: (u) => this.storeTrace(u),
     };
   }
 
@@ -573,3 +627,17 @@ class TrialRun extends TrialRecorder implements TrialRoom {
 
 }
 
+/**
+ * Writes `text` at `path` in a folder a box once wrote: through a fresh O_EXCL, no-follow file renamed into place, so
+ * a link the box left at the name (or at a temporary name) is replaced, never written through.
+ */
+async function writeFresh(path: string, text: string): Promise<void> {
+  const tmp = `${path}.evolve-${randomBytes(6).toString("hex")}`;
+  const fh = await open(tmp, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o644);
+  try {
+    await fh.writeFile(text);
+  } finally {
+    await fh.close();
+  }
+  await rename(tmp, path);
+}

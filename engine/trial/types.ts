@@ -32,7 +32,8 @@ export interface TrialRequest {
     /** Dataset `name@version` when run from a dataset. */
     source?: string;
   };
-  agent: { name: AgentName; model?: string };
+  /** `kwargs`: `--ak` options, checked against the harness before the job was recorded. */
+  agent: { name: AgentName; model?: string; kwargs?: Record<string, string> };
   /** Multiplies agent and verifier timeouts (`--timeout-multiplier`). */
   timeoutMultiplier: number;
   /** Attached secrets by env name (`--secret NAME` reads NAME from evolve's own environment). */

@@ -46,6 +46,12 @@ export async function agentStep(room: TrialRoom, plan: StepPlan, step: StepResul
     gatewayEnv = room.lease.agentEnv(room.gatewayUrl(), plan.agentTimeoutSec * 1000 + 60_000);
   }
   const ctx = room.context(plan, { ...room.net!.execEnv("agent"), ...gatewayEnv });
+  if (room.lease && harness.usesModel) {
+    // one key behind every variable agentEnv sets: a CLI harness puts it under the name its CLI reads
+    ctx.gatewayEnv = gatewayEnv;
+    ctx.gatewayKey = gatewayEnv.ANTHROPIC_API_KEY ?? gatewayEnv.OPENAI_API_KEY;
+    ctx.gatewayUrl = room.gatewayUrl();
+  }
   // what runs in the box now is the image's (its ENTRYPOINT's services) and the task's own setup: it stays
   const before = await room.guard(box, () => snapshotProcs(engine, box));
   let out: Awaited<ReturnType<Harness["run"]>>;

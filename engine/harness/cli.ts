@@ -1,0 +1,299 @@
+/**
+ * An installed agent CLI as a {@link Harness}: what the CliSpec declares (cli-types.ts) turned into a run in the
+ * agent's box. The vendored copy is mounted read-only at AGENT_ROOT (or the image's own command runs), the
+ * settings files are written from inside the box as the agent user, the CLI runs with the trial's gateway credential
+ * under the variable it reads, its stdout is tailed into the trace while it runs, and at persist its home is
+ * recorded (agent-home.json) and the trajectory built from the stored trace.
+ */
+import { closeSync, existsSync, openSync, readFileSync, readSync, realpathSync } from "node:fs";
+import { join, relative } from "node:path";
+import { EvolveError, firstLine } from "../errors.ts";
+import { LiveTrace } from "../trace/live.ts";
+import { parserFor } from "../trace/parsers/index.ts";
+import { captureAgentHome } from "../trial/agent-home.ts";
+import { BOX } from "../trial/layout.ts";
+import { TrialFailure } from "../trial/outcome.ts";
+import { writeTrajectory } from "../trial/trajectory-out.ts";
+import type { CliSpec, InvocationInput, McpServer, WireApi } from "./cli-types.ts";
+import type { AgentOutcome, Harness, HarnessContext, HarnessStep, HarnessTrial } from "./types.ts";
+import { findVendored, type Vendored } from "./vendor-standin.ts";
+
+/** Where the vendored copy is mounted in the agent's box (read-only). */
+export const AGENT_ROOT = "/opt/evolve/agent";
+/** The variable the gateway credential goes in when the CLI names none. */
+export const DEFAULT_KEY_ENV = "EVOLVE_GATEWAY_KEY";
+/** The agent's stderr, beside its stdout. */
+export const STDERR_NAME = "stderr.log";
+/** The task file that seeds a session (platform-tasks.md). */
+export const SEED_FILE = "trajectory.json";
+
+/** `-m provider/model` split; undefined parts when `-m` is absent or has no provider. */
+export function splitModel(model: string | undefined): { provider: string; model: string } | undefined {
+  if (!model) return undefined;
+  const i = model.indexOf("/");
+  if (i <= 0 || i === model.length - 1) return undefined;
+  return { provider: model.slice(0, i), model: model.slice(i + 1) };
+}
+
+/**
+ * The model and `--ak` options a CLI is asked to run with, checked: `-m provider/model` whose provider the CLI
+ * speaks (its wire API), and options it declares with allowed values. Throws a usage EvolveError with a stable code;
+ * the one rule `evolve run` and the trial's prepare both apply.
+ */
+export function checkCliRequest(spec: CliSpec, req: { model?: string; options: Readonly<Record<string, string>> }): { provider: string; model: string; api: WireApi } {
+  const m = splitModel(req.model);
+  if (!m) {
+    throw new EvolveError(
+      "agent_model_invalid",
+      req.model ? `-m ${req.model}: expected provider/model` : `${spec.name} calls a model: give -m provider/model`,
+      "e.g. -m anthropic/claude-sonnet-4-6 or -m openai/gpt-5",
+    );
+  }
+  const api = spec.apiFor(m.provider);
+  if (!api) {
+    throw new EvolveError("agent_model_unsupported", `${spec.name} cannot call a model of provider ${m.provider} (-m ${req.model}): it speaks none of that provider's APIs`, "pick a model of a provider this agent speaks (see README, Agents)");
+  }
+  const keys = Object.keys(spec.options);
+  for (const [k, v] of Object.entries(req.options)) {
+    const o = spec.options[k];
+    if (!o) {
+      throw new EvolveError(
+        "agent_option_unknown",
+        `--ak ${k}: ${spec.name} has no option ${JSON.stringify(k)}`,
+        keys.length > 0 ? `its options: ${keys.join(", ")}` : `${spec.name} takes no --ak options`,
+      );
+    }
+    const ok = o.values ? o.values.includes(v) : o.pattern ? new RegExp(`^(?:${o.pattern.source})$`, o.pattern.flags).test(v) : true;
+    if (!ok) {
+      throw new EvolveError("agent_option_invalid", `--ak ${k}=${v}: ${o.description}${o.values ? ` (one of ${o.values.join(", ")})` : ""}`, `e.g. --ak ${k}=${o.values?.[0] ?? "…"}`);
+    }
+  }
+  return { ...m, api };
+}
+
+/**
+ * The ELF interpreter (`PT_INTERP`) a host binary asks for, or undefined for a static binary or anything that is not
+ * a 64-bit little-endian ELF: a box lacking that path cannot start it (a glibc build in an Alpine box).
+ */
+export function elfInterpreter(file: string): string | undefined {
+  let fd: number;
+  try {
+    fd = openSync(file, "r");
+  } catch {
+    return undefined;
+  }
+  try {
+    const head = Buffer.alloc(64);
+    if (readSync(fd, head, 0, 64, 0) < 64 || head.readUInt32BE(0) !== 0x7f454c46 || head[4] !== 2 || head[5] !== 1) return undefined;
+    const phoff = Number(head.readBigUInt64LE(32));
+    const phentsize = head.readUInt16LE(54);
+    const phnum = head.readUInt16LE(56);
+    const ph = Buffer.alloc(phentsize);
+    for (let i = 0; i < Math.min(phnum, 64); i++) {
+      if (readSync(fd, ph, 0, phentsize, phoff + i * phentsize) < phentsize) return undefined;
+      if (ph.readUInt32LE(0) !== 3) continue;
+      const off = Number(ph.readBigUInt64LE(8));
+      const size = Math.min(Number(ph.readBigUInt64LE(32)), 4096);
+      const s = Buffer.alloc(size);
+      readSync(fd, s, 0, size, off);
+      return s.toString("latin1").replace(/\0.*$/s, "");
+    }
+    return undefined;
+  } finally {
+    closeSync(fd);
+  }
+}
+
+const shq = (s: string) => `'${s.replaceAll("'", `'\\''`)}'`;
+
+/** What one trial's run of the CLI settled, between its phases (the harness object serves every trial). */
+interface TrialState {
+  trial: HarnessTrial;
+  provider: string;
+  model: string;
+  api: WireApi;
+  vendored?: Vendored;
+  /** The program argv prefix, settled in install. */
+  program?: string[];
+  /** Where the vendored copy is in the box, when it runs (not the image's command). */
+  agentRoot?: string;
+  version?: string;
+  seed?: string;
+  mcpServers: McpServer[];
+  live?: LiveTrace;
+}
+
+/** The trajectory seed of a task: `trajectory.json` beside the instruction, or in the first step's folder. */
+function seedFile(task: { dir: string; steps: readonly HarnessStep[] }): string | undefined {
+  for (const d of [task.dir, task.steps[0]?.dir]) {
+    if (d && existsSync(join(d, SEED_FILE)) && existsSync(join(d, "instruction.md"))) return join(d, SEED_FILE);
+  }
+  return undefined;
+}
+
+/** The harness of an installed CLI. */
+export function cliHarness(spec: CliSpec): Harness {
+  const trials = new Map<string, TrialState>();
+  const keyEnv = spec.keyEnv ?? DEFAULT_KEY_ENV;
+  if (spec.stdoutName.includes("/") || spec.stdoutName === STDERR_NAME) throw new Error(`${spec.name}: stdoutName must be a plain file name other than ${STDERR_NAME}`);
+  const state = (ctx: HarnessContext): TrialState => {
+    const s = ctx.trialId ? trials.get(ctx.trialId) : undefined;
+    if (!s) throw new Error(`${spec.name} runs a trial it did not prepare`);
+    return s;
+  };
+
+  return {
+    name: spec.name,
+    usesModel: true,
+
+    checkRequest(req) {
+      checkCliRequest(spec, req);
+    },
+
+    prepare(task, trial) {
+      let m: ReturnType<typeof checkCliRequest>;
+      try {
+        m = checkCliRequest(spec, trial);
+      } catch (e) {
+        if (e instanceof EvolveError) throw new TrialFailure(e.code === "agent_model_unsupported" ? "AgentModelUnsupportedError" : "AgentRequestInvalidError", e.message);
+        throw e;
+      }
+      const seedPath = seedFile(task);
+      if (seedPath && !spec.seedsTrajectory) {
+        throw new TrialFailure("TrajectorySeedUnsupportedError", `the task seeds a session (${relative(task.dir, seedPath)}), which ${spec.name} cannot load; only claude-code and codex can`);
+      }
+      const vendored = findVendored(spec.name);
+      if (!vendored && !spec.vendor.imageCommand) {
+        throw new TrialFailure("AgentNotInstalledError", `${spec.name} is not vendored on this machine: run \`evolve agent pull ${spec.name}\` (on a connected machine, then \`evolve agent export/import\`)`);
+      }
+      const s: TrialState = { trial, ...m, vendored, mcpServers: [...(trial.mcpServers ?? [])] };
+      if (seedPath) s.seed = readFileSync(seedPath, "utf8");
+      trials.set(trial.trialId, s);
+      return { scripts: [], mounts: vendored ? [{ host: vendored.dir, box: AGENT_ROOT }] : [] };
+    },
+
+    async install(ctx) {
+      const s = state(ctx);
+      const exec = (argv: string[], user = ctx.user) => ctx.engine.exec(ctx.containerId, argv, { user, env: ctx.env, timeoutMs: 30_000 });
+      if (spec.vendor.imageCommand) {
+        const r = await exec(["sh", "-c", `command -v ${shq(spec.vendor.imageCommand)}`]);
+        const path = r.stdout.trim().split("\n")[0];
+        if (r.exitCode === 0 && path.startsWith("/")) {
+          s.program = [path];
+          if (spec.versionArgs) {
+            const v = await exec([path, ...spec.versionArgs]);
+            s.version = v.exitCode === 0 ? v.stdout.trim().split("\n")[0].slice(0, 200) || undefined : undefined;
+          }
+          ctx.log(`${spec.name}: the image has ${spec.vendor.imageCommand} (${path}${s.version ? `, ${s.version}` : ""}); it runs instead of a vendored copy`);
+          return;
+        }
+      }
+      if (!s.vendored) {
+        throw new TrialFailure("AgentNotInstalledError", `${spec.name} is neither in the image nor vendored: run \`evolve agent pull ${spec.name}\``);
+      }
+      const hostProgram = join(s.vendored.dir, spec.vendor.viaNode ? "node/bin/node" : spec.vendor.entry);
+      const interp = elfInterpreter(realpathIn(hostProgram));
+      if (interp) {
+        const r = await exec(["sh", "-c", `[ -e ${shq(interp)} ] || { ls /lib/ld-musl-* 2>/dev/null | head -1; exit 3; }`], "0");
+        if (r.exitCode !== 0) {
+          const musl = r.stdout.trim();
+          throw new TrialFailure(
+            "AgentRuntimeIncompatibleError",
+            `the vendored ${spec.name} needs ${interp} (a glibc system) to run, and this image has none${musl ? ` (it is musl-based: ${musl}, e.g. Alpine)` : ""}; use a glibc image (Debian, Ubuntu) or one with ${spec.vendor.imageCommand ?? spec.name} installed`,
+          );
+        }
+      }
+      s.agentRoot = AGENT_ROOT;
+      s.program = spec.vendor.viaNode ? [`${AGENT_ROOT}/node/bin/node`, `${AGENT_ROOT}/${spec.vendor.entry}`] : [`${AGENT_ROOT}/${spec.vendor.entry}`];
+      s.version = s.vendored.manifest.version;
+      ctx.log(`${spec.name}: vendored ${s.version} mounted read-only at ${AGENT_ROOT}`);
+    },
+
+    async run(ctx): Promise<AgentOutcome> {
+      const s = state(ctx);
+      if (!s.program) throw new Error(`${spec.name} runs before its install`);
+      if (!ctx.gatewayKey || !ctx.gatewayUrl) throw new TrialFailure("GatewayConfigError", `${spec.name} calls a model, and the trial has no gateway credential for it`);
+      const input: InvocationInput = {
+        instruction: ctx.instruction,
+        model: s.model,
+        provider: s.provider,
+        api: s.api,
+        gatewayUrl: ctx.gatewayUrl,
+        keyEnv,
+        home: spec.home,
+        workdir: ctx.workdir ?? "/",
+        ...(s.agentRoot ? { agentRoot: s.agentRoot } : {}),
+        program: s.program,
+        options: ctx.options ?? {},
+        mcpServers: s.mcpServers,
+        ...(s.seed !== undefined ? { seedTrajectory: s.seed } : {}),
+      };
+      const inv = spec.invocation(input);
+      // the task's env without the gateway's generic variables: the CLI gets its own (and its key) from the spec
+      const base = Object.fromEntries(Object.entries(ctx.env).filter(([k]) => !(k in (ctx.gatewayEnv ?? {}))));
+      const env = { ...base, ...inv.env, [keyEnv]: ctx.gatewayKey };
+      const asAgent = { user: ctx.user, env, timeoutMs: 60_000 };
+      // written from inside the box as the agent user: evolve never writes into a folder a live box can write
+      const mk = await ctx.engine.exec(ctx.containerId, ["sh", "-c", 'mkdir -p "$1"', "sh", spec.home], asAgent);
+      if (mk.exitCode !== 0) throw new TrialFailure("AgentSetupError", `${spec.name}: cannot make its home ${spec.home}: ${firstLine(mk.stderr || mk.stdout)}`);
+      for (const f of inv.files) {
+        const r = await ctx.engine.exec(ctx.containerId, ["sh", "-c", 'mkdir -p "$(dirname "$1")" && cat > "$1"', "sh", f.path], { ...asAgent, stdin: f.content });
+        if (r.exitCode !== 0) throw new TrialFailure("AgentSetupError", `${spec.name}: cannot write ${f.path} in the box: ${firstLine(r.stderr || r.stdout)}`);
+      }
+      const agentDir = ctx.agentDir;
+      if (agentDir && ctx.trace) {
+        s.live = new LiveTrace({
+          agentDir, stdoutName: spec.stdoutName, homeRel: relative(BOX.agentLogs, spec.home), parser: spec.parser ? parserFor(spec.parser) : undefined,
+          instruction: ctx.instruction, sink: ctx.trace, log: ctx.log,
+        });
+        s.live.start();
+      }
+      const redirect = `> ${BOX.agentLogs}/${spec.stdoutName} 2> ${BOX.agentLogs}/${STDERR_NAME}${inv.stdin === undefined ? " < /dev/null" : ""}`;
+      try {
+        const r = await ctx.engine.exec(ctx.containerId, ["sh", "-c", `exec "$@" ${redirect}`, "sh", ...inv.argv], {
+          user: ctx.user,
+          workdir: ctx.workdir,
+          env,
+          timeoutMs: ctx.timeoutMs,
+          ...(inv.stdin !== undefined ? { stdin: inv.stdin } : {}),
+        });
+        return { exitCode: r.exitCode, timedOut: r.timedOut };
+      } catch (e) {
+        s.live?.stop();
+        throw e;
+      }
+    },
+
+    async afterAgent(ctx) {
+      const s = state(ctx);
+      const live = s.live;
+      s.live = undefined;
+      await live?.finish();
+    },
+
+    async settle(st) {
+      const s = trials.get(st.trialId);
+      trials.delete(st.trialId);
+      if (!s) return;
+      s.live?.stop();
+      const leaveOut = [spec.stdoutName, STDERR_NAME, "trajectory.json", "agent-home.json"];
+      try {
+        const home = await captureAgentHome(st.agentDir, BOX.agentLogs, spec.home, leaveOut);
+        await st.writeAgentFile("agent-home.json", JSON.stringify(home, null, 2) + "\n");
+      } catch (e) {
+        st.log(`${spec.name}: agent home not captured: ${firstLine(e)}`);
+      }
+      await writeTrajectory(st, { name: spec.name, version: s.version ?? null, model: s.model, provider: s.provider });
+      return { version: s.version, provider: s.provider };
+    },
+  };
+}
+
+/** The file behind `p` (a vendored bin/ entry is a link); the vendored tree is evolve's own, not a box's. */
+function realpathIn(p: string): string {
+  try {
+    return realpathSync(p);
+  } catch {
+    return p;
+  }
+}

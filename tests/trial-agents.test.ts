@@ -1,0 +1,196 @@
+/**
+ * Real agent CLIs in real trials (issue 11 §1, §2, §4, §5): claude-code and codex, vendored on the host and mounted
+ * read-only into a no-network podman box, call their model through the gateway relay; the scripted upstream makes
+ * each run its own shell tool to write /app/hello.txt, which the verifier checks. Each trial must score 1, store its
+ * trace, capture the agent's home, meter exactly what upstream reported, and leave no credential in the trial tree.
+ *
+ * Vendored copies: `$EVOLVE_AGENTS_DIR/<name>/<version>/` (CI: the vendor step), else built here from the npm
+ * global installs under `$EVOLVE_AGENT_CACHE` (default /work/agent-cache/<name>/); the file skips without either.
+ */
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { openEngine } from "../engine/driver/select.ts";
+import type { Engine } from "../engine/driver/types.ts";
+import { cliHarness } from "../engine/harness/cli.ts";
+import { getHarness, registerHarness } from "../engine/harness/index.ts";
+import { newId, openStore, type Store, type TrialRecord } from "../engine/store/index.ts";
+import { taskDigest } from "../engine/task/digest.ts";
+import { parserFor } from "../engine/trace/parsers/index.ts";
+import { canWriteTrajectories } from "../engine/trial/trajectory-out.ts";
+import { runTrial, settleRemovals } from "../engine/trial/run.ts";
+import { ScriptedUpstream, type FixtureUsage, type ScriptedReply } from "../fixtures/upstream/server.ts";
+import { claudeStandIn, codexStandIn } from "./support/cli-specs.ts";
+
+const TASK = join(__dirname, "..", "fixtures", "tasks", "trials", "cli-agent");
+const REAL_ANTHROPIC = "sk-ant-REAL-provider-key-agents-4b1e9c";
+const REAL_OPENAI = "sk-REAL-openai-provider-key-agents-8d2f7a";
+const CACHE = process.env.EVOLVE_AGENT_CACHE || "/work/agent-cache";
+const WRITE = "printf 'hello, world' > /app/hello.txt";
+
+/** The agents under test, each with the upstream turns that make it use its shell tool, then answer. */
+const CASES = [
+  {
+    spec: claudeStandIn,
+    model: "anthropic/claude-sonnet-4-5",
+    tool: "Bash",
+    route: "/messages",
+    turns: [
+      { toolCall: { id: "toolu_e2e_1", name: "Bash", input: { command: WRITE, description: "write the file" } }, usage: { input_tokens: 310, output_tokens: 21, cache_read_tokens: 1000, cache_write_tokens: 40 } },
+      { text: "Created /app/hello.txt.", usage: { input_tokens: 420, output_tokens: 9, cache_read_tokens: 1300, cache_write_tokens: 0 } },
+    ] as ScriptedReply[],
+  },
+  {
+    spec: codexStandIn,
+    model: "openai/gpt-5",
+    tool: "exec_command",
+    route: "/responses",
+    turns: [
+      { toolCall: { id: "call_e2e_1", name: "exec_command", input: { cmd: WRITE, workdir: "/app" } }, usage: { input_tokens: 900, output_tokens: 30, cache_read_tokens: 200 } },
+      { text: "Created /app/hello.txt.", usage: { input_tokens: 1100, output_tokens: 12, cache_read_tokens: 600 } },
+    ] as ScriptedReply[],
+  },
+];
+
+/** Where the vendored copies are for this run, or undefined when this machine has none. */
+function agentsDir(scratch: string): string | undefined {
+  const given = process.env.EVOLVE_AGENTS_DIR;
+  if (given) return given;
+  const dir = join(scratch, "agents");
+  for (const c of CASES) {
+    const src = join(CACHE, c.spec.name);
+    if (!existsSync(join(src, c.spec.vendor.entry))) return undefined;
+    mkdirSync(join(dir, c.spec.name), { recursive: true });
+    // the version folder is a link to the npm global install: the box mounts its target, read-only
+    symlinkSync(src, join(dir, c.spec.name, c.spec.vendor.packages[0].version));
+  }
+  return dir;
+}
+
+let home: string;
+let engine: Engine;
+let store: Store;
+let agents: string | undefined;
+const upstream = new ScriptedUpstream();
+const scratch = mkdtempSync(join(tmpdir(), "evolve-agents-"));
+agents = agentsDir(scratch);
+
+/** Every file under `dir` whose bytes contain one of `needles`. */
+function filesContaining(dir: string, needles: string[]): string[] {
+  const hits: string[] = [];
+  const walk = (d: string) => {
+    for (const name of readdirSync(d)) {
+      const p = join(d, name);
+      const st = statSync(p, { throwIfNoEntry: false });
+      if (!st) continue;
+      if (st.isDirectory()) walk(p);
+      else if (st.isFile() && needles.some((n) => readFileSync(p).includes(n))) hits.push(p);
+    }
+  };
+  walk(dir);
+  return hits;
+}
+
+const sum = (us: (FixtureUsage | undefined)[], k: keyof FixtureUsage) => us.reduce((a, u) => a + (u?.[k] ?? 0), 0);
+
+beforeAll(async () => {
+  if (!agents) return;
+  process.env.EVOLVE_AGENTS_DIR = agents;
+  home = mkdtempSync(join(tmpdir(), "evolve-trial-agents-"));
+  await upstream.start();
+  writeFileSync(
+    join(home, "gateway.toml"),
+    `[upstreams.anthropic]\nbase_url = "${upstream.url}"\napi_key = "${REAL_ANTHROPIC}"\n\n[upstreams.openai]\nbase_url = "${upstream.url}/v1"\napi_key = "${REAL_OPENAI}"\n`,
+  );
+  engine = await openEngine({ home });
+  store = openStore(home);
+  // the registered CLI when its module has landed, else the stand-in spec
+  for (const c of CASES) if (!getHarness(c.spec.name)) registerHarness(cliHarness(c.spec));
+}, 120_000);
+
+afterAll(async () => {
+  await settleRemovals();
+  await upstream.close();
+  await store?.close();
+  await engine?.close();
+  for (const d of [home, scratch]) if (d) rmSync(d, { recursive: true, force: true });
+});
+
+describe.skipIf(!agents)("a vendored agent CLI in a no-network box", () => {
+  for (const c of CASES) {
+    describe(c.spec.name, () => {
+      let rec: TrialRecord;
+      const file = (p: string) => readFileSync(join(home, "trials", rec.id, p), "utf8");
+
+      beforeAll(async () => {
+        upstream.reset();
+        upstream.push(...c.turns);
+        rec = await runTrial(
+          {
+            trialId: newId(), jobId: "JOB-AGENTS-TEST", home, task: { dir: TASK, digest: await taskDigest(TASK), name: "cli-agent" },
+            agent: { name: c.spec.name, model: c.model }, timeoutMultiplier: 1, secrets: {},
+          },
+          { engine, store },
+        );
+      }, 300_000);
+
+      it("runs its shell tool through the gateway and scores 1", () => {
+        const why = file("trial.log") + "\n" + (existsSync(join(home, "trials", rec.id, "agent", c.spec.stdoutName)) ? file(`agent/${c.spec.stdoutName}`).slice(-4000) : "");
+        expect(rec.status, why).toBe("SCORED");
+        expect(rec.reward, why).toBe(1);
+        expect(file("trial.log")).toContain(`mounted read-only at /opt/evolve/agent`);
+        // its stdout under its own name, its stderr beside it
+        expect(file(`agent/${c.spec.stdoutName}`).length).toBeGreaterThan(0);
+        expect(existsSync(join(home, "trials", rec.id, "agent", "stderr.log"))).toBe(true);
+        const result = JSON.parse(file("result.json"));
+        expect(result.agent_info).toMatchObject({ name: c.spec.name, version: c.spec.vendor.packages[0].version, model_info: { provider: c.model.split("/")[0] } });
+      });
+
+      it("meters exactly what upstream reported for each of its model calls", () => {
+        const posts = upstream.requests.filter((r) => r.method === "POST" && r.path === c.route);
+        expect(posts).toHaveLength(c.turns.length);
+        const us = c.turns.map((t) => t.usage);
+        expect(rec.spend?.calls).toBe(c.turns.length);
+        expect(rec.tokens).toMatchObject({ output: sum(us, "output_tokens"), cached_read: sum(us, "cache_read_tokens") });
+        expect(rec.spend?.final_usd).toBeGreaterThan(0);
+        const gateway = store.readEvents(rec.id).filter((e) => e.type === "usage" && (e.data as { update: { source: string } }).update.source === "gateway");
+        expect(gateway).toHaveLength(c.turns.length);
+      });
+
+      it("stores its trace: the instruction first", () => {
+        const events = store.readEvents(rec.id);
+        expect(events[0]).toMatchObject({ seq: 0, type: "prompt", data: { _prompt: { text: readFileSync(join(TASK, "instruction.md"), "utf8") } } });
+      });
+
+      it.skipIf(!parserFor(c.spec.parser ?? ""))("stores its trace: the call of its shell tool", () => {
+        const calls = store.readEvents(rec.id).filter((e) => e.type === "tool_call").map((e) => (e.data as { update: { name: string } }).update.name);
+        expect(calls).toContain(c.tool);
+      });
+
+      it("captures its home: agent-home.json names each file with size, sha256 and mode", () => {
+        const h = JSON.parse(file("agent/agent-home.json"));
+        expect(h.home).toBe(c.spec.home);
+        expect(h.files.length).toBeGreaterThan(0);
+        for (const f of h.files) {
+          expect(f.path.startsWith(`${c.spec.home}/`)).toBe(true);
+          expect(f.sha256).toMatch(/^[0-9a-f]{64}$/);
+          expect(f.mode).toMatch(/^0[0-7]{3}$/);
+        }
+        expect(Array.isArray(h.excluded) && Array.isArray(h.skipped)).toBe(true);
+      });
+
+      it("keeps no credential in any file of the trial tree", () => {
+        const hits = filesContaining(join(home, "trials", rec.id), [REAL_ANTHROPIC, REAL_OPENAI, "evk-"]);
+        expect(hits).toEqual([]);
+      });
+
+      it.skipIf(!existsSync(join(__dirname, "..", "engine", "trace", "atif.ts")))("writes a valid agent/trajectory.json", async () => {
+        expect(await canWriteTrajectories()).toBe(true);
+        const t = JSON.parse(file("agent/trajectory.json"));
+        expect(t.schema_version).toMatch(/^ATIF-v1\./);
+        expect(t.agent).toMatchObject({ name: c.spec.name });
+      });
+    });
+  }
+});
