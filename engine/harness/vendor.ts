@@ -361,7 +361,7 @@ export async function pullAgent(spec: CliSpec, opts: PullOptions = {}): Promise<
       if (unreachable(r)) throw notVendored(harness, version, `npm install ${what}: ${npmTail(r)}`);
       throw new EvolveError("agent_pull_failed", `npm install ${what} failed: ${npmTail(r)}`, `check the package names and versions (npm view <pkg> versions), or pull another version: evolve agent pull ${harness}@<version>`);
     };
-    if (opts.from) await cp(opts.from, tmp, { recursive: true, verbatimSymlinks: true, force: false, errorOnExist: true });
+    if (opts.from) await cp(opts.from, tmp, { recursive: true, verbatimSymlinks: true });
     else await install(tmp, pkgs, spec.vendor.omitOptional === true);
     let nodeVersion: string | null = null;
     if (spec.vendor.viaNode) {
