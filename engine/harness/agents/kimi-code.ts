@@ -53,8 +53,8 @@ export const kimiCode: CliSpec = {
       path: `${input.home}/mcp.json`,
       content: JSON.stringify({ mcpServers: Object.fromEntries(input.mcpServers.map((s) => [s.name, mcpEntry(s)])) }, null, 2) + "\n",
     }];
-    // Prompt mode runs in permission mode `auto` already (its wire log says so); `--auto` makes it explicit.
-    return { argv: [...input.program, "--auto", "-p", input.instruction, "--output-format", "stream-json"], env, files };
+    // Prompt mode runs in permission mode `auto` by itself (its wire log says so); it refuses `--auto` beside `-p`.
+    return { argv: [...input.program, "-p", input.instruction, "--output-format", "stream-json"], env, files };
   },
   stdoutName: "kimi-code.txt",
   parser: "kimi-code",
