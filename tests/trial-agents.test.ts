@@ -7,7 +7,7 @@
  * Vendored copies: `$EVOLVE_AGENTS_DIR/<name>/<version>/` (CI: the vendor step), else built here from the npm
  * global installs under `$EVOLVE_AGENT_CACHE` (default /work/agent-cache/<name>/); the file skips without either.
  */
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -15,6 +15,7 @@ import { openEngine } from "../engine/driver/select.ts";
 import type { Engine } from "../engine/driver/types.ts";
 import { cliHarness } from "../engine/harness/cli.ts";
 import { getHarness, registerHarness } from "../engine/harness/index.ts";
+import { findVendored, pullAgent } from "../engine/harness/vendor.ts";
 import { newId, openStore, type Store, type TrialRecord } from "../engine/store/index.ts";
 import { taskDigest } from "../engine/task/digest.ts";
 import { parserFor } from "../engine/trace/parsers/index.ts";
@@ -53,19 +54,20 @@ const CASES = [
   },
 ];
 
-/** Where the vendored copies are for this run, or undefined when this machine has none. */
-function agentsDir(scratch: string): string | undefined {
+/**
+ * Where the vendored copies are for this run: `$EVOLVE_AGENTS_DIR` when set (CI's vendor step), else a folder kept
+ * between runs that `pullAgent` fills once from the local npm installs; undefined when this machine has neither.
+ */
+async function vendoredAgents(): Promise<string | undefined> {
   const given = process.env.EVOLVE_AGENTS_DIR;
-  if (given) return given;
-  const dir = join(scratch, "agents");
+  const root = given || join(tmpdir(), "evolve-e2e-agents");
   for (const c of CASES) {
-    const src = join(CACHE, c.spec.name);
-    if (!existsSync(join(src, c.spec.vendor.entry))) return undefined;
-    mkdirSync(join(dir, c.spec.name), { recursive: true });
-    // the version folder is a link to the npm global install: the box mounts its target, read-only
-    symlinkSync(src, join(dir, c.spec.name, c.spec.vendor.packages[0].version));
+    if (findVendored(c.spec.name, c.spec.vendor.packages[0].version, root)) continue;
+    const from = join(CACHE, c.spec.name);
+    if (given || !existsSync(join(from, c.spec.vendor.entry))) return undefined;
+    await pullAgent(c.spec, { from, root });
   }
-  return dir;
+  return root;
 }
 
 let home: string;
@@ -73,8 +75,7 @@ let engine: Engine;
 let store: Store;
 let agents: string | undefined;
 const upstream = new ScriptedUpstream();
-const scratch = mkdtempSync(join(tmpdir(), "evolve-agents-"));
-agents = agentsDir(scratch);
+agents = await vendoredAgents();
 
 /** Every file under `dir` whose bytes contain one of `needles`. */
 function filesContaining(dir: string, needles: string[]): string[] {
@@ -114,7 +115,7 @@ afterAll(async () => {
   await upstream.close();
   await store?.close();
   await engine?.close();
-  for (const d of [home, scratch]) if (d) rmSync(d, { recursive: true, force: true });
+  if (home) rmSync(home, { recursive: true, force: true });
 });
 
 describe.skipIf(!agents)("a vendored agent CLI in a no-network box", () => {

@@ -16,7 +16,7 @@ import { TrialFailure } from "../trial/outcome.ts";
 import { writeTrajectory } from "../trial/trajectory-out.ts";
 import type { CliSpec, InvocationInput, McpServer, WireApi } from "./cli-types.ts";
 import type { AgentOutcome, Harness, HarnessContext, HarnessStep, HarnessTrial } from "./types.ts";
-import { findVendored, type Vendored } from "./vendor-standin.ts";
+import { findVendored, type Vendored } from "./vendor.ts";
 
 /** Where the vendored copy is mounted in the agent's box (read-only). */
 export const AGENT_ROOT = "/opt/evolve/agent";
@@ -162,7 +162,8 @@ export function cliHarness(spec: CliSpec): Harness {
       if (seedPath && !spec.seedsTrajectory) {
         throw new TrialFailure("TrajectorySeedUnsupportedError", `the task seeds a session (${relative(task.dir, seedPath)}), which ${spec.name} cannot load; only claude-code and codex can`);
       }
-      const vendored = findVendored(spec.name);
+      // the spec's own version first (what `agent pull` fetches by default), else the newest there
+      const vendored = findVendored(spec.name, spec.vendor.packages[0]?.version) ?? findVendored(spec.name);
       if (!vendored && !spec.vendor.imageCommand) {
         throw new TrialFailure("AgentNotInstalledError", `${spec.name} is not vendored on this machine: run \`evolve agent pull ${spec.name}\` (on a connected machine, then \`evolve agent export/import\`)`);
       }

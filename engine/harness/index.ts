@@ -1,20 +1,31 @@
 /** The agents evolve knows by name: the built-ins and the installed CLIs (cli.ts over each CliSpec). */
 import { nop, oracle } from "./builtin.ts";
+import { builtinSpecs } from "./catalog.ts";
 import { cliHarness } from "./cli.ts";
-import type { CliSpec } from "./cli-types.ts";
+import { registeredAgents } from "./manifest.ts";
 import { EvolveError } from "../errors.ts";
 import type { Harness } from "./types.ts";
 
 export type { AgentOutcome, Harness, HarnessContext } from "./types.ts";
 
-// One import and one entry per CLI module under agents/ (each exports its CliSpec).
-const CLI_SPECS: readonly CliSpec[] = [];
-
+// the CLIs evolve ships (catalog.ts lists their modules)
 const HARNESSES = new Map<string, Harness>([
   [oracle.name, oracle],
   [nop.name, nop],
-  ...CLI_SPECS.map((s) => [s.name, cliHarness(s)] as [string, Harness]),
+  ...builtinSpecs().map((s) => [s.name, cliHarness(s)] as [string, Harness]),
 ]);
+
+/**
+ * Agents registered from a manifest (`evolve agent register`), read from the home when first asked for: one harness
+ * object per name for the life of the process, so a trial's prepare and run see the same one.
+ */
+function registered(name: string): Harness | undefined {
+  const spec = registeredAgents().find((s) => s.name === name);
+  if (!spec) return undefined;
+  const h = cliHarness(spec);
+  HARNESSES.set(name, h);
+  return h;
+}
 
 /**
  * Adds an agent under its name (installed CLIs; tests register probe agents). A built-in name cannot be taken over,
@@ -27,12 +38,12 @@ export function registerHarness(h: Harness): void {
 
 /** The harness registered under `name`, or undefined. */
 export function getHarness(name: string): Harness | undefined {
-  return HARNESSES.get(name);
+  return HARNESSES.get(name) ?? registered(name);
 }
 
 /** Every registered agent name, for help texts and did-you-mean. */
 export function harnessNames(): string[] {
-  return [...HARNESSES.keys()];
+  return [...new Set([...HARNESSES.keys(), ...registeredAgents().map((s) => s.name)])];
 }
 
 /** Levenshtein distance between two names (for did-you-mean). */
@@ -52,7 +63,7 @@ export function editDistance(a: string, b: string): number {
  * nearest known name when one is close enough to be a typo, and every known name.
  */
 export function checkAgentName(name: string): void {
-  if (HARNESSES.has(name)) return;
+  if (getHarness(name)) return;
   const known = harnessNames();
   let best: string | undefined;
   let bestD = Infinity;
@@ -76,7 +87,7 @@ export function checkAgentName(name: string): void {
  */
 export function checkAgentRequest(name: string, model: string | undefined, options: Readonly<Record<string, string>>): void {
   checkAgentName(name);
-  const h = HARNESSES.get(name)!;
+  const h = getHarness(name)!;
   if (h.checkRequest) return h.checkRequest({ model, options });
   const keys = Object.keys(options);
   if (keys.length > 0) throw new EvolveError("agent_option_unknown", `--ak ${keys[0]}: ${name} takes no --ak options`, "--ak is for installed agent CLIs (claude-code, codex, …)");
