@@ -11,8 +11,11 @@ import { readdir, rm } from "node:fs/promises";
 import { join, relative, sep } from "node:path";
 import { BoxFileRefused, openBoxFile, readRange } from "./boxfs.ts";
 
-/** Caches nobody reads back, left out of every capture (their box path ends so). */
-export const HOME_EXCLUDED = [".codex/.tmp/plugins", ".config/opencode/node_modules"] as const;
+/**
+ * Caches nobody reads back, left out of every capture (their box path ends so): codex's plugin cache and the
+ * plugin install opencode makes in its config folder (`~/.config`, or `$XDG_CONFIG_HOME` named `config`).
+ */
+export const HOME_EXCLUDED = [".codex/.tmp/plugins", ".config/opencode/node_modules", "/config/opencode/node_modules"] as const;
 /** The most bytes one captured file may have (larger ones are recorded as skipped). */
 const MAX_FILE = 64 * 1024 * 1024;
 /** The most bytes and files a whole capture reads. */
@@ -61,7 +64,7 @@ export async function captureAgentHome(agentDir: string, boxAgentLogs: string, b
       const rel = relative(agentDir, p).split(sep).join("/");
       if (leaveOut.includes(rel)) continue;
       const bp = boxPath(p);
-      if (HOME_EXCLUDED.some((x) => bp.endsWith(`/${x}`))) {
+      if (HOME_EXCLUDED.some((x) => bp.endsWith(x.startsWith("/") ? x : `/${x}`))) {
         await rm(p, { recursive: true, force: true });
         rec.excluded.push({ path: bp, reason: "a cache, left out on purpose" });
         continue;
