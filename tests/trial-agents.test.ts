@@ -200,3 +200,21 @@ describe.skipIf(!agents)("a vendored agent CLI in a no-network box", () => {
     });
   }
 });
+
+describe.skipIf(!agents || !CASES.some((c) => c.spec.name === "claude-code"))("a vendored glibc CLI in a musl box", () => {
+  it("is refused before any model call, naming the problem (AgentRuntimeIncompatibleError)", async () => {
+    upstream.reset();
+    const dir = join(__dirname, "..", "fixtures", "tasks", "trials", "cli-agent-musl");
+    const rec = await runTrial(
+      { trialId: newId(), jobId: "JOB-AGENTS-TEST", home, task: { dir, digest: await taskDigest(dir), name: "cli-agent-musl" }, agent: { name: "claude-code", model: "anthropic/claude-sonnet-4-5" }, timeoutMultiplier: 1, secrets: {} },
+      { engine, store },
+    );
+    expect(rec.status).toBe("INFRASTRUCTURE_ERROR");
+    expect(rec.exception?.type).toBe("AgentRuntimeIncompatibleError");
+    expect(rec.exception?.message).toMatch(/needs \/lib64\/ld-linux-x86-64\.so\.2 \(a glibc system\).*musl-based: \/lib\/ld-musl-x86_64\.so\.1/);
+    expect(rec.failed_phase).toBe("install");
+    expect(upstream.requests).toEqual([]);
+    expect(rec.spend?.calls ?? 0).toBe(0);
+  }, 120_000);
+});
+
