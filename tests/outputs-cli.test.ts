@@ -74,10 +74,11 @@ beforeEach(() => {
 });
 
 describe("an unknown agent is a usage error before anything is recorded", () => {
-  it("refuses -a claude-code with agent_unknown, exit 2, the known agents, and no job", () => {
-    const r = evolve(["run", "-p", TASK, "-a", "claude-code"]);
+  it("refuses -a aider (no such agent) with agent_unknown, exit 2, the known agents, and no job", () => {
+    const r = evolve(["run", "-p", TASK, "-a", "aider"]);
     expect(r.code).toBe(2);
-    expect(r.stderr).toMatch(/^error\[agent_unknown\]: no agent named "claude-code" \(known agents: oracle, nop\)/);
+    // the shipped CLIs follow the built-ins in the list
+    expect(r.stderr).toMatch(/^error\[agent_unknown\]: no agent named "aider" \(known agents: oracle, nop, opencode, /);
     expect(r.stdout).toBe("");
     expect(JSON.parse(evolve(["job", "list", "--json"]).stdout)).toEqual([]);
   });
