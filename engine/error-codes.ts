@@ -118,6 +118,9 @@ export const ERROR_CODES = {
   box_read_failed: ran("listing a folder in the live box failed"),
   archive_too_large: ran("the live box's tar is over the --max-bytes limit of `trial files archive`"),
 
+  // Trajectories (ATIF)
+  trajectory_unreadable: env("the trajectory file cannot be read as JSON: missing, not a regular file, over the size limit, or not JSON"),
+
   // The gateway
   gateway_config_invalid: env("the gateway's upstreams or prices file cannot be read"),
 } as const satisfies Record<string, ErrorCodeInfo>;
