@@ -51,6 +51,7 @@ const RUNS: { command: string; args: () => string[]; exit?: number }[] = [
   { command: "gateway resume", args: () => ["gateway", "resume"] },
   { command: "gateway status", args: () => ["gateway", "status"] },
   { command: "dataset delete", args: () => ["dataset", "delete", "demo@1.0", "--yes"] },
+  { command: "trajectory validate", args: () => ["trajectory", "validate", "fixtures/atif/invalid/step-gap.json"], exit: 1 },
 ];
 
 /** `trial files ls` for every command of the CLI that takes `--json`. */
