@@ -103,7 +103,7 @@ describe("claude-code parser without a session file or an instruction, and on wh
   it("coalesces consecutive unreadable lines into one trace_loss, flushed at the end too", () => {
     const f = loadFixture("claude-code", "text");
     const events = parse("claude-code", `garbage\n[1,2]\n${f.stdout}{"truncated`, f.session, f.upstream.instruction);
-    expect(kinds(events)).toEqual(["trace_loss", "prompt", "agent_message_chunk", "usage", "trace_loss", "usage"]);
+    expect(kinds(events)).toEqual(["prompt", "trace_loss", "agent_message_chunk", "usage", "trace_loss", "usage"]);
     expect(updatesOf(events, "trace_loss").map((u) => [u.count, u.sample])).toEqual([[2, "garbage"], [1, '{"truncated']]);
   });
 

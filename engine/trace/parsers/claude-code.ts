@@ -68,16 +68,17 @@ class ClaudeCodeParser implements TraceParser {
 
   line(text: string): TraceUpdate[] {
     if (!text.trim()) return [];
-    const o = jsonObject(text);
-    if (!o || typeof o.type !== "string") {
-      this.loss.lost(text, o ? "a JSON line without a type" : "not a JSON line");
-      return [];
-    }
-    const out = this.loss.flush();
+    const out: TraceUpdate[] = [];
     if (!this.prompted && this.instruction !== undefined) {
       this.prompted = true;
       out.push(promptEvent(this.instruction));
     }
+    const o = jsonObject(text);
+    if (!o || typeof o.type !== "string") {
+      this.loss.lost(text, o ? "a JSON line without a type" : "not a JSON line");
+      return out;
+    }
+    out.push(...this.loss.flush());
     if (o.type === "assistant") this.assistant(o, out);
     else if (o.type === "user") this.user(o, out);
     else if (o.type === "result") this.result(o, out);

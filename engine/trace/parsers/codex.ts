@@ -114,16 +114,17 @@ class CodexParser implements TraceParser {
 
   line(text: string): TraceUpdate[] {
     if (!text.trim()) return [];
-    const o = jsonObject(text);
-    if (!o || typeof o.type !== "string") {
-      this.loss.lost(text, o ? "a JSON line without a type" : "not a JSON line");
-      return [];
-    }
-    const out = this.loss.flush();
+    const out: TraceUpdate[] = [];
     if (!this.prompted && this.instruction !== undefined) {
       this.prompted = true;
       out.push(promptEvent(this.instruction));
     }
+    const o = jsonObject(text);
+    if (!o || typeof o.type !== "string") {
+      this.loss.lost(text, o ? "a JSON line without a type" : "not a JSON line");
+      return out;
+    }
+    out.push(...this.loss.flush());
     switch (o.type) {
       case "thread.started":
         this.threadId = str(o.thread_id);
