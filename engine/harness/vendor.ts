@@ -635,7 +635,11 @@ export async function importAgents(file: string, opts: ImportOptions = {}): Prom
       if (e instanceof EvolveError) throw e;
       throw badArchive(file, `not a readable tar${gz ? ".gz" : ""} (${firstLine(e)})`);
     }
-    for (const l of links) await symlink(l.target, join(tmp, ...l.path.split("/")));
+    for (const l of links) {
+      const at = join(tmp, ...l.path.split("/"));
+      await mkdir(dirname(at), { recursive: true });
+      await symlink(l.target, at);
+    }
     if (trees.size === 0) throw badArchive(file, "it holds no vendored agent");
     // modes as the manifest has them: files were created writable so they could be written
     const result: ImportResult = { imported: [], skipped: [] };
