@@ -89,8 +89,12 @@ describe("pullAgent", () => {
   });
 
   it("leaves npm's optional dependencies out only when the spec says its packages are complete", async () => {
-    await pullAgent(spec({ omitOptional: true }), { root });
-    expect(npmCalls()[0]).toContain("--omit=optional");
+    const r = await pullAgent(spec({ omitOptional: true }), { root });
+    // in npm's local mode (its global mode ignores --omit=optional), with the same paths and bin/ links
+    expect(npmCalls()[0]).toMatch(/^install --prefix \S+\/lib --no-save --no-package-lock --omit=optional .*--omit=dev/);
+    expect(existsSync(join(r.dir, "lib/node_modules/@toy/cli/index.js"))).toBe(true);
+    expect(readFileSync(join(r.dir, "bin/cli"), "utf8")).toContain("echo hi");
+    expect(await verifyVendored(r.dir)).toEqual([]);
     await pullAgent(spec(), { root, version: "3.0.0" });
     expect(npmCalls()[1]).not.toContain("--omit=optional");
   });
