@@ -1,0 +1,93 @@
+/**
+ * Factory's droid (`droid exec --output-format stream-json`), the facts of ../shared/reference/agent-clis.md
+ * "droid": a Bun-compiled native binary from npm, pointed at the gateway by a BYOK custom model in its
+ * `.factory/settings.json`; no Factory login.
+ */
+import type { CliSpec, Invocation, InvocationInput, McpServer, WireApi } from "../cli-types.ts";
+
+/** The custom model's display name; droid's `-m` id for it is `custom:<name with dashes>-<index>`. */
+const DISPLAY_NAME = "Evolve Gateway";
+const MODEL_ID = "custom:Evolve-Gateway-0";
+
+/** droid's BYOK `provider` for each wire API, and the base URL it wants (anthropic's SDK adds `/v1` itself). */
+const PROVIDER: Partial<Record<WireApi, { provider: string; path: string }>> = {
+  anthropic: { provider: "anthropic", path: "" },
+  "openai-responses": { provider: "openai", path: "/v1" },
+  "openai-chat": { provider: "generic-chat-completion-api", path: "/v1" },
+};
+
+function mcpEntry(s: McpServer): Record<string, unknown> {
+  if (s.transport === "stdio") return { type: "stdio", command: s.command ?? "", args: s.args ?? [] };
+  return { type: "http", url: s.url ?? "" };
+}
+
+/** `settings.json`: the one custom model, its key only as `${VAR}` (droid expands it from the environment). */
+function settings(input: InvocationInput): string {
+  const p = PROVIDER[input.api] ?? PROVIDER["openai-chat"]!;
+  return JSON.stringify({
+    customModels: [{
+      model: input.model,
+      displayName: DISPLAY_NAME,
+      baseUrl: `${input.gatewayUrl}${p.path}`,
+      apiKey: `\${${input.keyEnv}}`,
+      provider: p.provider,
+      maxOutputTokens: 32000,
+    }],
+    model: MODEL_ID,
+    // Updates are a side call; a box cannot apply one anyway.
+    enableDroidAutoUpdate: false,
+  }, null, 2) + "\n";
+}
+
+/** droid: the model provider's own API through the gateway, as a custom model. */
+export const droid: CliSpec = {
+  name: "droid",
+  vendor: {
+    // The shim's version and its platform binary's differ on this registry (agent-clis.md): both pinned.
+    packages: [
+      { name: "@factory/cli", version: "0.225.1" },
+      { name: "@factory/cli-linux-x64", version: "0.225.2" },
+    ],
+    // The binary itself: the shim's `bin/droid` is replaced by it only when its postinstall script ran.
+    entry: "lib/node_modules/@factory/cli-linux-x64/bin/droid",
+    viaNode: false,
+    imageCommand: "droid",
+  },
+  apiFor(provider) {
+    if (provider === "anthropic") return "anthropic";
+    if (provider === "openai") return "openai-responses";
+    return undefined;
+  },
+  options: {
+    reasoning_effort: { description: "reasoning effort (`-r`)", values: ["off", "none", "minimal", "low", "medium", "high", "xhigh", "max"] },
+  },
+  home: "/logs/agent/.factory",
+  invocation(input): Invocation {
+    const home = input.home;
+    const argv = [...input.program, "exec", "--output-format", "stream-json", "--skip-permissions-unsafe", "-m", MODEL_ID, "--cwd", input.workdir];
+    if (input.options.reasoning_effort) argv.push("-r", input.options.reasoning_effort);
+    argv.push(input.instruction);
+    const files = [{ path: `${home}/settings.json`, content: settings(input) }];
+    if (input.mcpServers.length > 0) {
+      files.push({ path: `${home}/mcp.json`, content: JSON.stringify({ mcpServers: Object.fromEntries(input.mcpServers.map((s) => [s.name, mcpEntry(s)])) }, null, 2) + "\n" });
+    }
+    return {
+      argv,
+      env: {
+        // droid keeps its state in `<override>/.factory`: the home's parent.
+        FACTORY_HOME_OVERRIDE: home.replace(/\/\.factory\/?$/, "") || "/",
+        // The only switch that stopped api.factory.ai, telemetry.factory.ai and the OTel collector (agent-clis.md);
+        // the other two are belt and braces.
+        FACTORY_AIRGAP_ENABLED: "true",
+        FACTORY_DROID_AUTO_UPDATE_ENABLED: "false",
+        FACTORY_OTEL_ENABLED: "false",
+        FACTORY_DISABLE_KEYRING: "1",
+        NO_COLOR: "1",
+      },
+      files,
+    };
+  },
+  stdoutName: "droid.txt",
+  parser: "droid",
+  versionArgs: ["--version"],
+};

@@ -1,0 +1,127 @@
+/**
+ * What every stream parser needs besides its own format: reading one JSON line without throwing, coalescing
+ * unreadable lines into one `trace_loss` per run of them, the ACP kind of a harness's tool, and a todo tool's
+ * arguments as a plan.
+ */
+import { traceLossEvent, type PlanUpdate, type ToolKind, type TraceUpdate } from "../events.ts";
+
+/** A JSON object value, or undefined for anything else. */
+export type Obj = Record<string, unknown>;
+
+/** `v` when it is a plain object. */
+export function obj(v: unknown): Obj | undefined {
+  return typeof v === "object" && v !== null && !Array.isArray(v) ? (v as Obj) : undefined;
+}
+
+/** `v` when it is a string. */
+export function str(v: unknown): string | undefined {
+  return typeof v === "string" ? v : undefined;
+}
+
+/** `v` when it is a finite number, else 0: token counts a harness left out count as none. */
+export function num(v: unknown): number {
+  return typeof v === "number" && Number.isFinite(v) ? v : 0;
+}
+
+/** One stdout line as a JSON object, or undefined when it is not one. */
+export function jsonObject(line: string): Obj | undefined {
+  try {
+    return obj(JSON.parse(line));
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Counts unreadable lines and hands them out as one `trace_loss` when a readable line (or the end) follows, so a
+ * burst of garbage is one event with its count and the first line as a sample.
+ */
+export class LineLoss {
+  private count = 0;
+  private reason = "";
+  private sample = "";
+
+  /** One more line that could not be read. */
+  lost(line: string, reason: string): void {
+    if (this.count === 0) {
+      this.reason = reason;
+      this.sample = line;
+    }
+    this.count++;
+  }
+
+  /** The pending loss as an event (none when nothing was lost since the last flush). */
+  flush(): TraceUpdate[] {
+    if (this.count === 0) return [];
+    const ev = traceLossEvent(this.count, this.reason, this.sample);
+    this.count = 0;
+    return [ev];
+  }
+}
+
+const KINDS: [ToolKind, RegExp][] = [
+  ["execute", /^(bash|shell|execute|exec_command|run_shell_command|local_shell|run_command|terminal)$/],
+  ["read", /^(read|read_file|readfile|view|read_many_files|readmediafile|notebookread)$/],
+  ["edit", /^(edit|multiedit|write|write_file|writefile|create|apply_patch|applypatch|patch|str_replace|replace|notebookedit)$/],
+  ["search", /^(grep|glob|ls|list|list_directory|find|search|search_file_content|codesearch|codebase_search)$/],
+  ["fetch", /^(webfetch|web_fetch|fetch|fetchurl|websearch|web_search|google_web_search)$/],
+  ["think", /^(think)$/],
+];
+
+/** The ACP kind of a tool, from the harness's own tool name (case-insensitive). */
+export function toolKind(name: string): ToolKind {
+  const n = name.toLowerCase();
+  for (const [kind, re] of KINDS) if (re.test(n)) return kind;
+  return "other";
+}
+
+/** True for a harness's todo tool (TodoWrite, todowrite, TodoList): its arguments are the agent's plan. */
+export function isTodoTool(name: string): boolean {
+  return /^todo(write|list|_write)?$/i.test(name);
+}
+
+const PLAN_STATUS: Record<string, PlanUpdate["entries"][number]["status"]> = {
+  pending: "pending",
+  todo: "pending",
+  in_progress: "in_progress",
+  "in-progress": "in_progress",
+  active: "in_progress",
+  completed: "completed",
+  complete: "completed",
+  done: "completed",
+};
+
+/** A todo tool's `todos` as the plan's entries, or undefined when its arguments hold no list. */
+export function todoPlan(input: Obj): PlanUpdate["entries"] | undefined {
+  const todos = input.todos;
+  if (!Array.isArray(todos)) return undefined;
+  return todos.map((t) => {
+    const o = obj(t) ?? {};
+    const p = str(o.priority);
+    return {
+      content: str(o.content) ?? str(o.title) ?? str(o.text) ?? str(o.description) ?? "",
+      priority: p === "high" || p === "low" ? p : "medium",
+      status: PLAN_STATUS[str(o.status) ?? ""] ?? "pending",
+    };
+  });
+}
+
+/** A plan event (events.ts has no builder for it). */
+export function planEvent(entries: PlanUpdate["entries"]): TraceUpdate {
+  return { type: "plan", data: { update: { sessionUpdate: "plan", entries } } };
+}
+
+/** A short title for a tool call: its command, path or pattern when it has one, else its name. */
+export function toolTitle(name: string, input: Obj): string {
+  for (const k of ["command", "cmd", "file_path", "filePath", "path", "pattern", "url", "query", "description", "summary"]) {
+    const v = input[k];
+    if (typeof v === "string" && v) return v.length > 200 ? `${v.slice(0, 199)}…` : v;
+    if (Array.isArray(v) && v.every((x) => typeof x === "string")) return v.join(" ").slice(0, 200);
+  }
+  return name;
+}
+
+/** An ISO time from a millisecond epoch, when the harness stamped one. */
+export function msTime(v: unknown): { timestamp: string } | undefined {
+  return typeof v === "number" && Number.isFinite(v) ? { timestamp: new Date(v).toISOString() } : undefined;
+}
