@@ -16,7 +16,8 @@
  *   (a failure also sets the result's `extra.status`); a result for a call never seen goes to a system step, without
  *   `source_call_id`;
  * - harness usage of scope `call` is the step's `metrics` (the one with the step's `messageId`, the last one winning,
- *   as Harbor's claude converter does; else the one that closed the step): `prompt_tokens` includes cached reads,
+ *   as Harbor's claude converter does; else it closes the latest agent step, when that has none yet, even past a
+ *   system step): `prompt_tokens` includes cached reads,
  *   `cached_tokens`, `completion_tokens`, and `metrics.extra` `{cache_creation_input_tokens, reasoning_tokens}`. A
  *   call-scoped usage with no output since the previous one is a model call that said nothing: an agent step with
  *   message "";
@@ -146,6 +147,8 @@ function resultText(u: ToolCallStatusUpdate): string | undefined {
 export class TrajectoryBuilder {
   private readonly steps: OpenStep[] = [];
   private current: OpenStep | undefined;
+  /** The latest agent step, which a call-scoped usage without an id closes even after a system step came between. */
+  private lastAgent: OpenStep | undefined;
   private readonly byMessage = new Map<string, OpenStep>();
   private readonly byCall = new Map<string, OpenStep>();
   private readonly answered = new Set<string>();
@@ -219,6 +222,7 @@ export class TrajectoryBuilder {
     if (messageId !== undefined) s.messageId = messageId;
     this.steps.push(s);
     this.current = s;
+    if (source === "agent") this.lastAgent = s;
     return s;
   }
 
@@ -244,7 +248,9 @@ export class TrajectoryBuilder {
   private toolCall(u: ToolCallUpdate): void {
     if (this.byCall.has(u.toolCallId)) return; // a repeated announcement of a call already recorded
     const s = this.agentStep(u.messageId, u._meta);
-    s.calls.push({ tool_call_id: u.toolCallId, function_name: u.name, arguments: u.rawInput ?? {} });
+    // ATIF wants an object; the trace promises one, and a parser that broke the promise still yields a valid step
+    const args = typeof u.rawInput === "object" && u.rawInput !== null && !Array.isArray(u.rawInput) ? u.rawInput : { input: u.rawInput };
+    s.calls.push({ tool_call_id: u.toolCallId, function_name: u.name, arguments: args });
     this.byCall.set(u.toolCallId, s);
   }
 
@@ -294,8 +300,8 @@ export class TrajectoryBuilder {
       return;
     }
     this.usageAnon.push(u.usage);
-    const cur = this.current;
-    const s = cur?.source === "agent" && !cur.metrics ? cur : this.open("agent", stamp(u._meta));
+    const last = this.lastAgent;
+    const s = last && !last.metrics ? last : this.open("agent", stamp(u._meta));
     s.metrics = toMetrics(u.usage);
     if (u.model !== undefined) s.model = u.model;
     s.closed = true;
