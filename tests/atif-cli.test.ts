@@ -100,6 +100,13 @@ describe("evolve trajectory validate", () => {
     expect(validateTrajectory(await readTrajectoryFile(p))).not.toEqual([]);
   });
 
+  it("checks a document with a deeply nested extra without overflowing", () => {
+    const depth = 100_000;
+    const p = file("deep.json", `{"agent":{"name":"a","version":"1"},"steps":[{"step_id":1,"source":"user","message":"","extra":{"x":${"[".repeat(depth)}${"]".repeat(depth)}}}]}`);
+    const r = evolve(["trajectory", "validate", p]);
+    expect([r.code, r.stdout]).toEqual([0, "ok\n"]);
+  });
+
   it("reads a file with a UTF-8 byte-order mark", () => {
     const p = file("bom.json", "\ufeff" + JSON.stringify({ agent: { name: "a", version: "1" }, steps: [{ step_id: 1, source: "user", message: "" }] }));
     const r = evolve(["trajectory", "validate", p]);
