@@ -161,6 +161,12 @@ describe("buildTrajectory", () => {
     expect(t.steps[1].observation!.results).toEqual([{ source_call_id: "c", content: "1" }]);
   });
 
+  it("keeps a usage that came before its message's first output for that message's step", () => {
+    const t = build([promptEvent("p"), usageEvent("call", { promptTokens: 7, completionTokens: 2 }, { messageId: "m", model: "gpt-x" }), chunkEvent("agent_message_chunk", "hi", "m")]);
+    expect(t.steps[1]).toMatchObject({ source: "agent", model_name: "gpt-x", message: "hi", metrics: { prompt_tokens: 7, completion_tokens: 2 } });
+    expect(t.steps).toHaveLength(2);
+  });
+
   it("gives a call's usage to its agent step even when an error came between them", () => {
     const t = build([promptEvent("p"), chunkEvent("agent_message_chunk", "a"), errorEvent("model metadata not found", false), usageEvent("call", { promptTokens: 5, completionTokens: 1 })]);
     expect(t.steps.map((s) => [s.source, s.metrics?.prompt_tokens])).toEqual([["user", undefined], ["agent", 5], ["system", undefined]]);

@@ -153,7 +153,7 @@ export class TrajectoryBuilder {
   private readonly byCall = new Map<string, OpenStep>();
   private readonly answered = new Set<string>();
   /** Call usage keyed by messageId, last one winning: the step's metrics and the harness total, each id once. */
-  private readonly usageById = new Map<string, UsageCounts>();
+  private readonly usageById = new Map<string, { usage: UsageCounts; model?: string }>();
   /** Call usage without a messageId, in order. */
   private readonly usageAnon: UsageCounts[] = [];
   private usageTotal: UsageCounts | undefined;
@@ -236,8 +236,11 @@ export class TrajectoryBuilder {
       const s = cur?.source === "agent" && cur.messageId === undefined && !cur.closed ? cur : this.open("agent", stamp(meta), messageId);
       s.messageId = messageId;
       this.byMessage.set(messageId, s);
-      const usage = this.usageById.get(messageId);
-      if (usage) s.metrics = toMetrics(usage);
+      const early = this.usageById.get(messageId);
+      if (early) {
+        s.metrics = toMetrics(early.usage);
+        if (early.model !== undefined) s.model = early.model;
+      }
       return s;
     }
     const cur = this.current;
@@ -291,7 +294,7 @@ export class TrajectoryBuilder {
       return;
     }
     if (u.messageId !== undefined) {
-      this.usageById.set(u.messageId, u.usage);
+      this.usageById.set(u.messageId, u.model !== undefined ? { usage: u.usage, model: u.model } : { usage: u.usage });
       const s = this.byMessage.get(u.messageId);
       if (s) {
         s.metrics = toMetrics(u.usage);
@@ -365,7 +368,7 @@ export class TrajectoryBuilder {
       f.extra = { metered_by: "gateway", model_calls: gateway.length, cache_creation_input_tokens: writes, reasoning_tokens: reasoning };
       return f;
     }
-    const calls = [...this.usageById.values(), ...this.usageAnon];
+    const calls = [...[...this.usageById.values()].map((e) => e.usage), ...this.usageAnon];
     const from = calls.length > 0 ? calls : this.usageTotal ? [this.usageTotal] : [];
     const f: AtifFinalMetrics = { total_prompt_tokens: 0, total_completion_tokens: 0, total_cached_tokens: 0, total_steps: totalSteps, extra: {} };
     let writes = 0;
