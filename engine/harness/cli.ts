@@ -284,7 +284,7 @@ export function cliHarness(spec: CliSpec): Harness {
       } catch (e) {
         st.log(`${spec.name}: agent home not captured: ${firstLine(e)}`);
       }
-      await writeTrajectory(st, { name: spec.name, version: s.version ?? null, model: s.model, provider: s.provider });
+      await writeTrajectory(st, { name: spec.name, version: s.version ?? null, model: s.model });
       return { version: s.version, provider: s.provider };
     },
   };

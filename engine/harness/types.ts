@@ -82,8 +82,8 @@ export interface HarnessSettle {
   trialId: string;
   /** The trial's `agent/` folder on the host; no box can write it any more, but what a box left there is still untrusted. */
   agentDir: string;
-  /** The trial's stored trace, gateway usage events included. */
-  events(): TraceEvent[];
+  /** The trial's stored trace, gateway usage events included, read as it is iterated (never held whole). */
+  events(): Iterable<TraceEvent>;
   /** Writes `text` at `agent/<name>` through a fresh file (never through a link a box left). */
   writeAgentFile(name: string, text: string): Promise<void>;
   /** Replaces every secret value in `text` (the redaction the trial tree gets). */

@@ -13,7 +13,7 @@ import { loadConfig, type BoxDefaults } from "../config.ts";
 import { firstLine, isDiskFull } from "../errors.ts";
 import { getHarness, harnessNames } from "../harness/index.ts";
 import type { Harness, HarnessContext, HarnessInfo, HarnessMount } from "../harness/types.ts";
-import type { TraceEvent, TraceUpdate } from "../trace/events.ts";
+import type { TraceUpdate } from "../trace/events.ts";
 import { randomBytes } from "node:crypto";
 import { constants } from "node:fs";
 import { open, rename } from "node:fs/promises";
@@ -29,7 +29,7 @@ import { zeroLane } from "../../gateway/meter.ts";
 import { ComposeTask } from "./compose.ts";
 import { TrialNetwork, trialPolicies, type NetPolicy, type TrialPolicies } from "./network.ts";
 import { CancelledFailure, isStopped, stopFailure, TrialFailure } from "./outcome.ts";
-import { appendGatewayUsage } from "../trace/store.ts";
+import { appendGatewayUsage, openTraceWriter, readTrace, type TraceWriter } from "../trace/store.ts";
 import { ATTEMPT_OUTPUTS, BOX_ROOT, MOUNTED, trialPaths } from "./layout.ts";
 import { preArtifactsScript, setupScript, testScript, type BoxScripts, type TaskScript } from "./scripts.ts";
 import { writeEvolveJson, writeJson, writeResult, type AgentUsage, type ExceptionRecord, type StepResult, type TrialConfigFile } from "./result.ts";
@@ -97,6 +97,8 @@ class TrialRun extends TrialRecorder implements TrialRoom {
   agentScripts?: BoxScripts;
   /** The task scripts the agent's harness runs in its box (the oracle's solve.sh), from its prepare. */
   private harnessScripts: TaskScript[] = [];
+  /** The trace's writer while the agent runs (opened at its first event). */
+  private traceWriter?: TraceWriter;
   /** The harness's read-only folders for the agent's box (a vendored CLI), from its prepare. */
   private harnessMounts: HarnessMount[] = [];
   net?: TrialNetwork;
@@ -340,6 +342,7 @@ class TrialRun extends TrialRecorder implements TrialRoom {
 
   private async persist(status: TrialStatus, rewards: RewardMap | null, exception: ExceptionRecord | null, steps: StepResult[] | null): Promise<TrialRecord> {
     const span = this.beginPersist();
+    this.closeTrace();
     // the kept tree (`trial files` after the run, `trial regrade`): what the run changed, copied out before the box goes
     if (this.agentBox && !this.keptTaken && !isStopped(status)) await keepChangedFiles(this.engine, this.agentBox, this.path, (l) => this.log(l));
     if (this.agentBox) await this.keepBoxLog(this.agentBox);
@@ -377,8 +380,7 @@ class TrialRun extends TrialRecorder implements TrialRoom {
         (await this.harness.settle({
           trialId: this.req.trialId,
           agentDir,
-          // the store keeps events as stored (parsers' and the gateway's, both of the trace vocabulary)
-          events: () => this.deps.store.readEvents(this.req.trialId) as unknown as TraceEvent[],
+          events: () => readTrace(this.req.home, this.req.trialId),
           writeAgentFile: (name, text) => writeFresh(join(agentDir, name), text),
           redact: (t) => this.redact(t),
           log: (l) => this.log(l),
@@ -396,10 +398,21 @@ class TrialRun extends TrialRecorder implements TrialRoom {
     try {
       const values = this.redactionValues();
       const safe = values.length === 0 ? updates : updates.map((u) => JSON.parse(this.redact(JSON.stringify(u))) as TraceUpdate);
-      this.deps.store.appendEvents(this.req.trialId, safe);
+      this.traceWriter ??= openTraceWriter(this.req.home, this.req.trialId);
+      this.traceWriter.append(safe);
     } catch (e) {
       this.log(`could not store trace events: ${firstLine(e)}`);
     }
+  }
+
+  /** Closes the agent's trace writer: the gateway's usage events are the next (and last) writer's. */
+  private closeTrace(): void {
+    try {
+      this.traceWriter?.close();
+    } catch (e) {
+      this.log(`could not close the trace: ${firstLine(e)}`);
+    }
+    this.traceWriter = undefined;
   }
 
   /**
@@ -414,6 +427,7 @@ class TrialRun extends TrialRecorder implements TrialRoom {
       return { fields: {} };
     }
     const totals = await this.lease.end();
+    this.closeTrace();
     if (totals.events.length > 0) {
       try {
         appendGatewayUsage(this.req.home, this.req.trialId, totals.events);
