@@ -135,6 +135,13 @@ describe("prepare: refused before anything is built", () => {
     expect(e.message).toContain("evolve agent pull probe-cli");
   });
 
+  it("needs no vendored copy for an agent that vendors nothing (a registered agent's own install script)", () => {
+    process.env.EVOLVE_AGENTS_DIR = join(scratch, "empty");
+    const dirT = task(false);
+    const s = spec({ vendor: { packages: [], entry: "", viaNode: false } });
+    expect(cliHarness(s).prepare!({ dir: dirT, steps: [{ name: null, dir: dirT }] }, trial())).toEqual({ scripts: [], mounts: [] });
+  });
+
   it("refuses a task's trajectory.json on a CLI that cannot seed a session, and the model's provider it cannot speak", () => {
     vendor(spec());
     const dirT = task(true);
@@ -219,6 +226,19 @@ describe("the live trace", () => {
     expect(logs.join("\n")).toContain("a symbolic link");
   });
 
+  it("reads no session file through a home that is a link", async () => {
+    const agent = join(scratch, "agent");
+    mkdirSync(join(scratch, "host/sessions"), { recursive: true });
+    writeFileSync(join(scratch, "host/sessions/a.jsonl"), "HOST\n");
+    mkdirSync(agent);
+    symlinkSync(join(scratch, "host"), join(agent, "home"));
+    writeFileSync(join(agent, "toy.txt"), "say one\n");
+    const { t, got, logs } = live(agent);
+    await t.finish();
+    expect(JSON.stringify(got)).not.toContain("HOST");
+    expect(logs.join("\n")).toContain("home is a symbolic link");
+  });
+
   it("sets a throwing parser aside: logged, one trace_loss, nothing after it parsed", async () => {
     const agent = join(scratch, "agent");
     mkdirSync(agent);
@@ -261,6 +281,18 @@ describe("the agent home capture", () => {
       { path: "/logs/agent/home/pipe", reason: "a FIFO" },
       { path: "/logs/agent/home/state.db", reason: expect.stringContaining("not UTF-8") },
     ]);
+  });
+
+  it("does not walk a home the box swapped for a link to a host folder, and removes nothing there", async () => {
+    const agent = join(scratch, "agent");
+    const host = join(scratch, "host");
+    mkdirSync(join(host, ".codex/.tmp/plugins"), { recursive: true });
+    writeFileSync(join(host, "host-secret.txt"), "x");
+    mkdirSync(agent);
+    symlinkSync(host, join(agent, "home"));
+    const rec = await captureAgentHome(agent, "/logs/agent", "/logs/agent/home");
+    expect(rec).toEqual({ home: "/logs/agent/home", files: [], excluded: [], skipped: [{ path: "/logs/agent/home", reason: "home is a symbolic link" }] });
+    expect(existsSync(join(host, ".codex/.tmp/plugins"))).toBe(true);
   });
 
   it("leaves out the trial's own outputs when the home is agent/ itself", async () => {

@@ -1,6 +1,5 @@
 /**
- * Real agent CLIs in real trials (issue 11 §1, §2, §4, §5): each shipped CLI (claude-code and codex from stand-in specs until
- * theirs land), vendored on the host and mounted
+ * Real agent CLIs in real trials (issue 11 §1, §2, §4, §5): each of the seven shipped CLIs, vendored on the host and mounted
  * read-only into a no-network podman box, call their model through the gateway relay; the scripted upstream makes
  * each run its own shell tool to write /app/hello.txt, which the verifier checks. Each trial must score 1, store its
  * trace, capture the agent's home, meter exactly what upstream reported, and leave no credential in the trial tree.
@@ -14,8 +13,6 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { openEngine } from "../engine/driver/select.ts";
 import type { Engine } from "../engine/driver/types.ts";
-import { cliHarness } from "../engine/harness/cli.ts";
-import { getHarness, registerHarness } from "../engine/harness/index.ts";
 import { findVendored, pullAgent } from "../engine/harness/vendor.ts";
 import { newId, openStore, type Store, type TrialRecord } from "../engine/store/index.ts";
 import { taskDigest } from "../engine/task/digest.ts";
@@ -24,13 +21,13 @@ import { validateTrajectory } from "../engine/trace/atif-validate.ts";
 import { readTrace } from "../engine/trace/store.ts";
 import { runTrial, settleRemovals } from "../engine/trial/run.ts";
 import { ScriptedUpstream, type FixtureUsage, type ScriptedReply } from "../fixtures/upstream/server.ts";
-import { claudeStandIn, codexStandIn } from "./support/cli-specs.ts";
 import { builtinSpecs } from "../engine/harness/catalog.ts";
 import type { CliSpec } from "../engine/harness/cli-types.ts";
 
 const TASK = join(__dirname, "..", "fixtures", "tasks", "trials", "cli-agent");
 const REAL_ANTHROPIC = "sk-ant-REAL-provider-key-agents-4b1e9c";
 const REAL_OPENAI = "sk-REAL-openai-provider-key-agents-8d2f7a";
+const REAL_GEMINI = "AIza-REAL-gemini-provider-key-agents-5c3e";
 const CACHE = process.env.EVOLVE_AGENT_CACHE || "/work/agent-cache";
 const WRITE = "printf 'hello, world' > /app/hello.txt";
 
@@ -42,15 +39,35 @@ const shipped = (name: string): CliSpec | undefined => builtinSpecs().find((s) =
 
 /** The agents under test, each with the upstream turns that make it use its shell tool, then answer. */
 const CASES = [
-  { spec: shipped("claude-code") ?? claudeStandIn, model: "anthropic/claude-sonnet-4-5", tool: "Bash", route: "/messages", turns: ANTHROPIC_TURNS("Bash", { command: WRITE, description: "write the file" }) },
+  { spec: shipped("claude-code"), model: "anthropic/claude-sonnet-4-5", tool: "Bash", route: "/messages", turns: ANTHROPIC_TURNS("Bash", { command: WRITE, description: "write the file" }) },
   {
-    spec: shipped("codex") ?? codexStandIn,
+    spec: shipped("codex"),
     model: "openai/gpt-5",
     tool: "exec_command",
     route: "/responses",
     turns: [
       { toolCall: { id: "call_e2e_1", name: "exec_command", input: { cmd: WRITE, workdir: "/app" } }, usage: { input_tokens: 900, output_tokens: 30, cache_read_tokens: 200 } },
       { text: "Created /app/hello.txt.", usage: { input_tokens: 1100, output_tokens: 12, cache_read_tokens: 600 } },
+    ] as ScriptedReply[],
+  },
+  {
+    spec: shipped("gemini-cli"),
+    model: "gemini/gemini-2.5-flash",
+    tool: "run_shell_command",
+    route: "/v1beta/models/gemini-2.5-flash:streamGenerateContent",
+    turns: [
+      { toolCall: { name: "run_shell_command", input: { command: WRITE, description: "write the file" } }, usage: { input_tokens: 500, output_tokens: 20, cache_read_tokens: 100 } },
+      { text: "Created /app/hello.txt.", usage: { input_tokens: 640, output_tokens: 8, cache_read_tokens: 0 } },
+    ] as ScriptedReply[],
+  },
+  {
+    spec: shipped("qwen-code"),
+    model: "openai/gpt-5",
+    tool: "run_shell_command",
+    route: "/chat/completions",
+    turns: [
+      { toolCall: { id: "call_e2e_1", name: "run_shell_command", input: { command: WRITE, description: "write the file" } }, usage: { input_tokens: 700, output_tokens: 25, cache_read_tokens: 0 } },
+      { text: "Created /app/hello.txt.", usage: { input_tokens: 800, output_tokens: 7, cache_read_tokens: 0 } },
     ] as ScriptedReply[],
   },
   { spec: shipped("opencode"), model: "anthropic/claude-sonnet-4-5", tool: "bash", route: "/messages", turns: ANTHROPIC_TURNS("bash", { command: WRITE, description: "write the file" }) },
@@ -108,12 +125,10 @@ beforeAll(async () => {
   await upstream.start();
   writeFileSync(
     join(home, "gateway.toml"),
-    `[upstreams.anthropic]\nbase_url = "${upstream.url}"\napi_key = "${REAL_ANTHROPIC}"\n\n[upstreams.openai]\nbase_url = "${upstream.url}/v1"\napi_key = "${REAL_OPENAI}"\n`,
+    `[upstreams.anthropic]\nbase_url = "${upstream.url}"\napi_key = "${REAL_ANTHROPIC}"\n\n[upstreams.openai]\nbase_url = "${upstream.url}/v1"\napi_key = "${REAL_OPENAI}"\n\n[upstreams.gemini]\nbase_url = "${upstream.url}"\napi_key = "${REAL_GEMINI}"\n`,
   );
   engine = await openEngine({ home });
   store = openStore(home);
-  // the registered CLI when its module has landed, else the stand-in spec
-  for (const c of CASES) if (!getHarness(c.spec.name)) registerHarness(cliHarness(c.spec));
 }, 120_000);
 
 afterAll(async () => {
@@ -146,7 +161,7 @@ describe.skipIf(!agents)("a vendored agent CLI in a no-network box", () => {
         const why = file("trial.log") + "\n" + (existsSync(join(home, "trials", rec.id, "agent", c.spec.stdoutName)) ? file(`agent/${c.spec.stdoutName}`).slice(-4000) : "");
         expect(rec.status, why).toBe("SCORED");
         expect(rec.reward, why).toBe(1);
-        expect(file("trial.log")).toContain(`mounted read-only at /opt/evolve/agent`);
+        expect(file("trial.log")).toContain("mounted read-only at /opt/evolve/agent");
         // its stdout under its own name, its stderr beside it
         expect(file(`agent/${c.spec.stdoutName}`).length).toBeGreaterThan(0);
         expect(existsSync(join(home, "trials", rec.id, "agent", "stderr.log"))).toBe(true);
@@ -188,7 +203,7 @@ describe.skipIf(!agents)("a vendored agent CLI in a no-network box", () => {
       });
 
       it("keeps no credential in any file of the trial tree", () => {
-        const hits = filesContaining(join(home, "trials", rec.id), [REAL_ANTHROPIC, REAL_OPENAI, "evk-"]);
+        const hits = filesContaining(join(home, "trials", rec.id), [REAL_ANTHROPIC, REAL_OPENAI, REAL_GEMINI, "evk-"]);
         expect(hits).toEqual([]);
       });
 

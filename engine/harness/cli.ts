@@ -135,6 +135,8 @@ function seedFile(task: { dir: string; steps: readonly HarnessStep[] }): string 
 export function cliHarness(spec: CliSpec): Harness {
   const trials = new Map<string, TrialState>();
   const keyEnv = spec.keyEnv ?? DEFAULT_KEY_ENV;
+  // a registered agent installed by a script of its own vendors nothing: its invocation is the whole command line
+  const vendors = spec.vendor.packages.length > 0;
   if (spec.stdoutName.includes("/") || spec.stdoutName === STDERR_NAME) throw new Error(`${spec.name}: stdoutName must be a plain file name other than ${STDERR_NAME}`);
   const state = (ctx: HarnessContext): TrialState => {
     const s = ctx.trialId ? trials.get(ctx.trialId) : undefined;
@@ -163,8 +165,8 @@ export function cliHarness(spec: CliSpec): Harness {
         throw new TrialFailure("TrajectorySeedUnsupportedError", `the task seeds a session (${relative(task.dir, seedPath)}), which ${spec.name} cannot load; only claude-code and codex can`);
       }
       // the spec's own version first (what `agent pull` fetches by default), else the newest there
-      const vendored = findVendored(spec.name, spec.vendor.packages[0]?.version) ?? findVendored(spec.name);
-      if (!vendored && !spec.vendor.imageCommand) {
+      const vendored = vendors ? (findVendored(spec.name, spec.vendor.packages[0]?.version) ?? findVendored(spec.name)) : undefined;
+      if (vendors && !vendored && !spec.vendor.imageCommand) {
         throw new TrialFailure("AgentNotInstalledError", `${spec.name} is not vendored on this machine: run \`evolve agent pull ${spec.name}\` (on a connected machine, then \`evolve agent export/import\`)`);
       }
       const s: TrialState = { trial, ...m, vendored, mcpServers: [...(trial.mcpServers ?? [])] };
@@ -188,6 +190,10 @@ export function cliHarness(spec: CliSpec): Harness {
           ctx.log(`${spec.name}: the image has ${spec.vendor.imageCommand} (${path}${s.version ? `, ${s.version}` : ""}); it runs instead of a vendored copy`);
           return;
         }
+      }
+      if (!vendors) {
+        s.program = [];
+        return;
       }
       if (!s.vendored) {
         throw new TrialFailure("AgentNotInstalledError", `${spec.name} is neither in the image nor vendored: run \`evolve agent pull ${spec.name}\``);

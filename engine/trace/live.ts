@@ -6,6 +6,7 @@
  * the trace is best effort, the verdict never depends on it.
  */
 import { join, relative, sep } from "node:path";
+import { linkedOnTheWay } from "../trial/agent-home.ts";
 import { listBoxFiles, readBoxBytes, readBoxFile } from "../trial/boxfs.ts";
 import { promptEvent, traceLossEvent, type SessionFile, type TraceParser, type TraceUpdate } from "./events.ts";
 import type { ParserSpec } from "./parsers/index.ts";
@@ -173,6 +174,11 @@ export class LiveTrace {
   private async sessionFiles(): Promise<SessionFile[]> {
     const home = join(this.o.agentDir, this.o.homeRel);
     if (relative(this.o.agentDir, home).startsWith("..")) return [];
+    const bad = await linkedOnTheWay(this.o.agentDir, this.o.homeRel);
+    if (bad) {
+      this.o.log(`trace: session files not read: ${bad}`);
+      return [];
+    }
     const all = (await listBoxFiles(home, 100_000)).map((p) => relative(home, p).split(sep).join("/"));
     const out: SessionFile[] = [];
     let bytes = 0;

@@ -7,7 +7,7 @@
  */
 import { createHash } from "node:crypto";
 import type { Dirent } from "node:fs";
-import { readdir, rm } from "node:fs/promises";
+import { lstat, readdir, rm } from "node:fs/promises";
 import { join, relative, sep } from "node:path";
 import { BoxFileRefused, openBoxFile, readRange } from "./boxfs.ts";
 
@@ -49,6 +49,13 @@ export async function captureAgentHome(agentDir: string, boxAgentLogs: string, b
   const rec: AgentHomeRecord = { home: boxHome, files: [], excluded: [], skipped: [] };
   if (homeRel.startsWith("..")) return rec;
   const root = join(agentDir, homeRel);
+  // the walk lists what readdir shows (entries are not followed), but readdir follows a link at the root itself:
+  // a home the box swapped for a link to a host folder is not walked at all
+  const bad = await linkedOnTheWay(agentDir, homeRel);
+  if (bad) {
+    rec.skipped.push({ path: boxHome, reason: bad });
+    return rec;
+  }
   let total = 0;
   const boxPath = (p: string) => [boxAgentLogs, relative(agentDir, p).split(sep).join("/")].filter(Boolean).join("/");
   const walk = async (d: string): Promise<void> => {
@@ -90,6 +97,19 @@ export async function captureAgentHome(agentDir: string, boxAgentLogs: string, b
   };
   await walk(root);
   return rec;
+}
+
+/** Why the folders from `agentDir` down to `rel` cannot be walked (one is a link or not a folder), or undefined. */
+export async function linkedOnTheWay(agentDir: string, rel: string): Promise<string | undefined> {
+  let at = agentDir;
+  for (const part of rel.split(sep).filter(Boolean)) {
+    at = join(at, part);
+    const st = await lstat(at).catch(() => undefined);
+    if (!st) return undefined;
+    if (st.isSymbolicLink()) return `${relative(agentDir, at)} is a symbolic link`;
+    if (!st.isDirectory()) return `${relative(agentDir, at)} is not a folder`;
+  }
+  return undefined;
 }
 
 async function captureFile(agentDir: string, p: string, bp: string, rec: AgentHomeRecord, total: () => number, add: (n: number) => void): Promise<void> {
