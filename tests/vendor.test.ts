@@ -20,6 +20,7 @@ import {
   pullAgent,
   verifyVendored,
 } from "../engine/harness/vendor.ts";
+import { EvolveError } from "../engine/errors.ts";
 import { expectCode } from "./support/expect-code.ts";
 
 const FAKE_NPM = resolve(__dirname, "support/fake-npm/npm");
@@ -394,7 +395,10 @@ describe("ensureVendored", () => {
     delete process.env.EVOLVE_NPM;
     process.env.npm_config_registry = "http://127.0.0.1:9";
     process.env.npm_config_cache = join(scratch, "npm-cache");
-    const e = await expectCode(() => ensureVendored(spec(), undefined, root), "agent_not_vendored");
+    // as `npm run --silent` leaves it for everything under it: npm's errors must still be read
+    process.env.npm_config_loglevel = "silent";
+    const e = (await ensureVendored(spec(), undefined, root).then(() => undefined, (x: unknown) => x)) as EvolveError;
+    expect(e?.code, e?.message).toBe("agent_not_vendored");
     expect(e.message).toContain("toy@1.0.0 is not vendored here and the npm registry cannot be reached");
     expect(e.message).toContain("ECONNREFUSED");
     expect(e.hint).toContain("evolve agent pull toy@1.0.0");

@@ -249,11 +249,20 @@ interface NpmResult {
 }
 
 function runNpm(args: string[], timeoutMs: number, cwd?: string): Promise<NpmResult> {
+  const env = {
+    ...process.env,
+    // errors must reach stderr to tell an unreachable registry from a missing package (`npm run --silent` passes
+    // loglevel=silent down to every npm started under it)
+    npm_config_loglevel: "warn",
+    npm_config_update_notifier: "false",
+    npm_config_fund: "false",
+    npm_config_audit: "false",
+  };
   return new Promise((resolve, reject) => {
     execFile(
       npmProgram(),
       args,
-      { cwd, timeout: timeoutMs, maxBuffer: 64 * 1024 * 1024, env: { ...process.env, npm_config_update_notifier: "false", npm_config_fund: "false", npm_config_audit: "false" } },
+      { cwd, timeout: timeoutMs, maxBuffer: 64 * 1024 * 1024, env },
       (err, stdout, stderr) => {
         const e = err as (NodeJS.ErrnoException & { killed?: boolean; code?: number | string }) | null;
         if (e && e.code === "ENOENT") {
@@ -560,7 +569,7 @@ export async function importAgents(file: string, opts: ImportOptions = {}): Prom
   const maxEntries = opts.maxEntries ?? 2_000_000;
   if (!existsSync(file)) throw new EvolveError("usage", `${file} does not exist`);
   await mkdir(root, { recursive: true });
-  for (const n of await readdir(root)) if (/^\.import-/.test(n)) await sweepStale(root);
+  await sweepStale(root);
   const tmp = join(root, tmpName("import"));
   await mkdir(tmp);
   try {
