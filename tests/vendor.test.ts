@@ -249,6 +249,24 @@ describe("export and import", () => {
     expect((await importAgents(file, { root: join(scratch, "fresh") })).imported).toHaveLength(2);
   });
 
+  it("writes a hard-linked file once and imports it as one file under both names", async () => {
+    process.env.FAKE_NPM = "hardlink";
+    const r = await pullAgent(spec(), { root });
+    const names = r.manifest.files.filter((f) => f.path.endsWith("/native") || f.path.endsWith("/native.exe"));
+    expect(names).toHaveLength(4); // two packages, two names each, both in the manifest
+    const file = join(scratch, "agents.tar");
+    await exportAgents(file, [], root);
+    const tar = readFileSync(file);
+    expect(tar.length).toBeLessThan(2 * 200_000 + 100_000); // once per package, not twice
+    const fresh = join(scratch, "fresh");
+    await importAgents(file, { root: fresh });
+    const a = lstatSync(join(fresh, "toy/1.0.0/lib/node_modules/@toy/cli/bin/native"));
+    const b = lstatSync(join(fresh, "toy/1.0.0/lib/node_modules/@toy/cli/bin/native.exe"));
+    expect(b.ino).toBe(a.ino);
+    expect(a.mode & 0o777).toBe(0o755);
+    expect(await verifyVendored(join(fresh, "toy/1.0.0"))).toEqual([]);
+  });
+
   it("refuses to export what is not vendored", async () => {
     await expectCode(() => exportAgents(join(scratch, "x.tar"), ["toy"], root), "agent_not_vendored");
     expect(existsSync(join(scratch, "x.tar"))).toBe(false);
@@ -353,6 +371,15 @@ describe("import refuses a hostile archive before anything is used", () => {
   it("more entries than the limit", async () => {
     write(ok("toy/1/a"), ok("toy/1/b"), ok("toy/1/c"));
     await refused(/more than 2 entries/, { maxEntries: 2 });
+  });
+
+  it("a hard link out of its tree, or to no earlier file", async () => {
+    write(entryBlocks({ name: "toy/1/passwd", type: "hardlink", mode: 0o644, linkname: "/etc/passwd" }));
+    await refused(/toy\/1\/passwd is a hard link to "\/etc\/passwd", no earlier file of its tree/);
+    write(ok("other/1/a"), entryBlocks({ name: "toy/1/a", type: "hardlink", mode: 0o644, linkname: "other/1/a" }));
+    await refused(/toy\/1\/a is a hard link to "other\/1\/a"/);
+    write(entryBlocks({ name: "toy/1/a", type: "hardlink", mode: 0o644, linkname: "toy/1/later" }), ok("toy/1/later"));
+    await refused(/no earlier file of its tree/);
   });
 
   it("the same path twice", async () => {

@@ -11,7 +11,7 @@
  */
 import { execFile } from "node:child_process";
 import { createHash, randomBytes } from "node:crypto";
-import { closeSync, createReadStream, createWriteStream, existsSync, mkdirSync, openSync, readdirSync, readFileSync, readSync, writeSync } from "node:fs";
+import { closeSync, createReadStream, createWriteStream, existsSync, linkSync, mkdirSync, openSync, readdirSync, readFileSync, readSync, writeSync } from "node:fs";
 import { chmod, copyFile, cp, lstat, mkdir, readFile, readdir, readlink, rename, rm, symlink, writeFile } from "node:fs/promises";
 import { dirname, join, posix } from "node:path";
 import { Readable, Transform } from "node:stream";
@@ -501,16 +501,24 @@ export async function exportAgents(file: string, names: string[] = [], root: str
       const base = `${v.manifest.harness}/${v.manifest.version}`;
       yield* entryBlocks({ name: v.manifest.harness, type: "dir", mode: 0o755 });
       yield* entryBlocks({ name: base, type: "dir", mode: 0o755 });
+      // a file npm hard-linked (claude-code's claude.exe, droid's and opencode's binaries: 180-250 MB each) goes in
+      // once; its other names are hard-link entries. Per tree, so every tree in the file stands alone.
+      const inodes = new Map<string, string>();
       async function* walk(abs: string, rel: string): AsyncGenerator<Buffer> {
         for (const n of (await readdir(abs)).sort()) {
           const full = join(abs, n);
           const r = `${rel}/${n}`;
           const st = await lstat(full);
           const mtime = Math.floor(st.mtimeMs / 1000);
+          const first = st.isFile() && st.nlink > 1 ? inodes.get(`${st.dev}:${st.ino}`) : undefined;
           if (st.isDirectory()) {
             yield* entryBlocks({ name: r, type: "dir", mode: st.mode, mtime });
             yield* walk(full, r);
-          } else if (st.isFile()) yield* entryBlocks({ name: r, type: "file", mode: st.mode, mtime, data: await readFile(full) });
+          } else if (first !== undefined) yield* entryBlocks({ name: r, type: "hardlink", mode: st.mode, mtime, linkname: first });
+          else if (st.isFile()) {
+            if (st.nlink > 1) inodes.set(`${st.dev}:${st.ino}`, r);
+            yield* entryBlocks({ name: r, type: "file", mode: st.mode, mtime, data: await readFile(full) });
+          }
           else if (st.isSymbolicLink()) yield* entryBlocks({ name: r, type: "symlink", mode: 0o777, mtime, linkname: await readlink(full) });
         }
       }
@@ -575,6 +583,8 @@ export async function importAgents(file: string, opts: ImportOptions = {}): Prom
   try {
     const trees = new Set<string>();
     const seen = new Set<string>();
+    /** Regular files unpacked so far, which a hard link may name. */
+    const files = new Set<string>();
     const links: { path: string; target: string }[] = [];
     let total = 0;
     let entries = 0;
@@ -610,10 +620,24 @@ export async function importAgents(file: string, opts: ImportOptions = {}): Prom
           links.push({ path: name, target: h.linkname });
           return;
         }
-        if (h.type !== "file") fail(`${name} is a ${h.type === "hardlink" ? "hard link" : "special file"}`);
+        if (h.type === "hardlink") {
+          // only to a regular file of its own tree that came before it
+          const target = h.linkname.replace(/^\.\//, "");
+          const tparts = target.split("/");
+          if (target.startsWith("/") || tparts.some((p) => p === ".." || p === "." || p === "") || tparts.length < 3 || tparts[0] !== parts[0] || tparts[1] !== parts[1] || !files.has(target)) {
+            fail(`${name} is a hard link to ${JSON.stringify(h.linkname)}, no earlier file of its tree`);
+          }
+          seen.add(name);
+          files.add(name);
+          mkdirSyncSafe(dirname(abs));
+          linkSync(join(tmp, ...tparts), abs);
+          return;
+        }
+        if (h.type !== "file") fail(`${name} is a special file`);
         total += h.size;
         if (total > maxBytes) fail(`more than ${maxBytes} bytes of files`);
         seen.add(name);
+        files.add(name);
         mkdirSyncSafe(dirname(abs));
         fd = openSync(abs, "wx", (h.mode & 0o777) | 0o200);
       },
