@@ -445,6 +445,11 @@ function notVendored(harness: string, version: string | undefined, why: string):
   );
 }
 
+/** Whether `spec` is vendored on the host at all (false for a registered agent that installs itself in the box). */
+export function needsVendoring(spec: CliSpec): boolean {
+  return spec.vendor.packages.length > 0;
+}
+
 /** How long `ensureVendored` waits on the registry before deciding it is unreachable. */
 const PROBE_TIMEOUT_MS = 20_000;
 
@@ -452,6 +457,8 @@ const PROBE_TIMEOUT_MS = 20_000;
  * The vendored tree `evolve run` mounts for `spec`: the given version, else the spec's own version, else the newest
  * vendored one; when none is vendored, asks the registry (short timeout) and pulls. An unreachable registry with
  * nothing vendored is `agent_not_vendored`, naming the pull to run elsewhere and the export/import to carry it.
+ * A spec with no packages (a registered agent installed by its script in the box) has nothing to vendor: see
+ * {@link needsVendoring}.
  */
 export async function ensureVendored(spec: CliSpec, version?: string, root: string = agentsDir()): Promise<Vendored> {
   const found = version !== undefined ? findVendored(spec.name, version, root) : (findVendored(spec.name, defaultVersion(spec), root) ?? findVendored(spec.name, undefined, root));
