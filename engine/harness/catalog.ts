@@ -3,6 +3,8 @@
  * `agent list` and `agent register` know them before every module has landed; registered agents are manifest.ts's.
  */
 import type { CliSpec } from "./cli-types.ts";
+import { claudeCode } from "./agents/claude-code.ts";
+import { codex } from "./agents/codex.ts";
 import { droid } from "./agents/droid.ts";
 import { geminiCli } from "./agents/gemini-cli.ts";
 import { kimiCode } from "./agents/kimi-code.ts";
@@ -16,7 +18,7 @@ export const CLI_AGENT_NAMES = ["claude-code", "codex", "gemini-cli", "qwen-code
 export const PLAIN_AGENT_NAMES = ["oracle", "nop"] as const;
 
 // One import and one entry per CliSpec module under ./agents/ as it lands.
-const BUILTIN_SPECS: readonly CliSpec[] = [geminiCli, qwenCode, opencode, droid, kimiCode];
+const BUILTIN_SPECS: readonly CliSpec[] = [claudeCode, codex, geminiCli, qwenCode, opencode, droid, kimiCode];
 
 /** Whether `name` is an agent evolve ships (a registered agent cannot take it). */
 export function isBuiltinAgentName(name: string): boolean {
