@@ -6,6 +6,8 @@
  */
 import { describe, expect, it } from "vitest";
 import { qwenCode } from "../engine/harness/agents/qwen-code.ts";
+import { buildTrajectory } from "../engine/trace/atif.ts";
+import { validateTrajectory } from "../engine/trace/atif-validate.ts";
 import { agentText, fixtureFiles, loadFixture, parse, sampleInput, sessionGlobMatches, updatesOf } from "./support/agent-fixtures.ts";
 
 const kinds = (events: { type: string }[]) => events.map((e) => e.type);
@@ -103,6 +105,30 @@ describe("qwen-code parser on what it cannot read and on what a run survives", (
     expect(updatesOf(events, "tool_call_update")[0]).toMatchObject({ status: "failed", content: [{ content: { text: "no such file" } }] });
     // the failed call had no usage: only m2's
     expect(updatesOf(events, "usage").filter((u) => u.scope === "call").map((u) => u.messageId)).toEqual(["m2"]);
+  });
+});
+
+describe("qwen-code fixtures as ATIF", () => {
+  const trajectory = (name: string) => {
+    const f = loadFixture("qwen-code", name);
+    return { f, t: buildTrajectory(parse("qwen-code", f.stdout, f.session, f.upstream.instruction), { agent: { name: "qwen-code", version: qwenCode.vendor.packages[0]!.version, model_name: (f.upstream as { model?: string }).model } }) };
+  };
+
+  it("every recorded run becomes a trajectory the validator accepts", () => {
+    for (const name of ["text", "tool", "error"]) expect(validateTrajectory(trajectory(name).t), name).toEqual([]);
+  });
+
+  it("tool: the instruction, then one agent step per model call, the shell call and its observation in the first", () => {
+    const { f, t } = trajectory("tool");
+    expect(t.steps.map((s) => s.source)).toEqual(["user", "agent", "agent"]);
+    expect(t.steps[0]!.message).toBe(f.upstream.instruction);
+    const [, call, answer] = t.steps as any[];
+    expect(call.tool_calls).toEqual([expect.objectContaining({ function_name: "run_shell_command", arguments: expect.objectContaining({ command: "echo hello-from-tool > out.txt" }) })]);
+    expect(call.observation.results[0].source_call_id).toBe(call.tool_calls[0].tool_call_id);
+    expect(answer.message).toBe("Done: out.txt holds hello-from-tool.");
+    const expected = f.upstream.replies.map((r) => r.expected!);
+    expect([call.metrics.prompt_tokens, answer.metrics.prompt_tokens]).toEqual(expected.map((e) => e.promptTokens));
+    expect(t.final_metrics).toMatchObject({ total_prompt_tokens: expected[0]!.promptTokens + expected[1]!.promptTokens, total_completion_tokens: expected[0]!.completionTokens + expected[1]!.completionTokens });
   });
 });
 
