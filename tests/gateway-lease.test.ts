@@ -163,8 +163,9 @@ describe("the process's gateway", () => {
     try {
       expect((await call(la.lease, la.key)).status).toBe(200);
       expect((await call(la.lease, la.key)).status).toBe(200);
-      // a's spend reaches the ledger within its batch (50 ms), and b's next poll reads it
-      await until(() => store.getSpend("user", "u-two", "") > 0);
+      // a's spend (both calls: each is its own batch if they settle apart) reaches the ledger within its batch
+      // (50 ms), and b's next poll reads it
+      await until(() => store.getSpend("user", "u-two", "") >= 2 * 0.000255 - 1e-12);
       await pollsPassed(1, b);
       const before = upstream.requests.length;
       const r = await call(lb.lease, lb.key);
@@ -198,7 +199,7 @@ describe("the process's gateway", () => {
       release();
       expect((await slow).status).toBe(200);
       // settled: a's $0.000255 is spent (the ledger), nothing is in flight, and one more call fits again
-      await until(() => store.getSpend("user", "u-flight", "") > 0);
+      await until(() => store.getSpend("user", "u-flight", "") >= 0.000255 - 1e-12);
       await pollsPassed(2, a, b);
       expect((await call(lb.lease, lb.key)).status).toBe(200);
     } finally {
