@@ -26,7 +26,7 @@ describe("claude-code parser on recorded runs", () => {
     expect(agentText(events)).toBe("The answer is 42.");
     expect(updatesOf(events, "agent_message_chunk")[0].messageId).toBe("msg_fixture1");
     const expected = counts(f.upstream.replies[0]!.expected!);
-    expect(calls(events)).toEqual([{ sessionUpdate: "usage", scope: "call", source: "harness", usage: expected, model: "claude-sonnet-4-5", messageId: "msg_fixture1" }]);
+    expect(calls(events)).toEqual([{ sessionUpdate: "usage", scope: "call", source: "harness", usage: expected, model: "claude-sonnet-4-6", messageId: "msg_fixture1" }]);
     expect(totals(events).map((u) => u.usage)).toEqual([expected]);
   });
 

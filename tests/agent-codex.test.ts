@@ -152,6 +152,7 @@ describe("codex CliSpec", () => {
     expect(cfg).toContain("[analytics]\nenabled = false");
     expect(cfg).toContain("[feedback]\nenabled = false");
     expect(cfg).toContain('[otel]\nexporter = "none"');
+    expect(cfg).toContain("[features]\nplugins = false");
     expect(codex.keyEnv).toBeUndefined();
     expect(configOf(codex.invocation({ ...input, keyEnv: "OTHER_KEY" }))).toContain('env_key = "OTHER_KEY"');
   });

@@ -41,6 +41,11 @@ function config(input: InvocationInput): string {
     "[otel]",
     'exporter = "none"',
     "",
+    // The curated-plugins sync: DNS for chatgpt.com and github.com (and a git fetch) on every start, seen with strace
+    // on 0.171; nothing else left the host.
+    "[features]",
+    "plugins = false",
+    "",
     `[model_providers.${PROVIDER_ID}]`,
     'name = "evolve gateway"',
     `base_url = ${tomlString(`${input.gatewayUrl}/v1`)}`,
