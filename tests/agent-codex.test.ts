@@ -4,7 +4,8 @@
  * the total, the "model metadata not found" item as a non-fatal error; and what its CliSpec hands the box.
  */
 import { describe, expect, it } from "vitest";
-import { codex } from "../engine/harness/agents/codex.ts";
+import { codex, seedRollout } from "../engine/harness/agents/codex.ts";
+import { EvolveError } from "../engine/errors.ts";
 import { agentText, fixtureFiles, loadFixture, parse, sampleInput, sessionGlobMatches, updatesOf } from "./support/agent-fixtures.ts";
 
 const kinds = (events: { type: string }[]) => events.map((e) => e.type);
@@ -173,5 +174,52 @@ describe("codex CliSpec", () => {
     expect(codex.vendor.packages).toEqual([{ name: "@openai/codex", version: "0.171.0" }]);
     expect(codex.vendor).toMatchObject({ viaNode: false, imageCommand: "codex", entry: "lib/node_modules/@openai/codex/node_modules/@openai/codex-linux-x64/vendor/x86_64-unknown-linux-musl/bin/codex" });
     expect([codex.stdoutName, codex.parser, codex.home]).toEqual(["codex.txt", "codex", "/logs/agent/.codex"]);
+  });
+
+  it("seeds the session from an ATIF trajectory: a rollout under sessions/, resumed by its thread id", () => {
+    const trajectory = JSON.stringify({ schema_version: "ATIF-v1.7", agent: { name: "x", version: "1" }, steps: [
+      { step_id: 1, source: "system", message: "Be terse." },
+      { step_id: 2, source: "user", message: "The code word is PURPLE." },
+      { step_id: 3, source: "agent", message: "Let me look.", tool_calls: [
+        { tool_call_id: "c1", function_name: "exec_command", arguments: { cmd: "ls" } },
+        { tool_call_id: "c2", function_name: "exec_command", arguments: { cmd: "pwd" } },
+      ], observation: { results: [{ source_call_id: "c1", content: [{ type: "text", text: "a.txt" }] }] } },
+      { step_id: 4, source: "agent", message: "Done." },
+    ] });
+    expect(codex.seedsTrajectory).toBe(true);
+    const inv = codex.invocation({ ...input, seedTrajectory: trajectory });
+    const seed = seedRollout(trajectory, "/app");
+    expect(inv.argv.slice(-3)).toEqual(["resume", seed.threadId, "-"]);
+    expect(inv.stdin).toBe(input.instruction);
+    expect(inv.files[1]).toEqual({ path: `/logs/agent/.codex/sessions/2000/01/01/rollout-2000-01-01T00-00-00-${seed.threadId}.jsonl`, content: seed.text });
+    // the parser reads the rollout codex appends the resumed turn to
+    expect(sessionGlobMatches("codex", seed.path)).toBe(true);
+    const lines = seed.text.trimEnd().split("\n").map((l) => JSON.parse(l));
+    expect(lines[0]).toMatchObject({ type: "session_meta", payload: { id: seed.threadId, cwd: "/app", originator: "codex_exec", model_provider: "evolve" } });
+    expect(lines.slice(1).map((l) => [l.type, l.payload.type, l.payload.role ?? l.payload.call_id])).toEqual([
+      ["response_item", "message", "user"],
+      ["response_item", "message", "assistant"],
+      ["response_item", "function_call", "c1"],
+      ["response_item", "function_call_output", "c1"],
+      ["response_item", "function_call", "c2"],
+      ["response_item", "function_call_output", "c2"],
+      ["response_item", "message", "assistant"],
+    ]);
+    expect(lines[3].payload).toMatchObject({ name: "exec_command", arguments: '{"cmd":"ls"}' });
+    expect([lines[4].payload.output, lines[6].payload.output]).toEqual(["a.txt", ""]);
+    expect(seedRollout(trajectory, "/app").threadId).toBe(seed.threadId);
+  });
+
+  it("refuses a trajectory.json that is not JSON or not ATIF", () => {
+    for (const bad of ["nope", JSON.stringify({ steps: "x" })]) {
+      let err: unknown;
+      try {
+        codex.invocation({ ...input, seedTrajectory: bad });
+      } catch (e) {
+        err = e;
+      }
+      expect(err, bad).toBeInstanceOf(EvolveError);
+      expect((err as EvolveError).code).toBe("trajectory_seed_invalid");
+    }
   });
 });

@@ -4,9 +4,8 @@
  * `ANTHROPIC_BASE_URL` with the trial's credential in `ANTHROPIC_API_KEY`; its state (sessions under
  * `projects/<cwd>/<session>.jsonl`) in `CLAUDE_CONFIG_DIR`.
  */
-import { createHash } from "node:crypto";
-import { EvolveError } from "../../errors.ts";
 import type { BoxFile, CliSpec, Invocation, InvocationInput, McpServer } from "../cli-types.ts";
+import { derivedUuid, seedSteps } from "./seed.ts";
 
 /** A task MCP server as `--mcp-config` takes it. */
 function mcpEntry(s: McpServer): Record<string, unknown> {
@@ -15,22 +14,9 @@ function mcpEntry(s: McpServer): Record<string, unknown> {
   return { type: s.transport === "sse" ? "sse" : "http", url: s.url ?? "" };
 }
 
-/** A UUID-shaped id derived from `parts`: the seeded session is the same for the same trajectory. */
-function derivedUuid(...parts: string[]): string {
-  const h = createHash("sha256").update(parts.join("\0")).digest("hex");
-  return `${h.slice(0, 8)}-${h.slice(8, 12)}-4${h.slice(13, 16)}-a${h.slice(17, 20)}-${h.slice(20, 32)}`;
-}
-
 /** The folder name Claude Code keeps a working directory's sessions under (`/app` → `-app`). */
 export function projectDirName(cwd: string): string {
   return cwd.replace(/[^a-zA-Z0-9]/g, "-");
-}
-
-/** An ATIF message (a string or content parts) as text. */
-function atifText(message: unknown): string {
-  if (typeof message === "string") return message;
-  if (!Array.isArray(message)) return "";
-  return message.map((p) => (p && typeof p === "object" && typeof (p as { text?: unknown }).text === "string" ? (p as { text: string }).text : "")).join("");
 }
 
 /**
@@ -40,53 +26,31 @@ function atifText(message: unknown): string {
  * are left out: Claude Code brings its own system prompt.
  */
 export function seedSession(trajectory: string, cwd: string, model: string): { sessionId: string; text: string } {
-  let doc: { steps?: unknown };
-  try {
-    doc = JSON.parse(trajectory);
-  } catch (e) {
-    throw new EvolveError("trajectory_seed_invalid", `trajectory.json is not JSON: ${(e as Error).message}`, "give trajectory.json as an ATIF document (harbor.md §4)");
-  }
-  if (!doc || typeof doc !== "object" || !Array.isArray(doc.steps)) {
-    throw new EvolveError("trajectory_seed_invalid", "trajectory.json has no `steps` list: it is no ATIF trajectory", "give trajectory.json as an ATIF document (harbor.md §4)");
-  }
+  const steps = seedSteps(trajectory);
   const sessionId = derivedUuid("claude-seed", trajectory);
   const lines: Record<string, unknown>[] = [];
   let parent: string | null = null;
-  const push = (type: "user" | "assistant", message: Record<string, unknown>, timestamp: unknown) => {
+  const push = (type: "user" | "assistant", message: Record<string, unknown>, timestamp: string | undefined) => {
     const uuid = derivedUuid(sessionId, String(lines.length));
-    lines.push({
-      parentUuid: parent, isSidechain: false, type, message, uuid,
-      timestamp: typeof timestamp === "string" ? timestamp : new Date(0).toISOString(),
-      userType: "external", cwd, sessionId,
-    });
+    lines.push({ parentUuid: parent, isSidechain: false, type, message, uuid, timestamp: timestamp ?? new Date(0).toISOString(), userType: "external", cwd, sessionId });
     parent = uuid;
   };
-  for (const [i, raw] of doc.steps.entries()) {
-    const step = (raw && typeof raw === "object" ? raw : {}) as Record<string, unknown>;
-    const text = atifText(step.message);
+  for (const [i, step] of steps.entries()) {
     if (step.source === "user") {
-      if (text) push("user", { role: "user", content: text }, step.timestamp);
+      if (step.text) push("user", { role: "user", content: step.text }, step.timestamp);
       continue;
     }
     if (step.source !== "agent") continue;
-    const calls = Array.isArray(step.tool_calls) ? (step.tool_calls as Record<string, unknown>[]) : [];
     const content: Record<string, unknown>[] = [];
-    if (text) content.push({ type: "text", text });
-    for (const c of calls) content.push({ type: "tool_use", id: String(c.tool_call_id ?? ""), name: String(c.function_name ?? ""), input: c.arguments && typeof c.arguments === "object" ? c.arguments : {} });
+    if (step.text) content.push({ type: "text", text: step.text });
+    for (const c of step.calls) content.push({ type: "tool_use", id: c.id, name: c.name, input: c.arguments });
     if (content.length === 0) continue;
     push("assistant", {
-      id: `msg_seed_${i + 1}`, type: "message", role: "assistant", model: typeof step.model_name === "string" ? step.model_name : model, content,
-      stop_reason: calls.length > 0 ? "tool_use" : "end_turn", stop_sequence: null, usage: { input_tokens: 0, output_tokens: 0 },
+      id: `msg_seed_${i + 1}`, type: "message", role: "assistant", model: step.modelName ?? model, content,
+      stop_reason: step.calls.length > 0 ? "tool_use" : "end_turn", stop_sequence: null, usage: { input_tokens: 0, output_tokens: 0 },
     }, step.timestamp);
-    if (calls.length === 0) continue;
-    const results = Array.isArray((step.observation as { results?: unknown } | undefined)?.results) ? ((step.observation as { results: Record<string, unknown>[] }).results) : [];
-    push("user", {
-      role: "user",
-      content: calls.map((c) => {
-        const r = results.find((x) => x.source_call_id === c.tool_call_id);
-        return { type: "tool_result", tool_use_id: String(c.tool_call_id ?? ""), content: r ? atifText(r.content) : "", is_error: false };
-      }),
-    }, step.timestamp);
+    if (step.calls.length === 0) continue;
+    push("user", { role: "user", content: step.calls.map((c) => ({ type: "tool_result", tool_use_id: c.id, content: c.output ?? "", is_error: false })) }, step.timestamp);
   }
   return { sessionId, text: lines.map((l) => JSON.stringify(l)).join("\n") + "\n" };
 }
