@@ -234,6 +234,15 @@ export function buildProgram(version: string, setExit: (code: number) => void): 
     .action(async (id: string, opts) => setExit(await (await import("./job.ts")).trialShowCommand(id, opts)));
   addTrialCommands(trial, setExit, engineOpt);
 
+  const trajectory = program.command("trajectory").description("check ATIF trajectories (Harbor's trajectory.json)");
+  trajectory
+    .command("validate")
+    .description("check a trajectory.json against ATIF v1.0-v1.7; exit 1 with one line per finding")
+    .argument("<file>", "an ATIF trajectory (JSON)")
+    .option("--json", "print {ok, findings} as JSON")
+    .addHelpText("after", examples(["evolve trajectory validate agent/trajectory.json", "evolve trajectory validate t.json --json | jq '.findings[].path'"]))
+    .action(async (file: string, opts) => setExit(await (await import("./trajectory.ts")).trajectoryValidateCommand(file, opts)));
+
   const gateway = program.command("gateway").description("the LLM gateway between agents and their models");
   gateway
     .command("serve")

@@ -128,6 +128,9 @@ export const ERROR_CODES = {
   agent_manifest_invalid: ran("an `agent register` manifest is not TOML or does not match the manifest schema"),
   agent_name_reserved: env("the name is a built-in agent's and cannot be registered"),
 
+  // Trajectories (ATIF)
+  trajectory_unreadable: env("the trajectory file cannot be read as JSON: missing, not a regular file, over the size limit, or not JSON"),
+
   // The gateway
   gateway_config_invalid: env("the gateway's upstreams or prices file cannot be read"),
 } as const satisfies Record<string, ErrorCodeInfo>;

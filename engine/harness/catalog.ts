@@ -6,8 +6,10 @@ import type { CliSpec } from "./cli-types.ts";
 import { claudeCode } from "./agents/claude-code.ts";
 import { codex } from "./agents/codex.ts";
 import { droid } from "./agents/droid.ts";
+import { geminiCli } from "./agents/gemini-cli.ts";
 import { kimiCode } from "./agents/kimi-code.ts";
 import { opencode } from "./agents/opencode.ts";
+import { qwenCode } from "./agents/qwen-code.ts";
 
 /** The installed CLIs evolve knows by name (issue 11), in the order `agent list` shows them. */
 export const CLI_AGENT_NAMES = ["claude-code", "codex", "gemini-cli", "qwen-code", "opencode", "droid", "kimi-code"] as const;
@@ -16,7 +18,7 @@ export const CLI_AGENT_NAMES = ["claude-code", "codex", "gemini-cli", "qwen-code
 export const PLAIN_AGENT_NAMES = ["oracle", "nop"] as const;
 
 // One import and one entry per CliSpec module under ./agents/ as it lands.
-const BUILTIN_SPECS: readonly CliSpec[] = [claudeCode, codex, opencode, droid, kimiCode];
+const BUILTIN_SPECS: readonly CliSpec[] = [claudeCode, codex, geminiCli, qwenCode, opencode, droid, kimiCode];
 
 /** Whether `name` is an agent evolve ships (a registered agent cannot take it). */
 export function isBuiltinAgentName(name: string): boolean {

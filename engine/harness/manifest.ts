@@ -117,7 +117,11 @@ export function checkManifest(doc: unknown): { manifest?: AgentManifest; finding
   if (!r.success) {
     for (const i of r.error.issues) {
       const key = i.path.join(".") || "(top level)";
-      const message = i.code === "unrecognized_keys" ? (i.path.length === 0 ? "unknown key" : `unknown key${i.keys.length > 1 ? "s" : ""} ${i.keys.join(", ")}`) : i.code === "invalid_type" && i.input === undefined ? "missing" : i.message;
+      const message = i.code === "unrecognized_keys" ? (i.path.length === 0 ? "unknown key" : `unknown key${i.keys.length > 1 ? "s" : ""} ${i.keys.join(", ")}`) : i.code === "invalid_type" && i.input === undefined
+            ? "missing"
+            : i.code === "invalid_key"
+              ? `${JSON.stringify(i.path.at(-1))} is not ${i.issues[0]?.message ?? "a valid key"}`
+              : i.message;
       findings.push({ key: i.code === "unrecognized_keys" && i.path.length === 0 ? i.keys.join(", ") : key, message });
     }
     return { findings };

@@ -353,10 +353,16 @@ export async function pullAgent(spec: CliSpec, opts: PullOptions = {}): Promise<
   await mkdir(tmp);
   try {
     const install = async (prefix: string, list: NpmPackage[], omitOptional = false) => {
-      const omit = omitOptional ? ["--omit=optional"] : [];
-      const args = ["install", "--global", "--prefix", prefix, "--no-audit", "--no-fund", "--omit=dev", ...omit, "--fetch-retries=1", ...list.map((p) => `${p.name}@${p.version}`)];
+      // npm's global mode ignores --omit=optional (npm 11 still pulled opencode's -baseline binary), so such a list is
+      // installed in local mode into <prefix>/lib: the same lib/node_modules/<pkg> paths, bin links mirrored below
+      const mode = omitOptional ? ["--prefix", join(prefix, "lib"), "--no-save", "--no-package-lock", "--omit=optional"] : ["--global", "--prefix", prefix];
+      if (omitOptional) await mkdir(join(prefix, "lib"), { recursive: true });
+      const args = ["install", ...mode, "--no-audit", "--no-fund", "--omit=dev", "--fetch-retries=1", ...list.map((p) => `${p.name}@${p.version}`)];
       const r = await runNpm(args, PULL_TIMEOUT_MS, prefix);
-      if (r.code === 0) return;
+      if (r.code === 0) {
+        if (omitOptional) await mirrorBinLinks(prefix);
+        return;
+      }
       const what = list.map((p) => `${p.name}@${p.version}`).join(" ");
       if (unreachable(r)) throw notVendored(harness, version, `npm install ${what}: ${npmTail(r)}`);
       throw new EvolveError("agent_pull_failed", `npm install ${what} failed: ${npmTail(r)}`, `check the package names and versions (npm view <pkg> versions), or pull another version: evolve agent pull ${harness}@<version>`);
@@ -404,6 +410,14 @@ export async function pullAgent(spec: CliSpec, opts: PullOptions = {}): Promise<
   } finally {
     await rm(tmp, { recursive: true, force: true }).catch(() => {});
   }
+}
+
+/** Links `<prefix>/bin/<name>` to each of local mode's `lib/node_modules/.bin/<name>`, as a global install has them. */
+async function mirrorBinLinks(prefix: string): Promise<void> {
+  const dotBin = join(prefix, "lib", "node_modules", ".bin");
+  if (!existsSync(dotBin)) return;
+  await mkdir(join(prefix, "bin"), { recursive: true });
+  for (const n of await readdir(dotBin)) await symlink(`../lib/node_modules/.bin/${n}`, join(prefix, "bin", n)).catch(() => {});
 }
 
 /** What `node --version` says of a Node binary (without the `v`). */
@@ -635,7 +649,11 @@ export async function importAgents(file: string, opts: ImportOptions = {}): Prom
       if (e instanceof EvolveError) throw e;
       throw badArchive(file, `not a readable tar${gz ? ".gz" : ""} (${firstLine(e)})`);
     }
-    for (const l of links) await symlink(l.target, join(tmp, ...l.path.split("/")));
+    for (const l of links) {
+      const at = join(tmp, ...l.path.split("/"));
+      await mkdir(dirname(at), { recursive: true });
+      await symlink(l.target, at);
+    }
     if (trees.size === 0) throw badArchive(file, "it holds no vendored agent");
     // modes as the manifest has them: files were created writable so they could be written
     const result: ImportResult = { imported: [], skipped: [] };
