@@ -6,6 +6,8 @@
 import { describe, expect, it } from "vitest";
 import { claudeCode, projectDirName, seedSession } from "../engine/harness/agents/claude-code.ts";
 import { EvolveError } from "../engine/errors.ts";
+import { buildTrajectory } from "../engine/trace/atif.ts";
+import { validateTrajectory } from "../engine/trace/atif-validate.ts";
 import { agentText, fixtureFiles, loadFixture, parse, sampleInput, sessionGlobMatches, updatesOf } from "./support/agent-fixtures.ts";
 
 const kinds = (events: { type: string }[]) => events.map((e) => e.type);
@@ -226,5 +228,31 @@ describe("claude-code CliSpec", () => {
       expect(err, bad).toBeInstanceOf(EvolveError);
       expect((err as EvolveError).code).toBe("trajectory_seed_invalid");
     }
+  });
+});
+
+describe("claude-code fixtures as ATIF", () => {
+  it("each case builds a trajectory the validator accepts: the instruction first, one agent step per model call with the upstream's tokens", () => {
+    for (const name of ["text", "tool", "error"]) {
+      const f = loadFixture("claude-code", name);
+      const t = buildTrajectory(parse("claude-code", f.stdout, f.session, f.upstream.instruction), { agent: { name: "claude-code", version: "test", model_name: "m" } });
+      expect(validateTrajectory(t), name).toEqual([]);
+      expect(t.steps[0], name).toMatchObject({ step_id: 1, source: "user", message: f.upstream.instruction });
+      const agent = t.steps.filter((s) => s.source === "agent");
+      const replied = f.upstream.replies.filter((r) => r.expected);
+      expect(agent.map((s) => [s.metrics?.prompt_tokens, s.metrics?.completion_tokens, s.metrics?.cached_tokens ?? 0]), name).toEqual(
+        replied.map((r) => [r.expected!.promptTokens, r.expected!.completionTokens, r.expected!.cachedTokens]),
+      );
+      expect(t.final_metrics?.total_prompt_tokens ?? 0, name).toBe(replied.reduce((n, r) => n + r.expected!.promptTokens, 0));
+    }
+  });
+
+  it("the tool case: the shell call and its observation in the first agent step, the answer in the second", () => {
+    const f = loadFixture("claude-code", "tool");
+    const t = buildTrajectory(parse("claude-code", f.stdout, f.session, f.upstream.instruction), { agent: { name: "claude-code", version: "test" } });
+    const [call, answer] = t.steps.filter((s) => s.source === "agent");
+    expect(call!.tool_calls).toHaveLength(1);
+    expect(call!.observation!.results[0]!.source_call_id).toBe(call!.tool_calls![0]!.tool_call_id);
+    expect(answer!.message).toBe("Done: out.txt holds hello-from-tool.");
   });
 });

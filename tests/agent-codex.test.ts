@@ -6,6 +6,8 @@
 import { describe, expect, it } from "vitest";
 import { codex, seedRollout } from "../engine/harness/agents/codex.ts";
 import { EvolveError } from "../engine/errors.ts";
+import { buildTrajectory } from "../engine/trace/atif.ts";
+import { validateTrajectory } from "../engine/trace/atif-validate.ts";
 import { agentText, fixtureFiles, loadFixture, parse, sampleInput, sessionGlobMatches, updatesOf } from "./support/agent-fixtures.ts";
 
 const kinds = (events: { type: string }[]) => events.map((e) => e.type);
@@ -43,14 +45,17 @@ describe("codex parser on recorded runs", () => {
     const f = loadFixture("codex", "tool");
     expect(f.upstream.workdir_files["out.txt"]).toBe("hello-from-tool\n");
     const events = parse("codex", f.stdout, f.session, f.upstream.instruction);
+    const thread = JSON.parse(f.stdout.split("\n")[0]!).thread_id;
     expect(kinds(events)).toEqual(["prompt", "error", "tool_call", "tool_call_update", "agent_message_chunk", "usage", "usage", "usage"]);
     expect(updatesOf(events, "tool_call")[0]).toEqual({
       sessionUpdate: "tool_call", toolCallId: "item_1", name: "exec_command", title: "/bin/bash -lc 'echo hello-from-tool > out.txt'", kind: "execute", status: "in_progress",
-      rawInput: { command: "/bin/bash -lc 'echo hello-from-tool > out.txt'" },
+      rawInput: { command: "/bin/bash -lc 'echo hello-from-tool > out.txt'" }, messageId: `${thread}#1`,
     });
     expect(updatesOf(events, "tool_call_update")[0]).toMatchObject({ toolCallId: "item_1", status: "completed", rawOutput: { exit_code: 0 }, content: [{ content: { text: "" } }] });
     expect(agentText(events)).toBe("Done: out.txt holds hello-from-tool.");
-    expect(calls(events).map((u) => u.usage)).toEqual(f.upstream.replies.map((r) => counts(r.expected!)));
+    // the calls numbered from stdout (output after a tool result begins the next) meet the rollout's responses
+    expect(updatesOf(events, "agent_message_chunk")[0].messageId).toBe(`${thread}#2`);
+    expect(calls(events).map((u) => [u.messageId, u.usage])).toEqual(f.upstream.replies.map((r, i) => [`${thread}#${i + 1}`, counts(r.expected!)]));
     // stdout's one turn.completed is the thread's running total over both calls
     expect(f.stdout.match(/"turn\.completed"/g)).toHaveLength(1);
     expect(totals(events).map((u) => u.usage)).toEqual([{ promptTokens: 6500, completionTokens: 48, cachedTokens: 2300 }]);
@@ -87,6 +92,20 @@ describe("codex parser on streams it was not recorded with", () => {
     expect(updatesOf(events, "usage")).toEqual([{ sessionUpdate: "usage", scope: "total", source: "harness", usage: { promptTokens: 250, completionTokens: 12, cachedTokens: 30, reasoningTokens: 4 } }]);
   });
 
+  it("leaves a rollout usage without messageId when its count of calls differs from stdout's", () => {
+    const row = (payload: unknown) => JSON.stringify({ type: "token_usage_record", payload });
+    const stdout = [
+      { type: "thread.started", thread_id: "t9" },
+      { type: "turn.started" },
+      { type: "item.completed", item: { id: "item_0", type: "agent_message", text: "hi" } },
+    ].map((l) => JSON.stringify(l)).join("\n");
+    const session = [{ path: "sessions/2026/01/01/rollout-x-t9.jsonl", text: [row({ response_id: "r1", usage: { input_tokens: 5, output_tokens: 1 } }), row({ response_id: "r2", usage: { input_tokens: 6, output_tokens: 1 } })].join("\n") }];
+    const events = parse("codex", stdout, session);
+    expect(updatesOf(events, "agent_message_chunk")[0].messageId).toBe("t9#1");
+    expect(calls(events).map((u) => u.messageId)).toEqual([undefined, undefined]);
+    expect(calls(events).map((u) => u._meta.responseId)).toEqual(["r1", "r2"]);
+  });
+
   it("reads its own thread's rollout only, and token_count's last usage where a rollout has no usage records", () => {
     const row = (type: string, payload: unknown) => JSON.stringify({ timestamp: "2026-01-01T00:00:00Z", type, payload });
     const old = [
@@ -100,6 +119,7 @@ describe("codex parser on streams it was not recorded with", () => {
       { path: "sessions/2026/01/01/rollout-2026-01-01T00-00-01-zzz.jsonl", text: other },
     ]);
     expect(updatesOf(events, "usage")).toEqual([{ sessionUpdate: "usage", scope: "call", source: "harness", usage: { promptTokens: 40, completionTokens: 3 }, model: "gpt-5.5", _meta: { timestamp: "2026-01-01T00:00:00Z" } }]);
+    // stdout held no model output: zero calls numbered against one usage, so no messageId is guessed
   });
 
   it("a failed command, a file change, an MCP call, reasoning, a todo list; Reconnecting is not fatal", () => {
@@ -221,5 +241,31 @@ describe("codex CliSpec", () => {
       expect(err, bad).toBeInstanceOf(EvolveError);
       expect((err as EvolveError).code).toBe("trajectory_seed_invalid");
     }
+  });
+});
+
+describe("codex fixtures as ATIF", () => {
+  it("each case builds a trajectory the validator accepts: the instruction first, one agent step per model call with the upstream's tokens", () => {
+    for (const name of ["text", "tool", "error"]) {
+      const f = loadFixture("codex", name);
+      const t = buildTrajectory(parse("codex", f.stdout, f.session, f.upstream.instruction), { agent: { name: "codex", version: "test", model_name: "m" } });
+      expect(validateTrajectory(t), name).toEqual([]);
+      expect(t.steps[0], name).toMatchObject({ step_id: 1, source: "user", message: f.upstream.instruction });
+      const agent = t.steps.filter((s) => s.source === "agent");
+      const replied = f.upstream.replies.filter((r) => r.expected);
+      expect(agent.map((s) => [s.metrics?.prompt_tokens, s.metrics?.completion_tokens, s.metrics?.cached_tokens ?? 0]), name).toEqual(
+        replied.map((r) => [r.expected!.promptTokens, r.expected!.completionTokens, r.expected!.cachedTokens]),
+      );
+      expect(t.final_metrics?.total_prompt_tokens ?? 0, name).toBe(replied.reduce((n, r) => n + r.expected!.promptTokens, 0));
+    }
+  });
+
+  it("the tool case: the shell call and its observation in the first agent step, the answer in the second", () => {
+    const f = loadFixture("codex", "tool");
+    const t = buildTrajectory(parse("codex", f.stdout, f.session, f.upstream.instruction), { agent: { name: "codex", version: "test" } });
+    const [call, answer] = t.steps.filter((s) => s.source === "agent");
+    expect(call!.tool_calls).toHaveLength(1);
+    expect(call!.observation!.results[0]!.source_call_id).toBe(call!.tool_calls![0]!.tool_call_id);
+    expect(answer!.message).toBe("Done: out.txt holds hello-from-tool.");
   });
 });
