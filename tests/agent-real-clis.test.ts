@@ -1,8 +1,8 @@
 /**
- * Seeding a session from trajectory.json with the real CLIs (the repo's devDependency copies): the argv, env and
- * files each CliSpec builds, run through the gateway against the scripted upstream, put the trajectory's turns (its
- * tool call and the call's output included) before the instruction in what reaches the model. Skipped where the
- * CLIs are not installed.
+ * Seeding a session from trajectory.json, `--ak` options and MCP servers with the real CLIs (the repo's
+ * devDependency copies): the argv, env and files each CliSpec builds, run through the gateway against the scripted
+ * upstream, put the trajectory's turns (its tool call and the call's output included) before the instruction in
+ * what reaches the model, and the options in the request. Skipped where the CLIs are not installed.
  */
 import { spawn } from "node:child_process";
 import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
@@ -17,7 +17,7 @@ import { Prices } from "../gateway/prices.ts";
 import { serveGateway, type GatewayListener } from "../gateway/serve.ts";
 import { serveFetch } from "../engine/runtime.ts";
 import { buildUpstreams } from "../gateway/upstreams.ts";
-import type { CliSpec } from "../engine/harness/cli-types.ts";
+import type { CliSpec, McpServer } from "../engine/harness/cli-types.ts";
 import { claudeCode } from "../engine/harness/agents/claude-code.ts";
 import { codex } from "../engine/harness/agents/codex.ts";
 
@@ -64,7 +64,7 @@ const TRAJECTORY = JSON.stringify({
 });
 
 /** Runs `spec` seeded with TRAJECTORY, as the runner would; returns the exit code and the one model request. */
-async function runSeeded(spec: CliSpec, program: string, provider: string, api: "anthropic" | "openai-responses", model: string): Promise<{ code: number | null; out: string; body: any }> {
+async function runSeeded(spec: CliSpec, program: string, provider: string, api: "anthropic" | "openai-responses", model: string, extra: { options?: Record<string, string>; mcpServers?: McpServer[] } = {}): Promise<{ code: number | null; out: string; body: any }> {
   const dir = mkdtempSync(join(scratch, `${spec.name}-`));
   const home = join(dir, "home");
   const work = join(dir, "work");
@@ -74,7 +74,7 @@ async function runSeeded(spec: CliSpec, program: string, provider: string, api: 
   const { key } = credentials.issueAgent({ trialId: `seed-${spec.name}` });
   const inv = spec.invocation({
     instruction: "What is the code word?", model, provider, api, gatewayUrl: gw.url, keyEnv, home, workdir: work,
-    program: [program], options: {}, mcpServers: [], seedTrajectory: TRAJECTORY,
+    program: [program], options: extra.options ?? {}, mcpServers: extra.mcpServers ?? [], seedTrajectory: TRAJECTORY,
   });
   for (const f of inv.files) {
     expect(f.content).not.toContain(key);
@@ -115,6 +115,18 @@ describe.skipIf(!existsSync(CLAUDE))("claude-code seeded from trajectory.json", 
     const seen = conversation(parts).filter((t) => !t.startsWith("<system-reminder>"));
     expect(seen).toEqual(["The code word is PURPLE.", "Noted, let me look.", 'call:SHELL {"command":"ls"}', "result:a.txt", "I see a.txt.", "What is the code word?"]);
   }, 90_000);
+
+  it("takes --ak effort and max_turns, and registers the task's MCP servers", async () => {
+    const r = await runSeeded(claudeCode, CLAUDE, "anthropic", "anthropic", "claude-sonnet-4-6", {
+      options: { effort: "high", max_turns: "3" },
+      mcpServers: [{ name: "files", transport: "stdio", command: "/bin/true", args: [] }, { name: "web", transport: "http", url: "http://127.0.0.1:9/mcp" }],
+    });
+    expect(r.code, r.out).toBe(0);
+    expect(r.body.output_config).toMatchObject({ effort: "high" });
+    const init = r.out.split("\n").filter((l) => l.startsWith("{")).map((l) => JSON.parse(l)).find((l) => l.subtype === "init");
+    // neither server answers here; that they were tried is what shows the config was read
+    expect(init.mcp_servers.map((m: { name: string }) => m.name).sort()).toEqual(["files", "web"]);
+  }, 90_000);
 });
 
 describe.skipIf(!existsSync(CODEX))("codex seeded from trajectory.json", () => {
@@ -125,5 +137,16 @@ describe.skipIf(!existsSync(CODEX))("codex seeded from trajectory.json", () => {
       i.type === "message" ? i.content.map((c: any) => ({ text: c.text })) : i.type === "function_call" ? [{ call: `${i.name} ${i.arguments}` }] : i.type === "function_call_output" ? [{ result: i.output }] : []);
     const seen = conversation(parts).filter((t) => !t.startsWith("<environment_context>"));
     expect(seen).toEqual(["The code word is PURPLE.", "Noted, let me look.", 'call:SHELL {"command":"ls"}', "result:a.txt", "I see a.txt.", "What is the code word?"]);
+  }, 90_000);
+
+  it("takes --ak reasoning_effort, and reads the task's MCP servers from config.toml", async () => {
+    const r = await runSeeded(codex, CODEX, "openai", "openai-responses", "gpt-5", {
+      options: { reasoning_effort: "high" },
+      mcpServers: [{ name: "web", transport: "streamable-http", url: "http://127.0.0.1:9/mcp" }],
+    });
+    expect(r.code, r.out).toBe(0);
+    expect(r.body.reasoning).toMatchObject({ effort: "high" });
+    // the server does not answer here; codex trying it shows the table was read
+    expect(r.out).toContain("http://127.0.0.1:9/mcp");
   }, 90_000);
 });
