@@ -60,7 +60,9 @@ export const claudeCode: CliSpec = {
   name: "claude-code",
   vendor: {
     packages: [{ name: "@anthropic-ai/claude-code", version: "2.1.197" }],
-    // The platform binary itself: `bin/claude.exe` is only replaced by it when the package's postinstall ran.
+    // The platform binary itself: `bin/claude.exe` is only replaced by it when the package's postinstall ran. It is
+    // linked against glibc: it runs in a Debian box, not in a musl one (busybox, Alpine), where npm's
+    // `@anthropic-ai/claude-code-linux-x64-musl` would be the build.
     entry: "lib/node_modules/@anthropic-ai/claude-code/node_modules/@anthropic-ai/claude-code-linux-x64/claude",
     viaNode: false,
     imageCommand: "claude",
@@ -107,7 +109,7 @@ export const claudeCode: CliSpec = {
         DISABLE_TELEMETRY: "1",
         DISABLE_ERROR_REPORTING: "1",
         DISABLE_AUTOUPDATER: "1",
-        // Without it each session costs one more metered call (its title) beside the warm-up and update checks.
+        // Without it a session makes one more metered call, to title itself (agent-clis.md).
         CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: "1",
         CLAUDE_CODE_DISABLE_AUTO_MEMORY: "1",
         CLAUDE_CODE_DISABLE_FEEDBACK_SURVEY: "1",
