@@ -187,6 +187,8 @@ describe("codex CliSpec", () => {
     expect(cfg).toContain('[mcp_servers."files"]\ncommand = "mcp-files"\nargs = ["/app", "say \\"hi\\""]');
     expect(cfg).toContain('[mcp_servers."web.tools"]\nurl = "http://mcp:8000/mcp"');
     expect(configOf(codex.invocation(input))).not.toContain("mcp_servers");
+    // TOML forbids a raw DEL in a basic string, which JSON would leave as it is
+    expect(configOf(codex.invocation({ ...input, mcpServers: [{ name: "d", transport: "stdio", command: "a\x7fb\n" }] }))).toContain('command = "a\\u007Fb\\n"');
     expect(codex.options.reasoning_effort!.values).toEqual(["minimal", "low", "medium", "high", "xhigh"]);
   });
 

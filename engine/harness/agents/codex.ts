@@ -9,8 +9,8 @@ import { derivedUuid, seedSteps } from "./seed.ts";
 /** The provider id in config.toml. */
 const PROVIDER_ID = "evolve";
 
-/** A TOML basic string: JSON's escapes are TOML's (control characters as `\uXXXX`). */
-const tomlString = (s: string): string => JSON.stringify(s);
+/** A TOML basic string: JSON's escapes are TOML's (control characters as `\uXXXX`), save DEL, which JSON leaves raw. */
+const tomlString = (s: string): string => JSON.stringify(s).replace(/\x7f/g, "\\u007F");
 
 /** A task MCP server as a `[mcp_servers.<name>]` table: a command, or a URL (codex speaks streamable HTTP). */
 function mcpTable(s: McpServer): string[] {
