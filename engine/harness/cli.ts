@@ -237,7 +237,14 @@ export function cliHarness(spec: CliSpec): Harness {
         mcpServers: s.mcpServers,
         ...(s.seed !== undefined ? { seedTrajectory: s.seed } : {}),
       };
-      const inv = spec.invocation(input);
+      let inv: ReturnType<CliSpec["invocation"]>;
+      try {
+        inv = spec.invocation(input);
+      } catch (e) {
+        // what the spec refuses of the task (a trajectory.json that seeds nothing) is the task's, and costs nothing yet
+        if (e instanceof EvolveError) throw new TrialFailure("TaskInvalidError", `${spec.name}: ${e.message}`);
+        throw e;
+      }
       // the task's env without the gateway's generic variables: the CLI gets its own (and its key) from the spec
       const base = Object.fromEntries(Object.entries(ctx.env).filter(([k]) => !(k in (ctx.gatewayEnv ?? {}))));
       const env = { ...base, ...inv.env, [keyEnv]: ctx.gatewayKey };
