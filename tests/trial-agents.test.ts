@@ -260,3 +260,35 @@ describe.skipIf(agents.size === 0)("an image that has the agent's command", () =
   }, 120_000);
 });
 
+describe.skipIf(agents.size === 0)("a task that seeds the session (trajectory.json beside the instruction)", () => {
+  const dir = join(__dirname, "..", "fixtures", "tasks", "trials", "cli-agent-seed");
+  const run = async (name: string, model: string) =>
+    runTrial(
+      { trialId: newId(), jobId: "JOB-AGENTS-TEST", home, task: { dir, digest: await taskDigest(dir), name: "cli-agent-seed" }, agent: { name, model }, timeoutMultiplier: 1, secrets: {} },
+      { engine, store },
+    );
+
+  for (const c of CASES.filter((x) => x.spec.seedsTrajectory)) {
+    it.skipIf(!agents.has(c.spec.name))(`${c.spec.name} resumes it: the seeded turns reach the model before the instruction`, async () => {
+      upstream.reset();
+      upstream.push(...c.turns);
+      const rec = await run(c.spec.name, c.model);
+      expect(rec.status, readFileSync(join(home, "trials", rec.id, "trial.log"), "utf8")).toBe("SCORED");
+      expect(rec.reward).toBe(1);
+      const first = JSON.stringify(upstream.requests.find((r) => r.method === "POST" && r.path === c.route)?.body);
+      expect(first).toContain("PELICAN-42");
+      expect(first.indexOf("PELICAN-42")).toBeLessThan(first.indexOf("Create /app/hello.txt"));
+    }, 180_000);
+  }
+
+  it.skipIf(!agents.has("gemini-cli"))("is refused on an agent that cannot load one, before anything is built", async () => {
+    upstream.reset();
+    const rec = await run("gemini-cli", "gemini/gemini-2.5-flash");
+    expect(rec.status).toBe("INFRASTRUCTURE_ERROR");
+    expect(rec.exception?.type).toBe("TrajectorySeedUnsupportedError");
+    expect(rec.exception?.message).toContain("which gemini-cli cannot load; only claude-code and codex can");
+    expect(rec.failed_phase).toBe("prepare");
+    expect(upstream.requests).toEqual([]);
+  }, 60_000);
+});
+
