@@ -24,7 +24,7 @@ import { ScriptedUpstream, type FixtureUsage, type ScriptedReply } from "../fixt
 import { builtinSpecs } from "../engine/harness/catalog.ts";
 import type { CliSpec } from "../engine/harness/cli-types.ts";
 
-const TASK = join(__dirname, "..", "fixtures", "tasks", "trials", "cli-agent");
+const TASK = join(__dirname, "..", "fixtures", "tasks", "agent-trials", "cli-agent");
 const REAL_ANTHROPIC = "sk-ant-REAL-provider-key-agents-4b1e9c";
 const REAL_OPENAI = "sk-REAL-openai-provider-key-agents-8d2f7a";
 const REAL_GEMINI = "AIza-REAL-gemini-provider-key-agents-5c3e";
@@ -229,7 +229,7 @@ describe.skipIf(agents.size === 0)("a vendored agent CLI in a no-network box", (
 describe.skipIf(!agents.has("claude-code"))("a vendored glibc CLI in a musl box", () => {
   it("is refused before any model call, naming the problem (AgentRuntimeIncompatibleError)", async () => {
     upstream.reset();
-    const dir = join(__dirname, "..", "fixtures", "tasks", "trials", "cli-agent-musl");
+    const dir = join(__dirname, "..", "fixtures", "tasks", "agent-trials", "cli-agent-musl");
     const rec = await runTrial(
       { trialId: newId(), jobId: "JOB-AGENTS-TEST", home, task: { dir, digest: await taskDigest(dir), name: "cli-agent-musl" }, agent: { name: "claude-code", model: "anthropic/claude-sonnet-4-5" }, timeoutMultiplier: 1, secrets: {} },
       { engine, store },
@@ -246,7 +246,7 @@ describe.skipIf(!agents.has("claude-code"))("a vendored glibc CLI in a musl box"
 describe.skipIf(agents.size === 0)("an image that has the agent's command", () => {
   it("runs it instead of the vendored copy, and records its version", async () => {
     upstream.reset();
-    const dir = join(__dirname, "..", "fixtures", "tasks", "trials", "cli-agent-image");
+    const dir = join(__dirname, "..", "fixtures", "tasks", "agent-trials", "cli-agent-image");
     const rec = await runTrial(
       { trialId: newId(), jobId: "JOB-AGENTS-TEST", home, task: { dir, digest: await taskDigest(dir), name: "cli-agent-image" }, agent: { name: "claude-code", model: "anthropic/claude-sonnet-4-5" }, timeoutMultiplier: 1, secrets: {} },
       { engine, store },
@@ -261,7 +261,7 @@ describe.skipIf(agents.size === 0)("an image that has the agent's command", () =
 });
 
 describe.skipIf(agents.size === 0)("a task that seeds the session (trajectory.json beside the instruction)", () => {
-  const dir = join(__dirname, "..", "fixtures", "tasks", "trials", "cli-agent-seed");
+  const dir = join(__dirname, "..", "fixtures", "tasks", "agent-trials", "cli-agent-seed");
   const run = async (name: string, model: string) =>
     runTrial(
       { trialId: newId(), jobId: "JOB-AGENTS-TEST", home, task: { dir, digest: await taskDigest(dir), name: "cli-agent-seed" }, agent: { name, model }, timeoutMultiplier: 1, secrets: {} },
