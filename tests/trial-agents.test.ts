@@ -239,6 +239,8 @@ describe.skipIf(!agents.has("claude-code"))("a vendored glibc CLI in a musl box"
     expect(rec.exception?.message).toMatch(/needs \/lib64\/ld-linux-x86-64\.so\.2 \(a glibc system\).*musl-based: \/lib\/ld-musl-x86_64\.so\.1/);
     expect(rec.failed_phase).toBe("install");
     expect(upstream.requests).toEqual([]);
+    // the agent never ran: no home record, no trajectory (absent, never empty)
+    for (const f of ["agent-home.json", "trajectory.json"]) expect(existsSync(join(home, "trials", rec.id, "agent", f))).toBe(false);
     expect(rec.spend?.calls ?? 0).toBe(0);
   }, 120_000);
 });

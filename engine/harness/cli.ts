@@ -121,6 +121,8 @@ interface TrialState {
   seed?: string;
   mcpServers: McpServer[];
   live?: LiveTrace;
+  /** The CLI was started at least once: only then are there a home and a trajectory to record. */
+  ran?: boolean;
 }
 
 /** The trajectory seed of a task: `trajectory.json` beside the instruction, or in the first step's folder. */
@@ -264,6 +266,7 @@ export function cliHarness(spec: CliSpec): Harness {
         });
         s.live.start();
       }
+      s.ran = true;
       const redirect = `> ${BOX.agentLogs}/${spec.stdoutName} 2> ${BOX.agentLogs}/${STDERR_NAME}${inv.stdin === undefined ? " < /dev/null" : ""}`;
       try {
         const r = await ctx.engine.exec(ctx.containerId, ["sh", "-c", `exec "$@" ${redirect}`, "sh", ...inv.argv], {
@@ -292,6 +295,8 @@ export function cliHarness(spec: CliSpec): Harness {
       trials.delete(st.trialId);
       if (!s) return;
       s.live?.stop();
+      // a trial that ended before its agent ran has no home and no trajectory: absent, never empty
+      if (!s.ran) return { version: s.version, provider: s.provider };
       const leaveOut = [spec.stdoutName, STDERR_NAME, "trajectory.json", "agent-home.json"];
       try {
         const home = await captureAgentHome(st.agentDir, BOX.agentLogs, spec.home, leaveOut);
