@@ -16,7 +16,7 @@ describe("kimi-code parser on recorded runs", () => {
   it("keeps the wire file its sessionGlobs select, and nothing else", () => {
     for (const name of ["text", "tool", "error"]) {
       const f = loadFixture("kimi-code", name);
-      expect(f.session.map((s) => s.path)).toEqual([expect.stringMatching(/^sessions\/wd_work_[0-9a-f]+\/session_[0-9a-f-]+\/agents\/main\/wire\.jsonl$/)]);
+      expect(f.session.map((s) => s.path)).toEqual([expect.stringMatching(/^sessions\/wd_app_[0-9a-f]+\/session_[0-9a-f-]+\/agents\/main\/wire\.jsonl$/)]);
       expect(sessionGlobMatches("kimi-code", f.session[0]!.path)).toBe(true);
     }
   });

@@ -140,8 +140,10 @@ export async function recordCli(o: RecordOptions): Promise<void> {
       const script = scriptOf(name, o);
       upstream.push(...script.replies);
       const scratch = mkdtempSync(join(tmpdir(), `evolve-rec-${o.spec.name}-`));
-      const home = join(scratch, o.spec.home.split("/").pop()!);
-      const workdir = join(scratch, "work");
+      // The box's layout under the scratch dir: the home is no sibling of the workdir (opencode reads every
+      // `.opencode` folder beside the workdir's ancestors as a project config dir).
+      const home = join(scratch, o.spec.home);
+      const workdir = join(scratch, "app");
       const userHome = join(scratch, "user");
       for (const d of [home, workdir, userHome]) mkdirSync(d, { recursive: true });
       const { key } = credentials.issueAgent({ trialId: `rec-${o.spec.name}-${name}` });
@@ -176,6 +178,8 @@ export async function recordCli(o: RecordOptions): Promise<void> {
         replies: script.replies.slice(0, answered).map((rep) => ({ status: rep.status ?? 200, usage: rep.usage ?? null, expected: rep.usage ? wireUsage(rep.usage, api) : null, tool_call: rep.toolCall ?? null, text: rep.text ?? null })),
         metered: meter.records(`rec-${o.spec.name}-${name}`).map((c) => ({ route: c.route, model: c.model, status: c.status, usage: c.usage })),
         workdir_files: workFiles,
+        // npm's cache in the private HOME means the CLI reached for the registry (opencode's plugin install)
+        npm_cache_used: existsSync(join(userHome, ".npm")),
       }, null, 2) + "\n";
       for (const [rel, text] of Object.entries(kept)) {
         if (text.includes(key) || text.includes(REAL_KEY)) throw new Error(`${o.spec.name}/${name}: ${rel} contains a credential`);

@@ -20,6 +20,7 @@ export interface UpstreamRecord {
   requests: { method: string; path: string; query: string }[];
   replies: { status: number; expected: Required<UsageCounts> | null; tool_call: { id: string; name: string; input: Record<string, unknown> } | null; text: string | null }[];
   workdir_files: Record<string, string>;
+  npm_cache_used: boolean;
 }
 
 /** One recorded case. */
