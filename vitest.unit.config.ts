@@ -33,6 +33,8 @@ export const ENGINE_TESTS = [
   "tests/trial-network.test.ts",
   "tests/trial-run.test.ts",
   "tests/trial-userns.test.ts",
+  // not an engine but the network: it pulls from the npm registry
+  "tests/vendor-net.test.ts",
 ];
 
 const root = fileURLToPath(new URL(".", import.meta.url));

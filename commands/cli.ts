@@ -234,6 +234,15 @@ export function buildProgram(version: string, setExit: (code: number) => void): 
     .action(async (id: string, opts) => setExit(await (await import("./job.ts")).trialShowCommand(id, opts)));
   addTrialCommands(trial, setExit, engineOpt);
 
+  const trajectory = program.command("trajectory").description("check ATIF trajectories (Harbor's trajectory.json)");
+  trajectory
+    .command("validate")
+    .description("check a trajectory.json against ATIF v1.0-v1.7; exit 1 with one line per finding")
+    .argument("<file>", "an ATIF trajectory (JSON)")
+    .option("--json", "print {ok, findings} as JSON")
+    .addHelpText("after", examples(["evolve trajectory validate agent/trajectory.json", "evolve trajectory validate t.json --json | jq '.findings[].path'"]))
+    .action(async (file: string, opts) => setExit(await (await import("./trajectory.ts")).trajectoryValidateCommand(file, opts)));
+
   const gateway = program.command("gateway").description("the LLM gateway between agents and their models");
   gateway
     .command("serve")
@@ -265,6 +274,53 @@ export function buildProgram(version: string, setExit: (code: number) => void): 
     .option("--json", "print as JSON")
     .addHelpText("after", examples(["evolve gateway status", "evolve gateway status --json | jq .user"]))
     .action(async (opts) => setExit(await (await import("./gateway.ts")).gatewayStatusCommand(opts)));
+
+  const agent = program.command("agent").description("vendor agent CLIs for offline boxes (pull, export, import) and register other CLIs");
+  agent
+    .command("pull")
+    .description("vendor an agent CLI from npm into $EVOLVE_AGENTS_DIR (default $EVOLVE_HOME/agents) with a manifest of every file")
+    .argument("<harness[@version]>", "an installed or registered agent, optionally at another version")
+    .option("--from <dir>", "copy an existing `npm install --global --prefix <dir>` of the same packages instead of asking npm")
+    .option("--node-from <file>", "with --from: the Node binary to vendor beside a JavaScript CLI")
+    .option("--json", "print what was vendored as JSON")
+    .addHelpText("after", examples(["evolve agent pull claude-code", "evolve agent pull codex@0.171.0", "EVOLVE_AGENTS_DIR=/var/cache/evolve/agents evolve agent pull gemini-cli"]))
+    .action(async (ref: string, opts) => setExit(await (await import("./agent.ts")).pullCommand(ref, opts)));
+  agent
+    .command("list")
+    .description("the agents evolve knows (built-in, installed CLIs, registered) and their vendored versions")
+    .option("--json", "print as JSON")
+    .addHelpText("after", examples(["evolve agent list", "evolve agent list --json | jq -r '.agents[] | select(.kind == \"cli\" and .available) | .name'"]))
+    .action(async (opts) => setExit(await (await import("./agent.ts")).listCommand(opts)));
+  agent
+    .command("show")
+    .description("an agent's packages, API per provider, --ak options, home, stdout, parser and vendored copies")
+    .argument("<name>", "agent name")
+    .option("--verify", "check every vendored file against its manifest (sha256); exit 1 on any difference")
+    .option("--json", "print as JSON")
+    .addHelpText("after", examples(["evolve agent show codex", "evolve agent show claude-code --verify"]))
+    .action(async (name: string, opts) => setExit(await (await import("./agent.ts")).showCommand(name, opts)));
+  agent
+    .command("export")
+    .description("write vendored agents (all, or the named ones) into one tar file (.tar.gz / .tgz: gzip) to carry to an offline machine")
+    .argument("<file>", "the file to write")
+    .argument("[names...]", "harness or harness@version (default: every vendored agent)")
+    .option("--json", "print what was written as JSON")
+    .addHelpText("after", examples(["evolve agent export agents.tar.gz", "evolve agent export cc.tar claude-code@2.1.197"]))
+    .action(async (file: string, names: string[], opts) => setExit(await (await import("./agent.ts")).exportCommand(file, names, opts)));
+  agent
+    .command("import")
+    .description("unpack an `agent export` file, verifying every file against its manifest before anything is used")
+    .argument("<file>", "the file `agent export` wrote")
+    .option("--json", "print what was imported as JSON")
+    .addHelpText("after", examples(["evolve agent import agents.tar.gz"]))
+    .action(async (file: string, opts) => setExit(await (await import("./agent.ts")).importCommand(file, opts)));
+  agent
+    .command("register")
+    .description("register another agent CLI from a TOML manifest (README: Registered agents)")
+    .argument("<manifest.toml>", "the manifest")
+    .option("--json", "print the registration as JSON")
+    .addHelpText("after", examples(["evolve agent register ./mytool.toml && evolve agent pull mytool"]))
+    .action(async (file: string, opts) => setExit(await (await import("./agent.ts")).registerCommand(file, opts)));
 
   program
     .command("doctor")

@@ -118,6 +118,18 @@ export const ERROR_CODES = {
   box_read_failed: ran("listing a folder in the live box failed"),
   archive_too_large: ran("the live box's tar is over the --max-bytes limit of `trial files archive`"),
 
+  // Vendored and registered agents (engine/harness/vendor.ts, manifest.ts)
+  agent_not_vendored: env("the agent is not vendored on this host and the npm registry cannot be reached to vendor it"),
+  agent_pull_failed: env("npm could not install the agent's packages (a version the registry lacks, or a changed layout)"),
+  npm_not_found: env("npm is not on PATH, and evolve vendors agents with it"),
+  agent_archive_invalid: ran("an `agent import` file is not a tar of vendored agents, or holds a link out, an absolute or climbing path, or too much"),
+  agent_tampered: ran("a vendored agent's files differ from its manifest (changed, missing or extra files)"),
+  agent_manifest_invalid: ran("an `agent register` manifest is not TOML or does not match the manifest schema"),
+  agent_name_reserved: env("the name is a built-in agent's and cannot be registered"),
+
+  // Trajectories (ATIF)
+  trajectory_unreadable: env("the trajectory file cannot be read as JSON: missing, not a regular file, over the size limit, or not JSON"),
+
   // The gateway
   gateway_config_invalid: env("the gateway's upstreams or prices file cannot be read"),
 } as const satisfies Record<string, ErrorCodeInfo>;

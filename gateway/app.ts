@@ -10,7 +10,7 @@ import type { Authenticate, Budget, CallRecord, Credential, GatewayRoute, Meter,
 import { meteredStream } from "./sse.ts";
 import { costOf, requestWorstCase } from "./prices.ts";
 import { usageFromJson, type WireApi } from "./usage.ts";
-import { authHeaders, routeModel, upstreamUrl, type RoutedModel, type Upstreams } from "./upstreams.ts";
+import { authHeaders, routeModel, upstreamUrl, type RoutedModel, type Upstream, type Upstreams } from "./upstreams.ts";
 
 /** What the app needs from the rest of evolve. */
 export interface GatewayDeps {
@@ -371,20 +371,37 @@ export function createGatewayApp(deps: GatewayDeps): Hono {
     return proxy(c, m[2] === "countTokens" ? "gemini_count_tokens" : "gemini_generate", { model: m[1]!, method: m[2]! });
   });
 
+  /** A Gemini upstream's GET `path` passed through with the real key, the client's key kept back. */
+  const geminiGet = async (c: Context, upstream: Upstream, path: string): Promise<Response> => {
+    const headers: Record<string, string> = { "accept-encoding": "identity", ...authHeaders(upstream) };
+    let up: Response;
+    try {
+      up = await doFetch(upstreamUrl(upstream, path) + forwardQuery(c.req.url), { headers, signal: c.req.raw.signal });
+    } catch (err) {
+      return providerError("google", 502, `upstream ${upstream.name} unreachable: ${(err as Error)?.message ?? err}`);
+    }
+    return new Response(await up.text(), { status: up.status, headers: responseHeaders(up) });
+  };
+
   // The Gemini upstream's own list, passed through with the real key (Google's shape, paging and all).
   app.get("/v1beta/models", async (c) => {
     const cred = auth(c, "google", "gemini_models");
     if (cred instanceof Response) return cred;
     const upstream = deps.upstreams.byName.get("gemini") ?? [...deps.upstreams.byName.values()].find((u) => u.kind === "gemini");
     if (!upstream || upstream.kind !== "gemini") return providerError("google", 404, "no Gemini upstream is configured on this gateway");
-    const headers: Record<string, string> = { "accept-encoding": "identity", ...authHeaders(upstream) };
-    let up: Response;
-    try {
-      up = await doFetch(upstreamUrl(upstream, "/models") + forwardQuery(c.req.url), { headers, signal: c.req.raw.signal });
-    } catch (err) {
-      return providerError("google", 502, `upstream ${upstream.name} unreachable: ${(err as Error)?.message ?? err}`);
-    }
-    return new Response(await up.text(), { status: up.status, headers: responseHeaders(up) });
+    return geminiGet(c, upstream, "/models");
+  });
+
+  // Google's get-model: the model is routed as a call to it would be, so a name no Gemini upstream serves (or an
+  // alias to another provider's model) is this gateway's 404, and the upstream answers the rest, its 404 included.
+  app.get("/v1beta/models/*", async (c) => {
+    const cred = auth(c, "google", "gemini_models");
+    if (cred instanceof Response) return cred;
+    const requested = decodeURIComponent(c.req.path.slice("/v1beta/models/".length));
+    const routed = requested ? routeModel(deps.upstreams, requested, "gemini") : undefined;
+    if (!routed || routed.upstream.kind !== "gemini") return providerError("google", 404, `model ${requested} is not served by this gateway`);
+    if (!admits(cred, requested, routed)) return providerError("google", 403, `this gateway key does not admit model ${requested}`);
+    return geminiGet(c, routed.upstream, `/models/${routed.upstreamModel}`);
   });
 
   app.get("/v1/models", (c) => {

@@ -12,6 +12,9 @@ import type { Authenticate, Credential, GatewayRoute, Lane } from "./types.ts";
 /** The model family a judge key belongs to, named after the env var a task asks for. */
 export type JudgeFamily = "anthropic" | "openai" | "gemini";
 
+/** Every judge family, in the order a judge name is looked up. */
+export const JUDGE_FAMILIES: readonly JudgeFamily[] = ["anthropic", "openai", "gemini"];
+
 /** What is stored for a credential: the contract's view plus the key's hash and lifecycle. */
 export interface CredentialRecord extends Credential {
   /** sha256 of the key, hex. The key itself is never stored. */
@@ -214,21 +217,14 @@ function withPath(baseUrl: string, path: string): string {
 }
 
 /**
- * The variables an agent box gets. Anthropic clients append `/v1/messages` to `ANTHROPIC_BASE_URL`, so it is the
- * gateway root; OpenAI clients append `/chat/completions` or `/responses` to `OPENAI_BASE_URL`, so it ends in
- * `/v1`. The `_API_BASE` companions (litellm's names) carry the same values.
+ * The variables an agent box gets: every judge family's, under one key, since an agent's harness may speak any of
+ * the three APIs. Anthropic clients append `/v1/messages` to `ANTHROPIC_BASE_URL`, so it is the gateway root;
+ * OpenAI clients append `/chat/completions` or `/responses` to `OPENAI_BASE_URL`, so it ends in `/v1`; Google's
+ * append `/v1beta/models/…` to `GOOGLE_GEMINI_BASE_URL`, so it is the root. The `_API_BASE` companions (litellm's
+ * names) carry the same values.
  */
 export function agentEnv(key: string, baseUrl: string): Record<string, string> {
-  const root = baseUrl.replace(/\/+$/, "");
-  const v1 = withPath(root, "/v1");
-  return {
-    ANTHROPIC_API_KEY: key,
-    ANTHROPIC_BASE_URL: root,
-    ANTHROPIC_API_BASE: root,
-    OPENAI_API_KEY: key,
-    OPENAI_BASE_URL: v1,
-    OPENAI_API_BASE: v1,
-  };
+  return Object.assign({}, ...JUDGE_FAMILIES.map((f) => judgeEnv(f, key, baseUrl)));
 }
 
 /**
@@ -243,4 +239,12 @@ export function judgeEnv(family: JudgeFamily, key: string, baseUrl: string): Rec
   if (family === "gemini") return { GEMINI_API_KEY: key, GOOGLE_API_KEY: key, GOOGLE_GEMINI_BASE_URL: root };
   const v1 = withPath(root, "/v1");
   return { OPENAI_API_KEY: key, OPENAI_BASE_URL: v1, OPENAI_API_BASE: v1 };
+}
+
+/**
+ * The judge family whose {@link judgeEnv} sets `name` (a key or a base-URL companion), or undefined for a name no
+ * family answers. judgeEnv is where the names are decided; this and the task rules only read them from it.
+ */
+export function judgeFamilyOf(name: string): JudgeFamily | undefined {
+  return JUDGE_FAMILIES.find((f) => Object.hasOwn(judgeEnv(f, "", ""), name));
 }

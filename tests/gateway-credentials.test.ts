@@ -113,7 +113,7 @@ describe("gateway credentials", () => {
 });
 
 describe("environment handed to boxes", () => {
-  it("agentEnv: both providers, base URL forms each SDK expects, _API_BASE companions", () => {
+  it("agentEnv: all three providers, base URL forms each SDK expects, _API_BASE companions", () => {
     expect(agentEnv("evk-x", "http://10.0.2.2:4000/")).toEqual({
       ANTHROPIC_API_KEY: "evk-x",
       ANTHROPIC_BASE_URL: "http://10.0.2.2:4000",
@@ -121,6 +121,9 @@ describe("environment handed to boxes", () => {
       OPENAI_API_KEY: "evk-x",
       OPENAI_BASE_URL: "http://10.0.2.2:4000/v1",
       OPENAI_API_BASE: "http://10.0.2.2:4000/v1",
+      GEMINI_API_KEY: "evk-x",
+      GOOGLE_API_KEY: "evk-x",
+      GOOGLE_GEMINI_BASE_URL: "http://10.0.2.2:4000",
     });
   });
 

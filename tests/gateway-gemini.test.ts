@@ -5,7 +5,8 @@ import { ScriptedUpstream } from "../fixtures/upstream/server.ts";
 import { serveGateway, type GatewayListener } from "../gateway/serve.ts";
 import { serveFetch } from "../engine/runtime.ts";
 import { Prices } from "../gateway/prices.ts";
-import { Credentials, FAMILY_ROUTES, judgeEnv } from "../gateway/credentials.ts";
+import { agentEnv, Credentials, FAMILY_ROUTES, judgeEnv } from "../gateway/credentials.ts";
+import { createGatewayApp } from "../gateway/app.ts";
 import type { CallRecord, Credential } from "../gateway/types.ts";
 import { buildUpstreams } from "../gateway/upstreams.ts";
 
@@ -171,6 +172,73 @@ describe("Gemini countTokens and models", () => {
     expect(req.method).toBe("GET");
     expect(req.path).toBe("/v1beta/models");
     expect(req.query).toBe("pageSize=50");
+  });
+});
+
+describe("Gemini get-model", () => {
+  it("answers a served model from the upstream with the real key, under its routed name too", async () => {
+    for (const name of ["gemini-2.5-flash", "gemini/gemini-2.5-flash"]) {
+      upstream.reset();
+      const res = await fetch(`${gw.url}/v1beta/models/${name}?key=${KEY}`);
+      expect(res.status).toBe(200);
+      expect(((await res.json()) as any)).toMatchObject({ name: "models/gemini-2.5-flash", supportedGenerationMethods: expect.arrayContaining(["generateContent"]) });
+      const req = lastUpstreamRequest();
+      expect(req.method).toBe("GET");
+      expect(req.path).toBe("/v1beta/models/gemini-2.5-flash");
+      expect(req.query).toBe("");
+    }
+    // a get is not a model call: nothing metered, nothing reserved
+    expect(calls).toHaveLength(0);
+    expect(rec.reservations).toHaveLength(0);
+  });
+
+  it("answers an unknown model 404 NOT_FOUND in Google's shape, and a bad key 403 before anything is sent", async () => {
+    const res = await fetch(`${gw.url}/v1beta/models/gemini-no-such-model`, { headers: { "x-goog-api-key": KEY } });
+    expect(res.status).toBe(404);
+    expect(await res.json()).toEqual({ error: { code: 404, message: expect.stringContaining("gemini-no-such-model"), status: "NOT_FOUND" } });
+    upstream.reset();
+    const denied = await fetch(`${gw.url}/v1beta/models/gemini-2.5-flash?key=evk-not-a-key`);
+    expect(denied.status).toBe(403);
+    expect(((await denied.json()) as any).error.status).toBe("PERMISSION_DENIED");
+    expect(upstream.requests).toHaveLength(0);
+  });
+
+  it("answers 404 itself for a name routed to another provider's upstream, asking no upstream", async () => {
+    const sent: string[] = [];
+    const app = createGatewayApp({
+      upstreams: buildUpstreams(
+        {
+          upstreams: {
+            gemini: { base_url: "http://gemini.invalid", api_key_env: "GEMINI_API_KEY", models: ["gemini-2.5-flash"] },
+            anthropic: { base_url: "http://anthropic.invalid", api_key_env: "ANTHROPIC_API_KEY", models: ["claude-x"] },
+          },
+          aliases: { judge: "anthropic/claude-x" },
+        },
+        { GEMINI_API_KEY: REAL_GEMINI, ANTHROPIC_API_KEY: "sk-ant" },
+      ),
+      authenticate: (k) => creds.get(k),
+      meter: () => {},
+      budget,
+      prices: () => undefined,
+      fetch: (async (url: string) => {
+        sent.push(String(url));
+        return new Response("{}", { status: 200 });
+      }) as typeof fetch,
+    });
+    for (const name of ["anthropic/claude-x", "judge", "claude-x"]) {
+      const res = await app.request(`/v1beta/models/${name}`, { headers: { "x-goog-api-key": KEY } });
+      expect(res.status, name).toBe(404);
+      expect(await res.json()).toEqual({ error: { code: 404, message: `model ${name} is not served by this gateway`, status: "NOT_FOUND" } });
+    }
+    expect(sent).toEqual([]);
+  });
+});
+
+describe("Gemini variables in an agent box", () => {
+  it("gives an agent Google's key names and the gateway root as GOOGLE_GEMINI_BASE_URL, beside the others", () => {
+    const env = agentEnv("evk-a", "http://gw:1/");
+    expect(env).toMatchObject({ GEMINI_API_KEY: "evk-a", GOOGLE_API_KEY: "evk-a", GOOGLE_GEMINI_BASE_URL: "http://gw:1" });
+    expect(env).toMatchObject({ ANTHROPIC_API_KEY: "evk-a", OPENAI_BASE_URL: "http://gw:1/v1" });
   });
 });
 

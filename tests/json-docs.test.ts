@@ -25,7 +25,8 @@ const host = cliHost();
 afterAll(() => host.close());
 
 function evolve(args: string[]) {
-  return host.run(args, { cwd: root, env: { ...process.env, EVOLVE_HOME: home, NO_COLOR: "1" }, timeoutMs: 60_000 });
+  // agents are vendored into this home, never into a shared EVOLVE_AGENTS_DIR the caller may have set
+  return host.run(args, { cwd: root, env: { ...process.env, EVOLVE_HOME: home, EVOLVE_AGENTS_DIR: join(home, "agents"), NO_COLOR: "1" }, timeoutMs: 60_000 });
 }
 
 /** The documented commands run here, in this order (later ones change the store earlier ones read). */
@@ -51,6 +52,13 @@ const RUNS: { command: string; args: () => string[]; exit?: number }[] = [
   { command: "gateway resume", args: () => ["gateway", "resume"] },
   { command: "gateway status", args: () => ["gateway", "status"] },
   { command: "dataset delete", args: () => ["dataset", "delete", "demo@1.0", "--yes"] },
+  { command: "trajectory validate", args: () => ["trajectory", "validate", "fixtures/atif/invalid/step-gap.json"], exit: 1 },
+  { command: "agent register", args: () => ["agent", "register", "fixtures/vendor/mytool.toml"] },
+  { command: "agent pull", args: () => ["agent", "pull", "mytool", "--from", "fixtures/vendor/mytool-install"] },
+  { command: "agent list", args: () => ["agent", "list"] },
+  { command: "agent show", args: () => ["agent", "show", "mytool", "--verify"] },
+  { command: "agent export", args: () => ["agent", "export", join(home, "agents.tar"), "mytool"] },
+  { command: "agent import", args: () => ["agent", "import", join(home, "agents.tar")] },
 ];
 
 /** `trial files ls` for every command of the CLI that takes `--json`. */

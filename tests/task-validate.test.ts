@@ -396,6 +396,11 @@ describe("environment variables and secrets", () => {
       ["judge_template_unrecognized", 8],
     ]);
   });
+
+  it("accepts Google's judge names as whole values, as the gateway answers them", async () => {
+    const fs = await findings(`[verifier.env]\nK = "\${GEMINI_API_KEY}"\nG = "\${GOOGLE_API_KEY}"\nB = "\${GOOGLE_GEMINI_BASE_URL}"\nX = "key=\${GEMINI_API_KEY}"\n`);
+    expect(fs.map((f) => [f.code, f.line])).toEqual([["judge_value_not_whole", 5]]);
+  });
 });
 
 describe("resource ceilings", () => {

@@ -23,6 +23,7 @@ import { runTrial, settleRemovals } from "../engine/trial/run.ts";
 import type { TrialRequest } from "../engine/trial/types.ts";
 import { ScriptedUpstream } from "../fixtures/upstream/server.ts";
 import { probeHarness, stageProbe } from "./support/probe-harness.ts";
+import { readTrace } from "../engine/trace/store.ts";
 
 const FIXTURES = join(__dirname, "..", "fixtures", "tasks", "trials");
 // distinctive, so a scan that finds them cannot be finding anything else
@@ -151,9 +152,9 @@ describe("an agent's model calls", () => {
   it("are metered: live spend while running, then final spend, tokens, trace events, result.json and evolve.json", () => {
     expect(seen.live).toMatchObject({ source: "live", final_usd: null });
     expect(seen.live!.live_usd).toBeGreaterThan(0);
-    const events = store.readEvents(rec.id).filter((e) => (e.data as { update?: { source?: string } }).update?.source === "gateway");
+    const events = [...readTrace(home, rec.id)].filter((e) => (e.data as { update?: { source?: string } }).update?.source === "gateway");
     expect(events.map((e) => (e.data as { update: { model: string } }).update.model)).toEqual(["anthropic/claude-sonnet-4-5", "anthropic/claude-sonnet-4-5", "openai/gpt-4o-mini"]);
-    const costs = events.map((e) => (e.data as { update: { cost_usd: number } }).update.cost_usd);
+    const costs = events.map((e) => (e.data as { update: { costUsd: number } }).update.costUsd);
     for (const c of costs) expect(c).toBeGreaterThan(0);
     const total = costs.reduce((a, b) => a + b, 0);
     expect(rec.spend).toMatchObject({ source: "measured", calls: 3, unpriced_calls: 0 });
@@ -197,7 +198,7 @@ describe("judges", () => {
     expect(rec.spend!.judge).toMatchObject({ calls: 1, unpriced_calls: 0 });
     expect(rec.spend!.judge!.final_usd).toBeGreaterThan(0);
     expect(rec.spend).toMatchObject({ live_usd: 0, final_usd: 0, calls: 0, source: "measured" });
-    const events = store.readEvents(rec.id).map((e) => (e.data as { update: { lane: string } }).update.lane);
+    const events = [...readTrace(home, rec.id)].map((e) => (e.data as { update: { _meta?: { lane?: unknown } } }).update._meta?.lane);
     expect(events).toEqual(["judge"]);
   }, 240_000);
 });

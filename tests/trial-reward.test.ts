@@ -131,6 +131,13 @@ describe("environment tables", () => {
   it("maps every judge name, companions included, to its family", () => {
     expect(["ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "ANTHROPIC_API_BASE"].map(judgeFamily)).toEqual(["anthropic", "anthropic", "anthropic"]);
     expect(["OPENAI_API_KEY", "OPENAI_BASE_URL", "OPENAI_API_BASE"].map(judgeFamily)).toEqual(["openai", "openai", "openai"]);
+    expect(["GEMINI_API_KEY", "GOOGLE_API_KEY", "GOOGLE_GEMINI_BASE_URL"].map(judgeFamily)).toEqual(["gemini", "gemini", "gemini"]);
+  });
+
+  it("leaves a Gemini judge name to the gateway, default or not, like the other families'", () => {
+    const r = resolveVerifierEnv({ KEY: "${GEMINI_API_KEY}", G: "${GOOGLE_API_KEY:-x}", BASE: "${GOOGLE_GEMINI_BASE_URL}" });
+    expect(r.env).toEqual({});
+    expect(r.judge).toEqual([{ key: "KEY", name: "GEMINI_API_KEY" }, { key: "G", name: "GOOGLE_API_KEY" }, { key: "BASE", name: "GOOGLE_GEMINI_BASE_URL" }]);
   });
 
   it("answers judge asks under the task's own key and sets the family's companions beside it", () => {

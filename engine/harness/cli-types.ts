@@ -29,6 +29,13 @@ export interface VendorSpec {
   viaNode: boolean;
   /** A command already in the image that is this CLI (`claude`, `codex`): an image that has it uses it. */
   imageCommand?: string;
+  /**
+   * True when `packages` already name every platform package the CLI needs, so npm's optional dependencies are left
+   * out (`--omit=optional`): opencode-ai otherwise pulls both `opencode-linux-x64` and `-baseline` (354 MB). npm's
+   * global mode ignores that flag, so these are installed in its local layout: the same `lib/node_modules/<pkg>`
+   * paths, but a dependency of a listed package sits beside it (`lib/node_modules/<dep>`), not under it.
+   */
+  omitOptional?: boolean;
 }
 
 /** A task MCP server (task.toml `[[environment.mcp_servers]]`), as a CLI's native config registers it. */

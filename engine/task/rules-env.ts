@@ -6,16 +6,10 @@
 import type { ValidateOptions } from "./codes.ts";
 import { type Findings, showPath, showValue, str, tbl } from "./findings.ts";
 import type { KeyPath } from "./toml-lines.ts";
+import { JUDGE_FAMILIES, judgeEnv } from "../../gateway/credentials.ts";
 
 /** Names a judge credential can be asked for under; the gateway answers each as the entire value. */
-export const JUDGE_NAMES = new Set([
-  "ANTHROPIC_API_KEY",
-  "OPENAI_API_KEY",
-  "ANTHROPIC_API_BASE",
-  "ANTHROPIC_BASE_URL",
-  "OPENAI_API_BASE",
-  "OPENAI_BASE_URL",
-]);
+export const JUDGE_NAMES: ReadonlySet<string> = new Set(JUDGE_FAMILIES.flatMap((f) => Object.keys(judgeEnv(f, "", ""))));
 
 /** A whole-value template: `${VAR}` or `${VAR:-default}`. */
 export interface Template {

@@ -4,7 +4,7 @@
  * else the trial cannot run (`secret_not_attached`). Secret values exist only in the maps returned here.
  */
 import { JUDGE_NAMES, wholeTemplate } from "../task/rules-env.ts";
-import type { JudgeFamily } from "../../gateway/credentials.ts";
+import { judgeFamilyOf, type JudgeFamily } from "../../gateway/credentials.ts";
 
 /** A resolved env table, and the templates nothing could answer. */
 export interface ResolvedEnv {
@@ -63,7 +63,10 @@ export function resolveVerifierEnv(table: Record<string, string>): { env: Record
 
 /** The judge family a judge name belongs to: a task asking only for a base-URL companion still gets its key. */
 export function judgeFamily(name: string): JudgeFamily {
-  return name.startsWith("OPENAI_") ? "openai" : "anthropic";
+  const family = judgeFamilyOf(name);
+  // resolveVerifierEnv only returns names in JUDGE_NAMES, and every one of those has a family
+  if (!family) throw new Error(`judgeFamily: ${name} is not a judge name`);
+  return family;
 }
 
 /**

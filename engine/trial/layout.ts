@@ -48,6 +48,8 @@ export const TRIAL = {
   keptManifest: "fs-changes.json",
   /** The verifier's log, inside `verifier/`. */
   testStdout: "test-stdout.txt",
+  /** The parsed trace (engine/trace/store.ts): host-only, beside agent/, never in a folder a box mounts. */
+  trace: "trace-parsed.jsonl",
 } as const;
 
 /** The folders a box mounts, in the box and in the trial folder. */
@@ -58,7 +60,7 @@ export const MOUNTED = [
 ] as const;
 
 /** What one attempt writes into the trial folder; a new attempt starts without any of it (trial.log is kept). */
-export const ATTEMPT_OUTPUTS = [TRIAL.agent, TRIAL.verifier, TRIAL.artifacts, TRIAL.steps, TRIAL.kept, TRIAL.keptManifest, TRIAL.result, TRIAL.exception, TRIAL.evolve, TRIAL.setup, TRIAL.box] as const;
+export const ATTEMPT_OUTPUTS = [TRIAL.agent, TRIAL.verifier, TRIAL.artifacts, TRIAL.steps, TRIAL.kept, TRIAL.keptManifest, TRIAL.result, TRIAL.exception, TRIAL.evolve, TRIAL.setup, TRIAL.box, TRIAL.trace] as const;
 
 /** A trial folder's paths. */
 export function trialPaths(dir: string) {

@@ -25,6 +25,7 @@ import { zeroLane } from "../../gateway/meter.ts";
 import { ComposeTask } from "./compose.ts";
 import { TrialNetwork, trialPolicies, type NetPolicy, type TrialPolicies } from "./network.ts";
 import { CancelledFailure, isStopped, stopFailure, TrialFailure } from "./outcome.ts";
+import { appendGatewayUsage } from "../trace/store.ts";
 import { ATTEMPT_OUTPUTS, BOX_ROOT, MOUNTED, trialPaths } from "./layout.ts";
 import { preArtifactsScript, setupScript, testScript, type BoxScripts, type TaskScript } from "./scripts.ts";
 import { writeEvolveJson, writeJson, writeResult, type AgentUsage, type ExceptionRecord, type StepResult, type TrialConfigFile } from "./result.ts";
@@ -366,7 +367,7 @@ class TrialRun extends TrialRecorder implements TrialRoom {
     const totals = await this.lease.end();
     if (totals.events.length > 0) {
       try {
-        this.deps.store.appendEvents(this.req.trialId, totals.events);
+        appendGatewayUsage(this.req.home, this.req.trialId, totals.events);
       } catch (e) {
         this.log(`could not store the gateway's usage events: ${(e as Error).message}`);
       }

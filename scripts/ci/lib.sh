@@ -85,6 +85,23 @@ build_binary() {
   (cd "$EVOLVE_ROOT" && npm run --silent build)
 }
 
+# Vendors every installed agent CLI this build has (`evolve agent list --json`: kind cli, available) into
+# $EVOLVE_AGENTS_DIR (default $EVOLVE_HOME/agents), so trials mount them and no box runs `npm install`. A version
+# already vendored there is skipped in well under a second; each pull's time is printed.
+vendored_agents() {
+  local evolve=("$EVOLVE_ROOT/node_modules/.bin/bun" "$EVOLVE_ROOT/main.ts")
+  local names n t0
+  names="$("${evolve[@]}" agent list --json | node -e '
+    let s = ""; process.stdin.on("data", (c) => (s += c)).on("end", () => {
+      for (const a of JSON.parse(s).agents) if (a.kind === "cli" && a.available) console.log(a.name);
+    });')"
+  for n in $names; do
+    t0=$SECONDS
+    "${evolve[@]}" agent pull "$n"
+    echo "    agent pull $n: $((SECONDS - t0)) s"
+  done
+}
+
 # The README's example: validate every fixture task, publish the runnable example dataset, and run a real job of
 # the oracle agent on it in podman (each task's reference solution, verified in its container).
 example() {

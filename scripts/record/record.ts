@@ -37,6 +37,8 @@ export interface RecordOptions {
   /** The CLI's own shell tool and the arguments the scripted model calls it with. */
   shellTool: string;
   shellInput: Record<string, unknown>;
+  /** Text the model says before its tool call, in the same reply (claude: one stdout line per content block). */
+  toolText?: string;
   /** Cases to record (default all). */
   cases?: string[];
 }
@@ -51,7 +53,7 @@ function scriptOf(name: string, o: RecordOptions): { instruction: string; replie
     return {
       instruction: "Write hello-from-tool into out.txt with the shell, then say done.",
       replies: [
-        { toolCall: { id: "call_rec_1", name: o.shellTool, input: o.shellInput }, usage: TOOL_USAGE },
+        { ...(o.toolText ? { text: o.toolText } : {}), toolCall: { id: "call_rec_1", name: o.shellTool, input: o.shellInput }, usage: TOOL_USAGE },
         { text: "Done: out.txt holds hello-from-tool.", usage: ANSWER_USAGE },
       ],
     };

@@ -1,0 +1,96 @@
+/**
+ * OpenAI's Codex CLI (`codex exec --json`), the facts of ../shared/reference/agent-clis.md "Codex": a native (musl)
+ * binary from npm, pointed at the gateway by a custom Responses provider in `$CODEX_HOME/config.toml` whose
+ * `env_key` names the variable holding the trial's credential; session rollouts under `sessions/YYYY/MM/DD/`.
+ */
+import type { CliSpec, Invocation, InvocationInput, McpServer } from "../cli-types.ts";
+
+/** The provider id in config.toml. */
+const PROVIDER_ID = "evolve";
+
+/** A TOML basic string: JSON's escapes are TOML's (control characters as `\uXXXX`). */
+const tomlString = (s: string): string => JSON.stringify(s);
+
+/** A task MCP server as a `[mcp_servers.<name>]` table: a command, or a URL (codex speaks streamable HTTP). */
+function mcpTable(s: McpServer): string[] {
+  const lines = [`[mcp_servers.${tomlString(s.name)}]`];
+  if (s.transport === "stdio") {
+    lines.push(`command = ${tomlString(s.command ?? "")}`, `args = [${(s.args ?? []).map(tomlString).join(", ")}]`);
+  } else {
+    lines.push(`url = ${tomlString(s.url ?? "")}`);
+  }
+  return lines;
+}
+
+/** config.toml: the gateway provider (the key only by its variable's name) and every side call off. */
+function config(input: InvocationInput): string {
+  const lines = [
+    `model_provider = ${tomlString(PROVIDER_ID)}`,
+    // An update check is a call to GitHub nobody asked for; a box could not apply an update anyway.
+    "check_for_update_on_startup = false",
+  ];
+  if (input.options.reasoning_effort) lines.push(`model_reasoning_effort = ${tomlString(input.options.reasoning_effort)}`);
+  lines.push(
+    "",
+    "[analytics]",
+    "enabled = false",
+    "",
+    "[feedback]",
+    "enabled = false",
+    "",
+    "[otel]",
+    'exporter = "none"',
+    "",
+    `[model_providers.${PROVIDER_ID}]`,
+    'name = "evolve gateway"',
+    `base_url = ${tomlString(`${input.gatewayUrl}/v1`)}`,
+    `env_key = ${tomlString(input.keyEnv)}`,
+    'wire_api = "responses"',
+    // Else it tries a WebSocket to the Responses endpoint first.
+    "supports_websockets = false",
+  );
+  for (const s of input.mcpServers) lines.push("", ...mcpTable(s));
+  return lines.join("\n") + "\n";
+}
+
+/** Codex: the OpenAI Responses API only. */
+export const codex: CliSpec = {
+  name: "codex",
+  vendor: {
+    packages: [{ name: "@openai/codex", version: "0.171.0" }],
+    // The native binary its `bin/codex.js` shim would exec: npm installs it as the optional dependency
+    // `@openai/codex-linux-x64` (an alias of `@openai/codex@<version>-linux-x64`) inside the package.
+    entry: "lib/node_modules/@openai/codex/node_modules/@openai/codex-linux-x64/vendor/x86_64-unknown-linux-musl/bin/codex",
+    viaNode: false,
+    imageCommand: "codex",
+  },
+  apiFor(provider) {
+    return provider === "openai" ? "openai-responses" : undefined;
+  },
+  options: {
+    reasoning_effort: { description: "reasoning effort (config `model_reasoning_effort`)", values: ["minimal", "low", "medium", "high", "xhigh"] },
+  },
+  home: "/logs/agent/.codex",
+  invocation(input: InvocationInput): Invocation {
+    return {
+      argv: [
+        ...input.program,
+        "exec",
+        "--json",
+        "--skip-git-repo-check",
+        // The box is the sandbox; codex's own (bubblewrap) cannot run inside it.
+        "--dangerously-bypass-approvals-and-sandbox",
+        "-C", input.workdir,
+        "-m", input.model,
+        // `-`: the instruction on stdin (one starting with `-` would read as a flag; argv caps an argument at 128 KiB).
+        "-",
+      ],
+      env: { CODEX_HOME: input.home, NO_COLOR: "1" },
+      files: [{ path: `${input.home}/config.toml`, content: config(input) }],
+      stdin: input.instruction,
+    };
+  },
+  stdoutName: "codex.txt",
+  parser: "codex",
+  versionArgs: ["--version"],
+};

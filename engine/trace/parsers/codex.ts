@@ -1,0 +1,216 @@
+/**
+ * Codex's `exec --json` stdout (peers.md §4.5) as the parsed trace. Its `turn.completed` usage is the thread's
+ * running total, not the turn's, and it says nothing per model call: per-call usage comes from the session rollout
+ * (`sessions/YYYY/MM/DD/rollout-*<thread_id>.jsonl`, one `token_usage_record` per response, or `token_count`'s
+ * `last_token_usage` in rollouts without those); the closing total is the last running total. An `error` item (e.g.
+ * "Model metadata for `…` not found") and a "Reconnecting…" error line are reported but survived: not fatal.
+ */
+import { chunkEvent, errorEvent, promptEvent, toolCallEvent, toolResultEvent, usageEvent, type SessionFile, type ToolStatus, type TraceParser, type TraceUpdate, type UsageCounts } from "../events.ts";
+import type { ParserSpec } from "./index.ts";
+import { jsonObject, LineLoss, num, obj, planEvent, str, toolKind, type Obj } from "./toolkit.ts";
+
+/** OpenAI-style counts (cached inside input, reasoning inside output) as UsageCounts. */
+function openaiUsage(u: Obj): UsageCounts {
+  const counts: UsageCounts = { promptTokens: num(u.input_tokens), completionTokens: num(u.output_tokens) };
+  if (num(u.cached_input_tokens)) counts.cachedTokens = num(u.cached_input_tokens);
+  if (num(u.cache_write_input_tokens)) counts.cacheWriteTokens = num(u.cache_write_input_tokens);
+  if (num(u.reasoning_output_tokens)) counts.reasoningTokens = num(u.reasoning_output_tokens);
+  return counts;
+}
+
+/** The tool the model called for an item, under codex's own tool names, and its arguments as far as stdout tells. */
+function toolOf(item: Obj): { name: string; title: string; input: Obj } | undefined {
+  switch (item.type) {
+    case "command_execution": {
+      const command = str(item.command) ?? "";
+      return { name: "exec_command", title: command, input: { command } };
+    }
+    case "file_change": {
+      const changes = Array.isArray(item.changes) ? item.changes.map(obj).filter((c): c is Obj => c !== undefined) : [];
+      const title = changes.map((c) => `${str(c.kind) ?? "update"} ${str(c.path) ?? ""}`.trim()).join(", ") || "apply_patch";
+      return { name: "apply_patch", title, input: { changes } };
+    }
+    case "mcp_tool_call": {
+      const name = `${str(item.server) ?? "mcp"}.${str(item.tool) ?? "tool"}`;
+      return { name, title: name, input: obj(item.arguments) ?? {} };
+    }
+    case "web_search": {
+      const query = str(item.query) ?? "";
+      return { name: "web_search", title: query || "web_search", input: { query } };
+    }
+    case "collab_tool_call": {
+      const name = str(item.tool) ?? "collab";
+      return { name, title: str(item.prompt)?.slice(0, 200) ?? name, input: item.prompt !== undefined ? { prompt: item.prompt } : {} };
+    }
+    default:
+      return undefined;
+  }
+}
+
+/** What a finished tool item returned, as text. */
+function toolOutput(item: Obj): string {
+  if (item.type === "command_execution") return str(item.aggregated_output) ?? "";
+  if (item.type === "mcp_tool_call") {
+    const err = obj(item.error);
+    if (err) return str(err.message) ?? JSON.stringify(err);
+    const content = obj(item.result)?.content;
+    if (Array.isArray(content)) return content.map((c) => str(obj(c)?.text) ?? JSON.stringify(c)).join("\n");
+    return item.result === undefined ? "" : JSON.stringify(item.result);
+  }
+  if (item.type === "file_change") return toolOf(item)?.title ?? "";
+  return "";
+}
+
+function finalStatus(item: Obj): ToolStatus {
+  const s = str(item.status);
+  if (s === "failed" || s === "declined") return "failed";
+  if (item.type === "command_execution" && typeof item.exit_code === "number" && item.exit_code !== 0) return "failed";
+  if (item.type === "mcp_tool_call" && item.error) return "failed";
+  return "completed";
+}
+
+/** The per-call usage in the rollout(s) of `threadId` (all rollouts when it is unknown). */
+function rolloutUsage(files: readonly SessionFile[], threadId: string | undefined): TraceUpdate[] {
+  const mine = threadId ? files.filter((f) => f.path.endsWith(`${threadId}.jsonl`)) : files;
+  const out: TraceUpdate[] = [];
+  for (const f of mine.length > 0 ? mine : files) {
+    const records: TraceUpdate[] = [];
+    const counts: TraceUpdate[] = [];
+    let model: string | undefined;
+    for (const line of f.text.split("\n")) {
+      const o = line.trim() ? jsonObject(line) : undefined;
+      const p = obj(o?.payload);
+      if (!o || !p) continue;
+      if (o.type === "turn_context" && str(p.model)) model = str(p.model);
+      // The response id goes in _meta, not messageId: stdout's items never say which response they came from, so
+      // no chunk or tool call could share it.
+      const opts = (id?: string) => {
+        const meta: Record<string, string> = {};
+        if (str(o.timestamp)) meta.timestamp = str(o.timestamp)!;
+        if (id) meta.responseId = id;
+        return { ...(model ? { model } : {}), ...(Object.keys(meta).length > 0 ? { meta } : {}) };
+      };
+      if (o.type === "token_usage_record" && obj(p.usage)) records.push(usageEvent("call", openaiUsage(obj(p.usage)!), opts(str(p.response_id))));
+      const last = obj(obj(p.info)?.last_token_usage);
+      if (o.type === "event_msg" && p.type === "token_count" && last) counts.push(usageEvent("call", openaiUsage(last), opts()));
+    }
+    // Newer rollouts record each response with its id; older ones only the running counts.
+    out.push(...(records.length > 0 ? records : counts));
+  }
+  return out;
+}
+
+class CodexParser implements TraceParser {
+  private loss = new LineLoss();
+  private prompted = false;
+  private threadId: string | undefined;
+  private total: Obj | undefined;
+  /** The last `error` line's message: `turn.failed` repeats it for the same failure. */
+  private lastError: string | undefined;
+  /** Tool items already announced (`item.started`), so `item.completed` only updates them. */
+  private started = new Set<string>();
+
+  constructor(private readonly instruction: string | undefined) {}
+
+  line(text: string): TraceUpdate[] {
+    if (!text.trim()) return [];
+    const out: TraceUpdate[] = [];
+    if (!this.prompted && this.instruction !== undefined) {
+      this.prompted = true;
+      out.push(promptEvent(this.instruction));
+    }
+    const o = jsonObject(text);
+    if (!o || typeof o.type !== "string") {
+      this.loss.lost(text, o ? "a JSON line without a type" : "not a JSON line");
+      return out;
+    }
+    out.push(...this.loss.flush());
+    switch (o.type) {
+      case "thread.started":
+        this.threadId = str(o.thread_id);
+        break;
+      case "turn.completed":
+        // The thread's running total so far: the last one is the run's.
+        if (obj(o.usage)) this.total = obj(o.usage);
+        break;
+      case "turn.failed": {
+        const message = str(obj(o.error)?.message) ?? "turn failed";
+        if (message !== this.lastError) out.push(errorEvent(message, true));
+        break;
+      }
+      case "error": {
+        const message = str(o.message) ?? "error";
+        this.lastError = message;
+        // Codex reports its own retries as error lines; the run goes on after them.
+        out.push(errorEvent(message, !/^Reconnecting\b/i.test(message)));
+        break;
+      }
+      case "item.started":
+      case "item.updated":
+      case "item.completed": {
+        const item = obj(o.item);
+        if (item) this.item(item, o.type === "item.completed", out);
+        break;
+      }
+      // turn.started, item.plan.delta, request_user_input and later types carry nothing the trace keeps.
+    }
+    return out;
+  }
+
+  private item(item: Obj, done: boolean, out: TraceUpdate[]): void {
+    const id = str(item.id) ?? "";
+    if (item.type === "todo_list") {
+      const items = Array.isArray(item.items) ? item.items.map(obj).filter((t): t is Obj => t !== undefined) : [];
+      out.push(planEvent(items.map((t) => ({ content: str(t.text) ?? "", priority: "medium", status: t.completed === true ? "completed" : "pending" }))));
+      return;
+    }
+    if (!done) {
+      const tool = toolOf(item);
+      if (tool && !this.started.has(id)) {
+        this.started.add(id);
+        out.push(toolCallEvent({ toolCallId: id, name: tool.name, title: tool.title, kind: item.type === "mcp_tool_call" ? toolKind(str(item.tool) ?? "") : toolKind(tool.name), status: "in_progress", rawInput: tool.input }));
+      }
+      return;
+    }
+    switch (item.type) {
+      case "agent_message":
+        if (str(item.text)) out.push(chunkEvent("agent_message_chunk", str(item.text)!));
+        return;
+      case "reasoning":
+        if (str(item.text)) out.push(chunkEvent("agent_thought_chunk", str(item.text)!));
+        return;
+      case "plan":
+        if (str(item.text)) out.push(planEvent(str(item.text)!.split("\n").map((l) => l.trim()).filter(Boolean).map((content) => ({ content, priority: "medium", status: "pending" }))));
+        return;
+      case "error":
+        // An item, not the run's end: codex goes on (agent-clis.md: "Model metadata … not found", exit 0).
+        out.push(errorEvent(str(item.message) ?? "error", false));
+        return;
+    }
+    const tool = toolOf(item);
+    if (!tool) return;
+    if (!this.started.has(id)) {
+      this.started.add(id);
+      out.push(toolCallEvent({ toolCallId: id, name: tool.name, title: tool.title, kind: item.type === "mcp_tool_call" ? toolKind(str(item.tool) ?? "") : toolKind(tool.name), status: "in_progress", rawInput: tool.input }));
+    }
+    out.push(toolResultEvent(id, finalStatus(item), toolOutput(item), item.type === "command_execution" ? { exit_code: item.exit_code ?? null } : undefined));
+  }
+
+  end(session: readonly SessionFile[]): TraceUpdate[] {
+    const out = this.loss.flush();
+    if (!this.prompted && this.instruction !== undefined) {
+      this.prompted = true;
+      out.push(promptEvent(this.instruction));
+    }
+    out.push(...rolloutUsage(session, this.threadId));
+    if (this.total) out.push(usageEvent("total", openaiUsage(this.total)));
+    return out;
+  }
+}
+
+/** Codex's parser: stdout as it streams, per-call usage from its session rollout at the end. */
+export const codexParser: ParserSpec = {
+  harness: "codex",
+  create: ({ instruction }) => new CodexParser(instruction),
+  sessionGlobs: ["sessions/**/rollout-*.jsonl"],
+};
