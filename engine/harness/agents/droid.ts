@@ -33,9 +33,6 @@ function settings(input: InvocationInput): string {
       provider: p.provider,
       maxOutputTokens: 32000,
     }],
-    model: MODEL_ID,
-    // Updates are a side call; a box cannot apply one anyway.
-    enableDroidAutoUpdate: false,
   }, null, 2) + "\n";
 }
 
@@ -76,9 +73,9 @@ export const droid: CliSpec = {
       env: {
         // droid keeps its state in `<override>/.factory`: the home's parent.
         FACTORY_HOME_OVERRIDE: home.replace(/\/\.factory\/?$/, "") || "/",
-        // The only switch that stopped api.factory.ai, telemetry.factory.ai and the OTel collector (agent-clis.md);
-        // the other two are belt and braces.
+        // The only switch that stopped api.factory.ai, telemetry.factory.ai and the OTel collector (agent-clis.md).
         FACTORY_AIRGAP_ENABLED: "true",
+        // Read by the binary (its config code honours "false"): updates are a side call a box cannot apply anyway.
         FACTORY_DROID_AUTO_UPDATE_ENABLED: "false",
         FACTORY_OTEL_ENABLED: "false",
         FACTORY_DISABLE_KEYRING: "1",
