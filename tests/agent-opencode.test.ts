@@ -50,8 +50,17 @@ describe("opencode parser on recorded runs", () => {
     expect(updatesOf(events, "error")[0]).toMatchObject({ message: "fixture error 400", fatal: true, _meta: { statusCode: 400, name: "APIError" } });
   });
 
+  it("mcp: the task MCP server registered in its native config shows among the tools it advertised", () => {
+    const f = loadFixture("opencode", "mcp");
+    expect(f.upstream.exit_code).toBe(0);
+    expect(f.upstream.tool_names).toContain("probe_probe_echo");
+    expect(loadFixture("opencode", "text").upstream.tool_names).not.toContain("probe_probe_echo");
+    // its own shell tool, under the name the parser reports
+    expect(f.upstream.tool_names).toContain("bash");
+  });
+
   it("no recorded line is lost, the fixtures are small, and no run reached for the npm registry", () => {
-    for (const name of ["text", "tool", "error"]) {
+    for (const name of ["text", "tool", "error", "mcp"]) {
       const f = loadFixture("opencode", name);
       expect(kinds(parse("opencode", f.stdout, f.session))).not.toContain("trace_loss");
       expect(f.upstream.npm_cache_used, name).toBe(false);
