@@ -48,6 +48,9 @@ export const droid: CliSpec = {
     // The binary itself: the shim's `bin/droid` is replaced by it only when its postinstall script ran.
     entry: "lib/node_modules/@factory/cli-linux-x64/bin/droid",
     viaNode: false,
+    // The shim's optional platform packages name 0.225.1, which this registry lacks: only the listed pair is wanted
+    // (checked: `agent pull` gives 243 MB, `--version` 0.225.2).
+    omitOptional: true,
     imageCommand: "droid",
   },
   apiFor(provider) {

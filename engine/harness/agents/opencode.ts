@@ -76,8 +76,11 @@ export const opencode: CliSpec = {
       { name: "opencode-linux-x64", version: "1.18.33" },
     ],
     // The platform package's binary, not `bin/opencode.exe`: that one is a hard link made by a postinstall script.
-    entry: "lib/node_modules/opencode-ai/node_modules/opencode-linux-x64/bin/opencode",
+    // Both packages are listed, so npm's optional ones (the -baseline build too: 354 MB in all) are left out and
+    // the platform package sits beside opencode-ai (checked: `agent pull` gives 177 MB, `--version` 1.18.33).
+    entry: "lib/node_modules/opencode-linux-x64/bin/opencode",
     viaNode: false,
+    omitOptional: true,
     imageCommand: "opencode",
   },
   apiFor(provider) {
