@@ -161,6 +161,22 @@ describe("buildTrajectory", () => {
     expect(t.steps[1].observation!.results).toEqual([{ source_call_id: "c", content: "1" }]);
   });
 
+  it("keeps a usage that came before its message's first output for that message's step", () => {
+    const t = build([promptEvent("p"), usageEvent("call", { promptTokens: 7, completionTokens: 2 }, { messageId: "m", model: "gpt-x" }), chunkEvent("agent_message_chunk", "hi", "m")]);
+    expect(t.steps[1]).toMatchObject({ source: "agent", model_name: "gpt-x", message: "hi", metrics: { prompt_tokens: 7, completion_tokens: 2 } });
+    expect(t.steps).toHaveLength(2);
+  });
+
+  it("gives a call's usage to its agent step even when an error came between them", () => {
+    const t = build([promptEvent("p"), chunkEvent("agent_message_chunk", "a"), errorEvent("model metadata not found", false), usageEvent("call", { promptTokens: 5, completionTokens: 1 })]);
+    expect(t.steps.map((s) => [s.source, s.metrics?.prompt_tokens])).toEqual([["user", undefined], ["agent", 5], ["system", undefined]]);
+  });
+
+  it("keeps a tool call valid when a parser gave arguments that are not an object", () => {
+    const bad = toolCallEvent({ toolCallId: "c", name: "Bash", title: "", kind: "execute", status: "pending", rawInput: ["ls"] as unknown as Record<string, unknown> });
+    expect(build([promptEvent("p"), bad]).steps[1].tool_calls).toEqual([{ tool_call_id: "c", function_name: "Bash", arguments: { input: ["ls"] } }]);
+  });
+
   it("makes an empty agent step for a model call that produced no output", () => {
     const t = build([promptEvent("p"), chunkEvent("agent_message_chunk", "a"), usageEvent("call", { promptTokens: 1, completionTokens: 1 }), usageEvent("call", { promptTokens: 2, completionTokens: 0 })]);
     expect(t.steps.slice(1).map((s) => [s.message, s.metrics?.prompt_tokens])).toEqual([["a", 1], ["", 2]]);

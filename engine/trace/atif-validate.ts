@@ -3,6 +3,10 @@
  * fields and their types, the root and step validators) for documents of schema versions ATIF-v1.0 … v1.7, with each
  * field checked against the version that introduced it. Findings name a JSON path (`$.steps[3].tool_calls[0]`).
  *
+ * Types are JSON's own: a count must be a JSON number, where pydantic's lax mode would also take the string "64";
+ * a writer that emits that is wrong for every other reader. ATIF-v1.8 (unverified in Harbor's source, harbor.md §4)
+ * is not a version here yet.
+ *
  * Like pydantic, `null` on an optional field counts as absent (Harbor exports with `exclude_none`, but a null is
  * accepted on read); a required field may not be null. Free-form `extra` dicts and tool definitions are not walked,
  * and embedded subagent trajectories are checked from an explicit work list, so neither a huge nor a deeply nested

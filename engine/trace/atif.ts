@@ -16,7 +16,8 @@
  *   (a failure also sets the result's `extra.status`); a result for a call never seen goes to a system step, without
  *   `source_call_id`;
  * - harness usage of scope `call` is the step's `metrics` (the one with the step's `messageId`, the last one winning,
- *   as Harbor's claude converter does; else the one that closed the step): `prompt_tokens` includes cached reads,
+ *   as Harbor's claude converter does; else it closes the latest agent step, when that has none yet, even past a
+ *   system step): `prompt_tokens` includes cached reads,
  *   `cached_tokens`, `completion_tokens`, and `metrics.extra` `{cache_creation_input_tokens, reasoning_tokens}`. A
  *   call-scoped usage with no output since the previous one is a model call that said nothing: an agent step with
  *   message "";
@@ -146,11 +147,13 @@ function resultText(u: ToolCallStatusUpdate): string | undefined {
 export class TrajectoryBuilder {
   private readonly steps: OpenStep[] = [];
   private current: OpenStep | undefined;
+  /** The latest agent step, which a call-scoped usage without an id closes even after a system step came between. */
+  private lastAgent: OpenStep | undefined;
   private readonly byMessage = new Map<string, OpenStep>();
   private readonly byCall = new Map<string, OpenStep>();
   private readonly answered = new Set<string>();
   /** Call usage keyed by messageId, last one winning: the step's metrics and the harness total, each id once. */
-  private readonly usageById = new Map<string, UsageCounts>();
+  private readonly usageById = new Map<string, { usage: UsageCounts; model?: string }>();
   /** Call usage without a messageId, in order. */
   private readonly usageAnon: UsageCounts[] = [];
   private usageTotal: UsageCounts | undefined;
@@ -219,6 +222,7 @@ export class TrajectoryBuilder {
     if (messageId !== undefined) s.messageId = messageId;
     this.steps.push(s);
     this.current = s;
+    if (source === "agent") this.lastAgent = s;
     return s;
   }
 
@@ -232,8 +236,11 @@ export class TrajectoryBuilder {
       const s = cur?.source === "agent" && cur.messageId === undefined && !cur.closed ? cur : this.open("agent", stamp(meta), messageId);
       s.messageId = messageId;
       this.byMessage.set(messageId, s);
-      const usage = this.usageById.get(messageId);
-      if (usage) s.metrics = toMetrics(usage);
+      const early = this.usageById.get(messageId);
+      if (early) {
+        s.metrics = toMetrics(early.usage);
+        if (early.model !== undefined) s.model = early.model;
+      }
       return s;
     }
     const cur = this.current;
@@ -244,7 +251,9 @@ export class TrajectoryBuilder {
   private toolCall(u: ToolCallUpdate): void {
     if (this.byCall.has(u.toolCallId)) return; // a repeated announcement of a call already recorded
     const s = this.agentStep(u.messageId, u._meta);
-    s.calls.push({ tool_call_id: u.toolCallId, function_name: u.name, arguments: u.rawInput ?? {} });
+    // ATIF wants an object; the trace promises one, and a parser that broke the promise still yields a valid step
+    const args = typeof u.rawInput === "object" && u.rawInput !== null && !Array.isArray(u.rawInput) ? u.rawInput : { input: u.rawInput };
+    s.calls.push({ tool_call_id: u.toolCallId, function_name: u.name, arguments: args });
     this.byCall.set(u.toolCallId, s);
   }
 
@@ -285,7 +294,7 @@ export class TrajectoryBuilder {
       return;
     }
     if (u.messageId !== undefined) {
-      this.usageById.set(u.messageId, u.usage);
+      this.usageById.set(u.messageId, u.model !== undefined ? { usage: u.usage, model: u.model } : { usage: u.usage });
       const s = this.byMessage.get(u.messageId);
       if (s) {
         s.metrics = toMetrics(u.usage);
@@ -294,8 +303,8 @@ export class TrajectoryBuilder {
       return;
     }
     this.usageAnon.push(u.usage);
-    const cur = this.current;
-    const s = cur?.source === "agent" && !cur.metrics ? cur : this.open("agent", stamp(u._meta));
+    const last = this.lastAgent;
+    const s = last && !last.metrics ? last : this.open("agent", stamp(u._meta));
     s.metrics = toMetrics(u.usage);
     if (u.model !== undefined) s.model = u.model;
     s.closed = true;
@@ -359,7 +368,7 @@ export class TrajectoryBuilder {
       f.extra = { metered_by: "gateway", model_calls: gateway.length, cache_creation_input_tokens: writes, reasoning_tokens: reasoning };
       return f;
     }
-    const calls = [...this.usageById.values(), ...this.usageAnon];
+    const calls = [...[...this.usageById.values()].map((e) => e.usage), ...this.usageAnon];
     const from = calls.length > 0 ? calls : this.usageTotal ? [this.usageTotal] : [];
     const f: AtifFinalMetrics = { total_prompt_tokens: 0, total_completion_tokens: 0, total_cached_tokens: 0, total_steps: totalSteps, extra: {} };
     let writes = 0;
