@@ -32,13 +32,13 @@ const stdoutSink: Sink = (chunk) =>
     else process.stdout.once("drain", () => res());
   });
 
-/** Collects lines and writes them in batches of about 64 KiB: a million events are not a million writes. */
+/** Collects lines and writes them in batches of about 1 MiB: a million events are not a million writes. */
 function batcher(sink: Sink) {
   let buf = "";
   return {
     async line(s: string) {
       buf += s + "\n";
-      if (buf.length >= 1 << 16) {
+      if (buf.length >= 1 << 20) {
         const b = buf;
         buf = "";
         await sink(b);

@@ -271,7 +271,9 @@ export function* traceLines(home: string, trialId: string, f: TraceFilter = {}, 
     const ring: StoredLine[] | undefined = f.tail !== undefined ? [] : undefined;
     const tail = f.tail ?? 0;
     let pos = 0;
-    // scanFrom calls back per line; the lines of one chunk are yielded together, so memory stays one chunk
+    // one read buffer for the whole scan: a fresh one per chunk is memory the collector does not see as pressure
+    const buf = Buffer.allocUnsafe(CHUNK);
+    // the lines of one chunk are yielded together, so memory stays one chunk
     for (;;) {
       const before = pos;
       pos = scanFromOnce(fd, pos, (line) => {
@@ -286,7 +288,7 @@ export function* traceLines(home: string, trialId: string, f: TraceFilter = {}, 
           ring.push(s);
           if (ring.length > tail * 2 + 1024) ring.splice(0, ring.length - tail);
         } else batch.push(s);
-      }, keep.chunk);
+      }, keep.chunk, buf);
       if (!ring) {
         yield* batch;
         batch = [];
@@ -303,8 +305,7 @@ export function* traceLines(home: string, trialId: string, f: TraceFilter = {}, 
  * The whole lines in the next chunk (or the one line that spans several),
  * returning the offset after them; unchanged at the end of the file.
  */
-function scanFromOnce(fd: number, from: number, each: (line: string) => void, chunkOk?: (text: string) => boolean): number {
-  const buf = Buffer.allocUnsafe(CHUNK);
+function scanFromOnce(fd: number, from: number, each: (line: string) => void, chunkOk?: (text: string) => boolean, buf = Buffer.allocUnsafe(CHUNK)): number {
   let n = readSync(fd, buf, 0, CHUNK, from);
   if (n === 0) return from;
   let nl = buf.lastIndexOf(10, n - 1);
