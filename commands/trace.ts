@@ -13,7 +13,7 @@
 import { EvolveError } from "../engine/errors.ts";
 import { isSettled, requireTrial } from "../engine/job/actions.ts";
 import { resolveJob, type TrialRecord } from "../engine/store/index.ts";
-import { streamArtifact, ARTIFACT_STREAMS, type ArtifactStream, type Sink } from "../engine/trace/artifacts.ts";
+import { streamArtifact, streamTraceLines, ARTIFACT_STREAMS, type ArtifactStream, type Sink } from "../engine/trace/artifacts.ts";
 import { convertRun, convertToAtif } from "../engine/trace/convert.ts";
 import { TRACE_KINDS, type TraceKind } from "../engine/trace/events.ts";
 import { followTrace, hasTrace, traceLines, type StoredLine, type TraceFilter } from "../engine/trace/store.ts";
@@ -120,6 +120,9 @@ export async function traceCommand(arg: string, opts: TraceOpts): Promise<number
     const print = (s: StoredLine) => out.line(opts.json ? s.json : humanLine(s));
     if (!opts.follow) {
       if (!hasTrace(home, t.id)) throw notRecorded(t);
+      const whole = opts.json && !filter.types && !filter.grep && filter.tail === undefined && filter.after === undefined;
+      // the whole trace as JSON: its lines as stored, without decoding them
+      if (whole) return await streamTraceLines(home, t.id, stdoutSink), 0;
       for (const s of traceLines(home, t.id, filter)) await print(s);
       await out.flush();
       return 0;

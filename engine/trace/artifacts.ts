@@ -11,7 +11,7 @@ import { trialDir, type TrialRecord } from "../store/index.ts";
 import { BoxFileRefused, readBoxFile, streamBoxFile } from "../trial/boxfs.ts";
 import { BOX, trialPaths } from "../trial/layout.ts";
 import { TrajectoryBuilder } from "./atif.ts";
-import { hasTrace, parseLine, traceLines } from "./store.ts";
+import { hasTrace, parseLine, traceBytes, traceLines } from "./store.ts";
 
 import type { ArtifactStream } from "./artifact-streams.ts";
 export { ARTIFACT_STREAMS, type ArtifactStream } from "./artifact-streams.ts";
@@ -100,17 +100,9 @@ function agentVersion(resultFile: string): string | undefined {
   }
 }
 
-/** The stored trace as its lines, in batches (one write per batch, so a million lines are not a million writes). */
+/** The stored trace's whole lines as they are stored, chunk by chunk (never decoded, never held whole). */
 export async function streamTraceLines(home: string, trialId: string, sink: Sink): Promise<void> {
-  let batch = "";
-  for (const s of traceLines(home, trialId)) {
-    batch += s.json + "\n";
-    if (batch.length >= 1 << 16) {
-      await sink(batch);
-      batch = "";
-    }
-  }
-  if (batch) await sink(batch);
+  for (const b of traceBytes(home, trialId)) await sink(b);
 }
 
 /**
