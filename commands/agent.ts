@@ -6,7 +6,7 @@ import { CLI_AGENT_NAMES, PLAIN_AGENT_NAMES, builtinSpecs } from "../engine/harn
 import type { CliSpec } from "../engine/harness/cli-types.ts";
 import { checkAgentName } from "../engine/harness/index.ts";
 import { agentSpec, loadRegistered, registerAgent } from "../engine/harness/manifest.ts";
-import { agentsDir, defaultVersion, exportAgents, importAgents, listVendored, pullAgent, verifyVendored, type Vendored, type VerifyProblem } from "../engine/harness/vendor.ts";
+import { agentsDir, defaultVersion, needsVendoring, exportAgents, importAgents, listVendored, pullAgent, verifyVendored, type Vendored, type VerifyProblem } from "../engine/harness/vendor.ts";
 import { EvolveError } from "../engine/errors.ts";
 import { out, outJson, outTable, style } from "./output.ts";
 
@@ -25,7 +25,7 @@ function mb(bytes: number): string {
 function specOf(name: string): CliSpec {
   const spec = agentSpec(name);
   if (spec) return spec;
-  if ((PLAIN_AGENT_NAMES as readonly string[]).includes(name)) throw new EvolveError("usage", `${name} is built into evolve and runs no CLI: there is nothing to vendor`);
+  if ((PLAIN_AGENT_NAMES as readonly string[]).includes(name)) throw new EvolveError("usage", `${name} is built into evolve and runs no CLI: there is nothing to vendor or show`);
   if ((CLI_AGENT_NAMES as readonly string[]).includes(name)) throw new EvolveError("agent_unknown", `${name} is not in this build of evolve yet (its CliSpec module has not landed)`, "update evolve");
   checkAgentName(name);
   throw new EvolveError("agent_unknown", `no installed or registered agent named ${JSON.stringify(name)}`, "register it with `evolve agent register <manifest.toml>`");
@@ -41,7 +41,7 @@ function splitRef(ref: string): { name: string; version?: string } {
 export async function pullCommand(ref: string, opts: { json?: boolean; from?: string; nodeFrom?: string }): Promise<number> {
   const { name, version } = splitRef(ref);
   const spec = specOf(name);
-  if (spec.vendor.packages.length === 0) throw new EvolveError("usage", `${name} installs itself in the box (install.script): there is nothing to vendor`);
+  if (!needsVendoring(spec)) throw new EvolveError("usage", `${name} installs itself in the box (install.script): there is nothing to vendor`);
   if (opts.nodeFrom && !opts.from) throw new EvolveError("usage", "--node-from goes with --from");
   const r = await pullAgent(spec, { version, from: opts.from, nodeFrom: opts.nodeFrom });
   const doc = {

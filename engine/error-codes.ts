@@ -87,6 +87,7 @@ export const ERROR_CODES = {
   // Jobs
   job_not_found: env("no job by that id is stored"),
   agent_unknown: env("-a names an agent evolve does not know"),
+  trajectory_seed_invalid: ran("a task's trajectory.json cannot seed the agent's session: it is not JSON or not an ATIF trajectory"),
   job_empty: env("the job selects no tasks"),
   job_too_large: env("the job would hold more trials than [jobs] max_trials allows"),
   job_busy: env("another live process is running the job"),

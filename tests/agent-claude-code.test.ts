@@ -4,7 +4,10 @@
  * message.id once); and what its CliSpec hands the box.
  */
 import { describe, expect, it } from "vitest";
-import { claudeCode } from "../engine/harness/agents/claude-code.ts";
+import { claudeCode, projectDirName, seedSession } from "../engine/harness/agents/claude-code.ts";
+import { EvolveError } from "../engine/errors.ts";
+import { buildTrajectory } from "../engine/trace/atif.ts";
+import { validateTrajectory } from "../engine/trace/atif-validate.ts";
 import { agentText, fixtureFiles, loadFixture, parse, sampleInput, sessionGlobMatches, updatesOf } from "./support/agent-fixtures.ts";
 
 const kinds = (events: { type: string }[]) => events.map((e) => e.type);
@@ -26,7 +29,7 @@ describe("claude-code parser on recorded runs", () => {
     expect(agentText(events)).toBe("The answer is 42.");
     expect(updatesOf(events, "agent_message_chunk")[0].messageId).toBe("msg_fixture1");
     const expected = counts(f.upstream.replies[0]!.expected!);
-    expect(calls(events)).toEqual([{ sessionUpdate: "usage", scope: "call", source: "harness", usage: expected, model: "claude-sonnet-4-5", messageId: "msg_fixture1" }]);
+    expect(calls(events)).toEqual([{ sessionUpdate: "usage", scope: "call", source: "harness", usage: expected, model: "claude-sonnet-4-6", messageId: "msg_fixture1" }]);
     expect(totals(events).map((u) => u.usage)).toEqual([expected]);
   });
 
@@ -176,5 +179,80 @@ describe("claude-code CliSpec", () => {
     expect(claudeCode.vendor.packages).toEqual([{ name: "@anthropic-ai/claude-code", version: "2.1.197" }]);
     expect(claudeCode.vendor).toMatchObject({ viaNode: false, imageCommand: "claude", entry: "lib/node_modules/@anthropic-ai/claude-code/node_modules/@anthropic-ai/claude-code-linux-x64/claude" });
     expect([claudeCode.stdoutName, claudeCode.parser, claudeCode.home]).toEqual(["claude-code.txt", "claude-code", "/logs/agent/.claude"]);
+  });
+
+  it("seeds the session from an ATIF trajectory: a session file under projects/<cwd>, resumed by its id", () => {
+    const trajectory = JSON.stringify({ schema_version: "ATIF-v1.7", agent: { name: "x", version: "1" }, steps: [
+      { step_id: 1, source: "system", message: "You are terse." },
+      { step_id: 2, source: "user", message: [{ type: "text", text: "The code word is PURPLE." }] },
+      { step_id: 3, source: "agent", message: "Let me look.", tool_calls: [
+        { tool_call_id: "c1", function_name: "Bash", arguments: { command: "ls" } },
+        { tool_call_id: "c2", function_name: "Read", arguments: { file_path: "/app/a" } },
+      ], observation: { results: [{ source_call_id: "c1", content: "a.txt" }] } },
+      { step_id: 4, source: "agent", message: "Done." },
+    ] });
+    expect(claudeCode.seedsTrajectory).toBe(true);
+    const inv = claudeCode.invocation({ ...input, seedTrajectory: trajectory });
+    const { sessionId, text } = seedSession(trajectory, "/app", "claude-sonnet-4-6");
+    expect(sessionId).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-a[0-9a-f]{3}-[0-9a-f]{12}$/);
+    expect(inv.argv.slice(-2)).toEqual(["--resume", sessionId]);
+    expect(inv.files).toEqual([{ path: `/logs/agent/.claude/projects/-app/${sessionId}.jsonl`, content: text }]);
+    const lines = text.trimEnd().split("\n").map((l) => JSON.parse(l));
+    // the system step is Claude Code's own business; each line chains to the one before
+    expect(lines.map((l) => [l.type, l.message.content.map?.((b: { type: string }) => b.type) ?? l.message.content])).toEqual([
+      ["user", "The code word is PURPLE."],
+      ["assistant", ["text", "tool_use", "tool_use"]],
+      ["user", ["tool_result", "tool_result"]],
+      ["assistant", ["text"]],
+    ]);
+    expect(lines.map((l) => l.parentUuid)).toEqual([null, lines[0].uuid, lines[1].uuid, lines[2].uuid]);
+    expect(lines.every((l) => l.sessionId === sessionId && l.cwd === "/app")).toBe(true);
+    // a call without an observation still gets its (empty) result: the API refuses an unanswered tool_use
+    expect(lines[2].message.content).toEqual([
+      { type: "tool_result", tool_use_id: "c1", content: "a.txt", is_error: false },
+      { type: "tool_result", tool_use_id: "c2", content: "", is_error: false },
+    ]);
+    // the same trajectory seeds the same session
+    expect(seedSession(trajectory, "/app", "m").sessionId).toBe(sessionId);
+    expect(projectDirName("/tmp/evolve-rec.x_1/work")).toBe("-tmp-evolve-rec-x-1-work");
+  });
+
+  it("refuses a trajectory.json that is not JSON or not ATIF", () => {
+    for (const bad of ["{not json", JSON.stringify({ agent: {} }), "[]"]) {
+      let err: unknown;
+      try {
+        claudeCode.invocation({ ...input, seedTrajectory: bad });
+      } catch (e) {
+        err = e;
+      }
+      expect(err, bad).toBeInstanceOf(EvolveError);
+      expect((err as EvolveError).code).toBe("trajectory_seed_invalid");
+    }
+  });
+});
+
+describe("claude-code fixtures as ATIF", () => {
+  it("each case builds a trajectory the validator accepts: the instruction first, one agent step per model call with the upstream's tokens", () => {
+    for (const name of ["text", "tool", "error"]) {
+      const f = loadFixture("claude-code", name);
+      const t = buildTrajectory(parse("claude-code", f.stdout, f.session, f.upstream.instruction), { agent: { name: "claude-code", version: "test", model_name: "m" } });
+      expect(validateTrajectory(t), name).toEqual([]);
+      expect(t.steps[0], name).toMatchObject({ step_id: 1, source: "user", message: f.upstream.instruction });
+      const agent = t.steps.filter((s) => s.source === "agent");
+      const replied = f.upstream.replies.filter((r) => r.expected);
+      expect(agent.map((s) => [s.metrics?.prompt_tokens, s.metrics?.completion_tokens, s.metrics?.cached_tokens ?? 0]), name).toEqual(
+        replied.map((r) => [r.expected!.promptTokens, r.expected!.completionTokens, r.expected!.cachedTokens]),
+      );
+      expect(t.final_metrics?.total_prompt_tokens ?? 0, name).toBe(replied.reduce((n, r) => n + r.expected!.promptTokens, 0));
+    }
+  });
+
+  it("the tool case: the shell call and its observation in the first agent step, the answer in the second", () => {
+    const f = loadFixture("claude-code", "tool");
+    const t = buildTrajectory(parse("claude-code", f.stdout, f.session, f.upstream.instruction), { agent: { name: "claude-code", version: "test" } });
+    const [call, answer] = t.steps.filter((s) => s.source === "agent");
+    expect(call!.tool_calls).toHaveLength(1);
+    expect(call!.observation!.results[0]!.source_call_id).toBe(call!.tool_calls![0]!.tool_call_id);
+    expect(answer!.message).toBe("Done: out.txt holds hello-from-tool.");
   });
 });

@@ -4,7 +4,10 @@
  * the total, the "model metadata not found" item as a non-fatal error; and what its CliSpec hands the box.
  */
 import { describe, expect, it } from "vitest";
-import { codex } from "../engine/harness/agents/codex.ts";
+import { codex, seedRollout } from "../engine/harness/agents/codex.ts";
+import { EvolveError } from "../engine/errors.ts";
+import { buildTrajectory } from "../engine/trace/atif.ts";
+import { validateTrajectory } from "../engine/trace/atif-validate.ts";
 import { agentText, fixtureFiles, loadFixture, parse, sampleInput, sessionGlobMatches, updatesOf } from "./support/agent-fixtures.ts";
 
 const kinds = (events: { type: string }[]) => events.map((e) => e.type);
@@ -42,14 +45,17 @@ describe("codex parser on recorded runs", () => {
     const f = loadFixture("codex", "tool");
     expect(f.upstream.workdir_files["out.txt"]).toBe("hello-from-tool\n");
     const events = parse("codex", f.stdout, f.session, f.upstream.instruction);
+    const thread = JSON.parse(f.stdout.split("\n")[0]!).thread_id;
     expect(kinds(events)).toEqual(["prompt", "error", "tool_call", "tool_call_update", "agent_message_chunk", "usage", "usage", "usage"]);
     expect(updatesOf(events, "tool_call")[0]).toEqual({
       sessionUpdate: "tool_call", toolCallId: "item_1", name: "exec_command", title: "/bin/bash -lc 'echo hello-from-tool > out.txt'", kind: "execute", status: "in_progress",
-      rawInput: { command: "/bin/bash -lc 'echo hello-from-tool > out.txt'" },
+      rawInput: { command: "/bin/bash -lc 'echo hello-from-tool > out.txt'" }, messageId: `${thread}#1`,
     });
     expect(updatesOf(events, "tool_call_update")[0]).toMatchObject({ toolCallId: "item_1", status: "completed", rawOutput: { exit_code: 0 }, content: [{ content: { text: "" } }] });
     expect(agentText(events)).toBe("Done: out.txt holds hello-from-tool.");
-    expect(calls(events).map((u) => u.usage)).toEqual(f.upstream.replies.map((r) => counts(r.expected!)));
+    // the calls numbered from stdout (output after a tool result begins the next) meet the rollout's responses
+    expect(updatesOf(events, "agent_message_chunk")[0].messageId).toBe(`${thread}#2`);
+    expect(calls(events).map((u) => [u.messageId, u.usage])).toEqual(f.upstream.replies.map((r, i) => [`${thread}#${i + 1}`, counts(r.expected!)]));
     // stdout's one turn.completed is the thread's running total over both calls
     expect(f.stdout.match(/"turn\.completed"/g)).toHaveLength(1);
     expect(totals(events).map((u) => u.usage)).toEqual([{ promptTokens: 6500, completionTokens: 48, cachedTokens: 2300 }]);
@@ -86,6 +92,20 @@ describe("codex parser on streams it was not recorded with", () => {
     expect(updatesOf(events, "usage")).toEqual([{ sessionUpdate: "usage", scope: "total", source: "harness", usage: { promptTokens: 250, completionTokens: 12, cachedTokens: 30, reasoningTokens: 4 } }]);
   });
 
+  it("leaves a rollout usage without messageId when its count of calls differs from stdout's", () => {
+    const row = (payload: unknown) => JSON.stringify({ type: "token_usage_record", payload });
+    const stdout = [
+      { type: "thread.started", thread_id: "t9" },
+      { type: "turn.started" },
+      { type: "item.completed", item: { id: "item_0", type: "agent_message", text: "hi" } },
+    ].map((l) => JSON.stringify(l)).join("\n");
+    const session = [{ path: "sessions/2026/01/01/rollout-x-t9.jsonl", text: [row({ response_id: "r1", usage: { input_tokens: 5, output_tokens: 1 } }), row({ response_id: "r2", usage: { input_tokens: 6, output_tokens: 1 } })].join("\n") }];
+    const events = parse("codex", stdout, session);
+    expect(updatesOf(events, "agent_message_chunk")[0].messageId).toBe("t9#1");
+    expect(calls(events).map((u) => u.messageId)).toEqual([undefined, undefined]);
+    expect(calls(events).map((u) => u._meta.responseId)).toEqual(["r1", "r2"]);
+  });
+
   it("reads its own thread's rollout only, and token_count's last usage where a rollout has no usage records", () => {
     const row = (type: string, payload: unknown) => JSON.stringify({ timestamp: "2026-01-01T00:00:00Z", type, payload });
     const old = [
@@ -99,6 +119,7 @@ describe("codex parser on streams it was not recorded with", () => {
       { path: "sessions/2026/01/01/rollout-2026-01-01T00-00-01-zzz.jsonl", text: other },
     ]);
     expect(updatesOf(events, "usage")).toEqual([{ sessionUpdate: "usage", scope: "call", source: "harness", usage: { promptTokens: 40, completionTokens: 3 }, model: "gpt-5.5", _meta: { timestamp: "2026-01-01T00:00:00Z" } }]);
+    // stdout held no model output: zero calls numbered against one usage, so no messageId is guessed
   });
 
   it("a failed command, a file change, an MCP call, reasoning, a todo list; Reconnecting is not fatal", () => {
@@ -152,6 +173,7 @@ describe("codex CliSpec", () => {
     expect(cfg).toContain("[analytics]\nenabled = false");
     expect(cfg).toContain("[feedback]\nenabled = false");
     expect(cfg).toContain('[otel]\nexporter = "none"');
+    expect(cfg).toContain("[features]\nplugins = false");
     expect(codex.keyEnv).toBeUndefined();
     expect(configOf(codex.invocation({ ...input, keyEnv: "OTHER_KEY" }))).toContain('env_key = "OTHER_KEY"');
   });
@@ -165,6 +187,8 @@ describe("codex CliSpec", () => {
     expect(cfg).toContain('[mcp_servers."files"]\ncommand = "mcp-files"\nargs = ["/app", "say \\"hi\\""]');
     expect(cfg).toContain('[mcp_servers."web.tools"]\nurl = "http://mcp:8000/mcp"');
     expect(configOf(codex.invocation(input))).not.toContain("mcp_servers");
+    // TOML forbids a raw DEL in a basic string, which JSON would leave as it is
+    expect(configOf(codex.invocation({ ...input, mcpServers: [{ name: "d", transport: "stdio", command: "a\x7fb\n" }] }))).toContain('command = "a\\u007Fb\\n"');
     expect(codex.options.reasoning_effort!.values).toEqual(["minimal", "low", "medium", "high", "xhigh"]);
   });
 
@@ -172,5 +196,78 @@ describe("codex CliSpec", () => {
     expect(codex.vendor.packages).toEqual([{ name: "@openai/codex", version: "0.171.0" }]);
     expect(codex.vendor).toMatchObject({ viaNode: false, imageCommand: "codex", entry: "lib/node_modules/@openai/codex/node_modules/@openai/codex-linux-x64/vendor/x86_64-unknown-linux-musl/bin/codex" });
     expect([codex.stdoutName, codex.parser, codex.home]).toEqual(["codex.txt", "codex", "/logs/agent/.codex"]);
+  });
+
+  it("seeds the session from an ATIF trajectory: a rollout under sessions/, resumed by its thread id", () => {
+    const trajectory = JSON.stringify({ schema_version: "ATIF-v1.7", agent: { name: "x", version: "1" }, steps: [
+      { step_id: 1, source: "system", message: "Be terse." },
+      { step_id: 2, source: "user", message: "The code word is PURPLE." },
+      { step_id: 3, source: "agent", message: "Let me look.", tool_calls: [
+        { tool_call_id: "c1", function_name: "exec_command", arguments: { cmd: "ls" } },
+        { tool_call_id: "c2", function_name: "exec_command", arguments: { cmd: "pwd" } },
+      ], observation: { results: [{ source_call_id: "c1", content: [{ type: "text", text: "a.txt" }] }] } },
+      { step_id: 4, source: "agent", message: "Done." },
+    ] });
+    expect(codex.seedsTrajectory).toBe(true);
+    const inv = codex.invocation({ ...input, seedTrajectory: trajectory });
+    const seed = seedRollout(trajectory, "/app");
+    expect(inv.argv.slice(-3)).toEqual(["resume", seed.threadId, "-"]);
+    expect(inv.stdin).toBe(input.instruction);
+    expect(inv.files[1]).toEqual({ path: `/logs/agent/.codex/sessions/2000/01/01/rollout-2000-01-01T00-00-00-${seed.threadId}.jsonl`, content: seed.text });
+    // the parser reads the rollout codex appends the resumed turn to
+    expect(sessionGlobMatches("codex", seed.path)).toBe(true);
+    const lines = seed.text.trimEnd().split("\n").map((l) => JSON.parse(l));
+    expect(lines[0]).toMatchObject({ type: "session_meta", payload: { id: seed.threadId, cwd: "/app", originator: "codex_exec", model_provider: "evolve" } });
+    expect(lines.slice(1).map((l) => [l.type, l.payload.type, l.payload.role ?? l.payload.call_id])).toEqual([
+      ["response_item", "message", "user"],
+      ["response_item", "message", "assistant"],
+      ["response_item", "function_call", "c1"],
+      ["response_item", "function_call_output", "c1"],
+      ["response_item", "function_call", "c2"],
+      ["response_item", "function_call_output", "c2"],
+      ["response_item", "message", "assistant"],
+    ]);
+    expect(lines[3].payload).toMatchObject({ name: "exec_command", arguments: '{"cmd":"ls"}' });
+    expect([lines[4].payload.output, lines[6].payload.output]).toEqual(["a.txt", ""]);
+    expect(seedRollout(trajectory, "/app").threadId).toBe(seed.threadId);
+  });
+
+  it("refuses a trajectory.json that is not JSON or not ATIF", () => {
+    for (const bad of ["nope", JSON.stringify({ steps: "x" })]) {
+      let err: unknown;
+      try {
+        codex.invocation({ ...input, seedTrajectory: bad });
+      } catch (e) {
+        err = e;
+      }
+      expect(err, bad).toBeInstanceOf(EvolveError);
+      expect((err as EvolveError).code).toBe("trajectory_seed_invalid");
+    }
+  });
+});
+
+describe("codex fixtures as ATIF", () => {
+  it("each case builds a trajectory the validator accepts: the instruction first, one agent step per model call with the upstream's tokens", () => {
+    for (const name of ["text", "tool", "error"]) {
+      const f = loadFixture("codex", name);
+      const t = buildTrajectory(parse("codex", f.stdout, f.session, f.upstream.instruction), { agent: { name: "codex", version: "test", model_name: "m" } });
+      expect(validateTrajectory(t), name).toEqual([]);
+      expect(t.steps[0], name).toMatchObject({ step_id: 1, source: "user", message: f.upstream.instruction });
+      const agent = t.steps.filter((s) => s.source === "agent");
+      const replied = f.upstream.replies.filter((r) => r.expected);
+      expect(agent.map((s) => [s.metrics?.prompt_tokens, s.metrics?.completion_tokens, s.metrics?.cached_tokens ?? 0]), name).toEqual(
+        replied.map((r) => [r.expected!.promptTokens, r.expected!.completionTokens, r.expected!.cachedTokens]),
+      );
+      expect(t.final_metrics?.total_prompt_tokens ?? 0, name).toBe(replied.reduce((n, r) => n + r.expected!.promptTokens, 0));
+    }
+  });
+
+  it("the tool case: the shell call and its observation in the first agent step, the answer in the second", () => {
+    const f = loadFixture("codex", "tool");
+    const t = buildTrajectory(parse("codex", f.stdout, f.session, f.upstream.instruction), { agent: { name: "codex", version: "test" } });
+    const [call, answer] = t.steps.filter((s) => s.source === "agent");
+    expect(call!.tool_calls).toHaveLength(1);
+    expect(call!.observation!.results[0]!.source_call_id).toBe(call!.tool_calls![0]!.tool_call_id);
+    expect(answer!.message).toBe("Done: out.txt holds hello-from-tool.");
   });
 });

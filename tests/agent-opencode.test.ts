@@ -155,7 +155,7 @@ describe("opencode CliSpec", () => {
   });
 
   it("declares its vendored binary, stdout name and parser", () => {
-    expect(opencode.vendor).toMatchObject({ viaNode: false, entry: "lib/node_modules/opencode-ai/node_modules/opencode-linux-x64/bin/opencode" });
+    expect(opencode.vendor).toMatchObject({ viaNode: false, entry: "lib/node_modules/opencode-linux-x64/bin/opencode", omitOptional: true });
     expect(opencode.vendor.packages[0]).toEqual({ name: "opencode-ai", version: "1.18.33" });
     expect(opencode.stdoutName).toBe("opencode.txt");
     expect(opencode.parser).toBe("opencode");

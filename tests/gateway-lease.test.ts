@@ -37,18 +37,33 @@ function call(lease: GatewayLease, key: string, stream = false, model = "claude-
   });
 }
 
-/** The gateways here poll the store every 250 ms (1 s in a run), so the cross-process tests take a few seconds. */
-const POLL_MS = 250;
+/** The gateways here poll the store every 50 ms (1 s in a run); the tests wait for the polls themselves. */
+const POLL_MS = 50;
+
+/** Each test gateway's next poll, as a promise (its `onPoll` settles every waiter). */
+const nextPoll = new Map<ModelGateway, () => Promise<void>>();
 
 /**
- * Waits for `n` polls of the gateways (one to publish, one to read), with room for a loaded 2-core CI machine where
- * a timer may fire late: the tests assert what a poll brings, not its punctuality.
+ * Waits for `n` rounds of polls: in each, every gateway given polls once after the round before it ended, so two
+ * rounds are one to publish and one to read. Event-driven, not timed: a timer firing late on a loaded machine only
+ * makes the wait longer, and the tests assert what a poll brings, not its punctuality.
  */
-const pollsPassed = (n: 1 | 2) => new Promise((r) => setTimeout(r, n * 4 * POLL_MS));
+async function pollsPassed(n: 1 | 2, ...gws: ModelGateway[]): Promise<void> {
+  for (let i = 0; i < n; i++) await Promise.all(gws.map((g) => nextPoll.get(g)!()));
+}
+
+/** Waits (up to 10 s) until `cond` holds: what another timer (a ledger batch) writes. */
+async function until(cond: () => boolean): Promise<void> {
+  for (const t0 = Date.now(); !cond() && Date.now() - t0 < 10_000; ) await new Promise((r) => setTimeout(r, 10));
+  expect(cond()).toBe(true);
+}
 
 function gateway(budget: ConstructorParameters<typeof ModelGateway>[0]["budget"]): ModelGateway {
   const upstreams = buildUpstreams({ upstreams: { anthropic: { base_url: upstream.url, api_key: "sk-ant-real" } } }, {});
-  return new ModelGateway({ home, store, upstreams, budget, pollMs: POLL_MS });
+  const waiters: (() => void)[] = [];
+  const gw = new ModelGateway({ home, store, upstreams, budget, pollMs: POLL_MS, onPoll: () => waiters.splice(0).forEach((w) => w()) });
+  nextPoll.set(gw, () => new Promise((r) => waiters.push(r)));
+  return gw;
 }
 
 /** Two gateways on the one store, as two processes billing `user` against the same credits would run them. */
@@ -83,13 +98,13 @@ describe("the process's gateway", () => {
     try {
       expect((await call(lease, key)).status).toBe(200);
       store.putSetting(STOP_SETTING, "maintenance window");
-      await pollsPassed(1);
+      await pollsPassed(1, gw);
       const refused = await call(lease, key);
       expect(refused.status).toBe(429);
       expect(refused.body).toEqual({ type: "error", error: { type: "rate_limit_error", message: "other: maintenance window" } });
       expect(lease.budgetRefusal()).toEqual({ scope: "other", message: "other: maintenance window" });
       store.putSetting(STOP_SETTING, undefined);
-      await pollsPassed(1);
+      await pollsPassed(1, gw);
       expect((await call(lease, key)).status).toBe(200);
     } finally {
       store.putSetting(STOP_SETTING, undefined);
@@ -108,8 +123,9 @@ describe("the process's gateway", () => {
     await ownStore.close();
     const stopped = () => warnings.filter((w) => w.startsWith("gateway: stopped polling the global stop: "));
     for (const t0 = Date.now(); stopped().length === 0 && Date.now() - t0 < 10_000; ) await new Promise((r) => setTimeout(r, 20));
-    // two more polls' time: a poll that threw would surface as an uncaught error and fail the run
-    await pollsPassed(1);
+    // four more polls' time: a poll that threw would surface as an uncaught error and fail the run (no poll
+    // comes to wait for here: the point is that none does)
+    await new Promise((r) => setTimeout(r, 4 * POLL_MS));
     expect(stopped()).toHaveLength(1);
     await gw.close();
     rmSync(own, { recursive: true, force: true });
@@ -147,8 +163,10 @@ describe("the process's gateway", () => {
     try {
       expect((await call(la.lease, la.key)).status).toBe(200);
       expect((await call(la.lease, la.key)).status).toBe(200);
-      // a's spend reaches the ledger within its batch (50 ms), and b's next poll (1 s) reads it
-      await pollsPassed(1);
+      // a's spend (both calls: each is its own batch if they settle apart) reaches the ledger within its batch
+      // (50 ms), and b's next poll reads it
+      await until(() => store.getSpend("user", "u-two", "") >= 2 * 0.000255 - 1e-12);
+      await pollsPassed(1, b);
       const before = upstream.requests.length;
       const r = await call(lb.lease, lb.key);
       expect(r.status).toBe(429);
@@ -165,18 +183,24 @@ describe("the process's gateway", () => {
     // a call reserves about $0.0016 and settles at $0.000255: $0.0019 of credits holds one call in flight, not two
     const { a, b, la, lb } = await twoProcesses("u-flight", 0.0019);
     try {
-      // a's call streams for about 5 s: published at a's next poll (its reservation is new), read at b's next one
-      upstream.push({ text: "slow answer", eventDelayMs: 700 });
+      // a's call is held in flight until released: published at a's next poll (its reservation is new), read at
+      // b's next one
+      let release!: () => void;
+      upstream.push({ text: "slow answer", holdUntil: new Promise<void>((r) => (release = r)) });
+      const sent = upstream.requests.length;
       const slow = call(la.lease, la.key, true);
-      await pollsPassed(2);
+      await until(() => upstream.requests.length > sent);
+      await pollsPassed(2, a, b);
       const before = upstream.requests.length;
       const r = await call(lb.lease, lb.key);
       expect(r.status).toBe(429);
       expect(r.body.error.message).toMatch(/^user: user u-flight budget of \$0\.0019 would be exceeded \(spent \$0\.00, in flight \$0\.001\d+,/);
       expect(upstream.requests.length).toBe(before);
+      release();
       expect((await slow).status).toBe(200);
       // settled: a's $0.000255 is spent (the ledger), nothing is in flight, and one more call fits again
-      await pollsPassed(2);
+      await until(() => store.getSpend("user", "u-flight", "") >= 0.000255 - 1e-12);
+      await pollsPassed(2, a, b);
       expect((await call(lb.lease, lb.key)).status).toBe(200);
     } finally {
       await a.close();

@@ -4,11 +4,11 @@
  * Interruption leaves the job INTERRUPTED, the running trial INTERRUPTED and the rest QUEUED, and `resume` runs them;
  * any other abort still cancels. `job retry` picks what did not score into a new job of kind `retry`.
  */
-import { spawnSync } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { hostname, tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { cliHost } from "./support/cli-host.ts";
 import { importTasks } from "../engine/dataset.ts";
 import type { Engine } from "../engine/driver/types.ts";
 import { createJobRetry, retryPicks } from "../engine/job/actions.ts";
@@ -147,9 +147,12 @@ describe("job retry", () => {
 });
 
 describe("job retry from the CLI (no engine needed when there is nothing to run)", () => {
+  // one Bun process runs these CLI calls in-process (cli-host.ts) instead of a Bun start-up per call
+  const host = cliHost();
+  afterAll(() => host.close());
   const evolve = (args: string[]) => {
-    const r = spawnSync(join(root, "node_modules/.bin/bun"), [join(root, "main.ts"), ...args], { encoding: "utf8", env: { ...process.env, EVOLVE_HOME: home, NO_COLOR: "1" }, timeout: 60_000 });
-    return { code: r.status, stdout: r.stdout, stderr: r.stderr };
+    const r = host.run(args, { env: { ...process.env, EVOLVE_HOME: home, NO_COLOR: "1" } });
+    return { code: r.code, stdout: r.stdout, stderr: r.stderr };
   };
 
   it("says there is nothing to retry (exit 0), refuses an unknown --status, and job show names the job a retry retries", async () => {

@@ -4,12 +4,11 @@
  * running trial's time is its elapsed time so far. The job layer and the store are real; the trial runner is a
  * TrialRecorder that settles at once, so no container engine is needed.
  */
-import { spawnSync } from "node:child_process";
 import { mkdtempSync } from "node:fs";
 import { hostname } from "node:os";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
-import { beforeEach, describe, expect, it } from "vitest";
+import { afterAll, beforeEach, describe, expect, it } from "vitest";
 import type { Engine } from "../engine/driver/types.ts";
 import { createJob, runJob, type JobConfig } from "../engine/job/job.ts";
 import { attemptSeconds, trialAttempts } from "../engine/job/summary.ts";
@@ -17,14 +16,18 @@ import { openStore, type Store, type TrialRecord } from "../engine/store/index.t
 import type { ExceptionType } from "../engine/trial/outcome.ts";
 import { now, TrialRecorder } from "../engine/trial/recorder.ts";
 import type { TrialDeps, TrialRequest, TrialStatus } from "../engine/trial/types.ts";
+import { cliHost } from "./support/cli-host.ts";
 
 const root = resolve(__dirname, "..");
-const bun = join(root, "node_modules/.bin/bun");
 let home: string;
 
+// one Bun process runs this file's CLI calls in-process (cli-host.ts) instead of a Bun start-up per call
+const host = cliHost();
+afterAll(() => host.close());
+
 function evolve(args: string[]) {
-  const r = spawnSync(bun, [join(root, "main.ts"), ...args], { cwd: root, encoding: "utf8", env: { ...process.env, EVOLVE_HOME: home, NO_COLOR: "1" }, timeout: 60_000 });
-  return { code: r.status, stdout: r.stdout, stderr: r.stderr };
+  const r = host.run(args, { cwd: root, env: { ...process.env, EVOLVE_HOME: home, NO_COLOR: "1" } });
+  return { code: r.code, stdout: r.stdout, stderr: r.stderr };
 }
 
 /** A run that records itself as the real ones do (TrialRecorder) and settles as told, without any box. */

@@ -3,20 +3,21 @@
  * edge, one duration / time / reward form in tables, columns aligned on the visible width when cells are coloured,
  * and the same short id forms accepted (and refused) by every command that takes an id. No container engine.
  */
-import { spawnSync } from "node:child_process";
 import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join, resolve } from "node:path";
-import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
+import { join } from "node:path";
+import { afterAll, afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { createJob } from "../engine/job/job.ts";
 import { openStore, resolveJobId, resolveTrialId, type Store } from "../engine/store/index.ts";
 import { parseElapsed } from "../engine/trial/inspect.ts";
 import { formatDuration, formatReward, jsonKeys, outTable, visibleWidth, when } from "../commands/output.ts";
 import { expectCode } from "./support/expect-code.ts";
 import { jobConfig } from "./support/job-config.ts";
+import { cliHost } from "./support/cli-host.ts";
 
-const root = resolve(__dirname, "..");
-const bun = join(root, "node_modules/.bin/bun");
+// one Bun process runs this file's CLI calls in-process (cli-host.ts) instead of a Bun start-up per call
+const host = cliHost();
+afterAll(() => host.close());
 
 describe("JSON keys", () => {
   it("re-cases camelCase fields to snake_case, leaving snake, UPPER and data-map keys as they are", () => {
@@ -133,7 +134,10 @@ describe("ids", () => {
     const [a, b] = store.listTrials(job.id);
     store.putTrial({ ...a, status: "SCORED", rewards: { reward: 1 }, reward: 1 });
     await store.close();
-    const evolve = (...args: string[]) => spawnSync(bun, [join(root, "main.ts"), ...args], { encoding: "utf8", env: { ...process.env, EVOLVE_HOME: home, NO_COLOR: "1" } });
+    const evolve = (...args: string[]) => {
+      const r = host.run(args, { env: { ...process.env, EVOLVE_HOME: home, NO_COLOR: "1" } });
+      return { status: r.code, stdout: r.stdout, stderr: r.stderr };
+    };
     const shown = evolve("job", "show", job.id.slice(0, 24), "--json");
     expect(shown.status, shown.stderr).toBe(0);
     expect(JSON.parse(shown.stdout).id).toBe(job.id);

@@ -13,11 +13,12 @@ const BLOCK = 512;
 /** One entry to write. `name` is relative, '/'-separated; folders end without a slash (added here). */
 export interface TarEntry {
   name: string;
-  type: "file" | "dir" | "symlink";
+  /** `hardlink`: another name of a file written earlier in the same archive (`linkname`, its archive name). */
+  type: "file" | "dir" | "symlink" | "hardlink";
   mode: number;
   /** File contents (files only). */
   data?: Uint8Array;
-  /** Symlink target (symlinks only). */
+  /** Symlink target, or a hard link's earlier entry. */
   linkname?: string;
   mtime?: number;
 }
@@ -93,7 +94,7 @@ export function entryBlocks(e: TarEntry): Buffer[] {
     linkname = linkname.replace(/[^\x20-\x7e]/g, "_").slice(0, 99);
   }
   const data = e.type === "file" ? Buffer.from(e.data ?? new Uint8Array()) : Buffer.alloc(0);
-  const typeflag = e.type === "file" ? "0" : e.type === "dir" ? "5" : "2";
+  const typeflag = e.type === "file" ? "0" : e.type === "dir" ? "5" : e.type === "hardlink" ? "1" : "2";
   out.push(header({ ...split, mode: e.mode, size: data.length, mtime, typeflag, linkname }));
   if (data.length) out.push(data, padding(data.length));
   return out;

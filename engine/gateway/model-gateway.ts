@@ -83,6 +83,8 @@ export interface ModelGatewayOptions {
   refreshMs?: number;
   /** How often the store is polled for the global stop and other processes' spend (ms, default 1000); tests shorten it. */
   pollMs?: number;
+  /** Called after each poll of the store has been applied, so a test waits for polls rather than for the clock. */
+  onPoll?: () => void;
   /** Warnings (an unknown model's price) for the process's log. */
   warn?: (message: string) => void;
 }
@@ -313,6 +315,7 @@ export class ModelGateway {
         if (m !== this.lastShareError) this.opts.warn?.(m);
         this.lastShareError = m;
       }
+      this.opts.onPoll?.();
     };
     poll();
     this.stopPoll = setInterval(poll, this.opts.pollMs ?? 1000);

@@ -11,7 +11,7 @@
  */
 import { execFile } from "node:child_process";
 import { createHash, randomBytes } from "node:crypto";
-import { closeSync, createReadStream, createWriteStream, existsSync, mkdirSync, openSync, readdirSync, readFileSync, readSync, writeSync } from "node:fs";
+import { closeSync, createReadStream, createWriteStream, existsSync, linkSync, mkdirSync, openSync, readdirSync, readFileSync, readSync, writeSync } from "node:fs";
 import { chmod, copyFile, cp, lstat, mkdir, readFile, readdir, readlink, rename, rm, symlink, writeFile } from "node:fs/promises";
 import { dirname, join, posix } from "node:path";
 import { Readable, Transform } from "node:stream";
@@ -249,11 +249,20 @@ interface NpmResult {
 }
 
 function runNpm(args: string[], timeoutMs: number, cwd?: string): Promise<NpmResult> {
+  const env = {
+    ...process.env,
+    // errors must reach stderr to tell an unreachable registry from a missing package (`npm run --silent` passes
+    // loglevel=silent down to every npm started under it)
+    npm_config_loglevel: "warn",
+    npm_config_update_notifier: "false",
+    npm_config_fund: "false",
+    npm_config_audit: "false",
+  };
   return new Promise((resolve, reject) => {
     execFile(
       npmProgram(),
       args,
-      { cwd, timeout: timeoutMs, maxBuffer: 64 * 1024 * 1024, env: { ...process.env, npm_config_update_notifier: "false", npm_config_fund: "false", npm_config_audit: "false" } },
+      { cwd, timeout: timeoutMs, maxBuffer: 64 * 1024 * 1024, env },
       (err, stdout, stderr) => {
         const e = err as (NodeJS.ErrnoException & { killed?: boolean; code?: number | string }) | null;
         if (e && e.code === "ENOENT") {
@@ -436,6 +445,11 @@ function notVendored(harness: string, version: string | undefined, why: string):
   );
 }
 
+/** Whether `spec` is vendored on the host at all (false for a registered agent that installs itself in the box). */
+export function needsVendoring(spec: CliSpec): boolean {
+  return spec.vendor.packages.length > 0;
+}
+
 /** How long `ensureVendored` waits on the registry before deciding it is unreachable. */
 const PROBE_TIMEOUT_MS = 20_000;
 
@@ -443,6 +457,8 @@ const PROBE_TIMEOUT_MS = 20_000;
  * The vendored tree `evolve run` mounts for `spec`: the given version, else the spec's own version, else the newest
  * vendored one; when none is vendored, asks the registry (short timeout) and pulls. An unreachable registry with
  * nothing vendored is `agent_not_vendored`, naming the pull to run elsewhere and the export/import to carry it.
+ * A spec with no packages (a registered agent installed by its script in the box) has nothing to vendor: see
+ * {@link needsVendoring}.
  */
 export async function ensureVendored(spec: CliSpec, version?: string, root: string = agentsDir()): Promise<Vendored> {
   const found = version !== undefined ? findVendored(spec.name, version, root) : (findVendored(spec.name, defaultVersion(spec), root) ?? findVendored(spec.name, undefined, root));
@@ -492,16 +508,24 @@ export async function exportAgents(file: string, names: string[] = [], root: str
       const base = `${v.manifest.harness}/${v.manifest.version}`;
       yield* entryBlocks({ name: v.manifest.harness, type: "dir", mode: 0o755 });
       yield* entryBlocks({ name: base, type: "dir", mode: 0o755 });
+      // a file npm hard-linked (claude-code's claude.exe, droid's and opencode's binaries: 180-250 MB each) goes in
+      // once; its other names are hard-link entries. Per tree, so every tree in the file stands alone.
+      const inodes = new Map<string, string>();
       async function* walk(abs: string, rel: string): AsyncGenerator<Buffer> {
         for (const n of (await readdir(abs)).sort()) {
           const full = join(abs, n);
           const r = `${rel}/${n}`;
           const st = await lstat(full);
           const mtime = Math.floor(st.mtimeMs / 1000);
+          const first = st.isFile() && st.nlink > 1 ? inodes.get(`${st.dev}:${st.ino}`) : undefined;
           if (st.isDirectory()) {
             yield* entryBlocks({ name: r, type: "dir", mode: st.mode, mtime });
             yield* walk(full, r);
-          } else if (st.isFile()) yield* entryBlocks({ name: r, type: "file", mode: st.mode, mtime, data: await readFile(full) });
+          } else if (first !== undefined) yield* entryBlocks({ name: r, type: "hardlink", mode: st.mode, mtime, linkname: first });
+          else if (st.isFile()) {
+            if (st.nlink > 1) inodes.set(`${st.dev}:${st.ino}`, r);
+            yield* entryBlocks({ name: r, type: "file", mode: st.mode, mtime, data: await readFile(full) });
+          }
           else if (st.isSymbolicLink()) yield* entryBlocks({ name: r, type: "symlink", mode: 0o777, mtime, linkname: await readlink(full) });
         }
       }
@@ -560,12 +584,14 @@ export async function importAgents(file: string, opts: ImportOptions = {}): Prom
   const maxEntries = opts.maxEntries ?? 2_000_000;
   if (!existsSync(file)) throw new EvolveError("usage", `${file} does not exist`);
   await mkdir(root, { recursive: true });
-  for (const n of await readdir(root)) if (/^\.import-/.test(n)) await sweepStale(root);
+  await sweepStale(root);
   const tmp = join(root, tmpName("import"));
   await mkdir(tmp);
   try {
     const trees = new Set<string>();
     const seen = new Set<string>();
+    /** Regular files unpacked so far, which a hard link may name. */
+    const files = new Set<string>();
     const links: { path: string; target: string }[] = [];
     let total = 0;
     let entries = 0;
@@ -601,10 +627,24 @@ export async function importAgents(file: string, opts: ImportOptions = {}): Prom
           links.push({ path: name, target: h.linkname });
           return;
         }
-        if (h.type !== "file") fail(`${name} is a ${h.type === "hardlink" ? "hard link" : "special file"}`);
+        if (h.type === "hardlink") {
+          // only to a regular file of its own tree that came before it
+          const target = h.linkname.replace(/^\.\//, "");
+          const tparts = target.split("/");
+          if (target.startsWith("/") || tparts.some((p) => p === ".." || p === "." || p === "") || tparts.length < 3 || tparts[0] !== parts[0] || tparts[1] !== parts[1] || !files.has(target)) {
+            fail(`${name} is a hard link to ${JSON.stringify(h.linkname)}, no earlier file of its tree`);
+          }
+          seen.add(name);
+          files.add(name);
+          mkdirSyncSafe(dirname(abs));
+          linkSync(join(tmp, ...tparts), abs);
+          return;
+        }
+        if (h.type !== "file") fail(`${name} is a special file`);
         total += h.size;
         if (total > maxBytes) fail(`more than ${maxBytes} bytes of files`);
         seen.add(name);
+        files.add(name);
         mkdirSyncSafe(dirname(abs));
         fd = openSync(abs, "wx", (h.mode & 0o777) | 0o200);
       },

@@ -10,7 +10,7 @@ import { AGENT_CACHE, recordCli } from "./record.ts";
 await recordCli({
   spec: claudeCode,
   provider: "anthropic",
-  model: "claude-sonnet-4-5",
+  model: "claude-sonnet-4-6",
   program: [join(AGENT_CACHE, "claude-code", claudeCode.vendor.entry)],
   shellTool: "Bash",
   shellInput: { command: "echo hello-from-tool > out.txt", description: "Write out.txt" },

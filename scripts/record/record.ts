@@ -126,7 +126,7 @@ export async function recordCli(o: RecordOptions): Promise<void> {
   const meter = new CallMeter();
   const prices = new Prices();
   const gw = await serveGateway({
-    upstreams: buildUpstreams({ upstreams: { anthropic: { base_url: upstream.url, api_key: REAL_KEY }, openai: { base_url: `${upstream.url}/v1`, api_key: REAL_KEY } } }, {}),
+    upstreams: buildUpstreams({ upstreams: { anthropic: { base_url: upstream.url, api_key: REAL_KEY }, openai: { base_url: `${upstream.url}/v1`, api_key: REAL_KEY }, gemini: { base_url: upstream.url, api_key: REAL_KEY } } }, {}),
     authenticate: credentials.authenticate,
     meter: (c) => meter.meter(c),
     budget: new Budgets(),

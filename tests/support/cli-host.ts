@@ -30,6 +30,8 @@ export interface CliResult {
 export interface CliHost {
   /** Runs `evolve <args>` in the host with exactly `env` (not merged with anything) in `cwd`. */
   run(args: string[], opts: { env: Record<string, string | undefined>; cwd?: string; timeoutMs?: number }): CliResult;
+  /** Whether the host process is still there to answer (false once it died or was closed). */
+  alive(): boolean;
   /** Ends the host process. */
   close(): void;
 }
@@ -109,6 +111,7 @@ export function cliHost(): CliHost {
       }
       return JSON.parse(msg.text!) as CliResult;
     },
+    alive: () => !closed && child.exitCode === null && child.signalCode === null,
     close,
   };
 }

@@ -262,11 +262,18 @@ interface CaseResult {
   failures: string[];
 }
 
-let root = "";
-const tasks: FuzzTask[] = [];
+/**
+ * One test file's copies of the valid fixtures. Each file that registers tests gets its own: a worker that runs
+ * several files without isolation (vitest's `isolate: false`) shares this module between them, and one file's
+ * `afterAll` must not take away the folders another file's cases write into.
+ */
+interface FuzzTasks {
+  root: string;
+  tasks: FuzzTask[];
+}
 
 /** Runs case `i` of the seed's sequence; always leaves the task directory as it found it. */
-async function runCase(i: number): Promise<CaseResult> {
+async function runCase(i: number, tasks: FuzzTask[]): Promise<CaseResult> {
   const r = mulberry32((SEED ^ Math.imul(i + 1, 0x9e3779b1)) >>> 0);
   const t = pick(r, tasks);
   let toml = t.toml;
@@ -305,36 +312,38 @@ async function runCase(i: number): Promise<CaseResult> {
 }
 
 /** Copies the valid fixtures for this file's cases before its tests, and removes them after. */
-function useTasks(): void {
+function useTasks(): FuzzTasks {
+  const own: FuzzTasks = { root: "", tasks: [] };
   beforeAll(() => {
-    root = mkdtempSync(join(tmpdir(), "evolve-task-fuzz-"));
+    own.root = mkdtempSync(join(tmpdir(), "evolve-task-fuzz-"));
     for (const name of readdirSync(VALID).sort()) {
-      const dir = join(root, name);
+      const dir = join(own.root, name);
       cpSync(join(VALID, name), dir, { recursive: true });
       const files: Record<string, Original> = {};
       for (const rel of FILE_TARGETS) files[rel] = snapshot(dir, rel);
-      tasks.push({ name, dir, toml: readFileSync(join(dir, "task.toml"), "utf8"), files });
+      own.tasks.push({ name, dir, toml: readFileSync(join(dir, "task.toml"), "utf8"), files });
     }
   });
 
   afterAll(() => {
-    if (root) rmSync(root, { recursive: true, force: true });
+    if (own.root) rmSync(own.root, { recursive: true, force: true });
   });
+  return own;
 }
 
 /** Registers shard `shard` of `shards` of the seed's cases: the cases themselves, then a replay of its first ones. */
 export function describeFuzzShard(shard: number, shards: number): void {
-  useTasks();
+  const own = useTasks();
   const mine = Array.from({ length: CASES }, (_, i) => i).filter((i) => i % shards === shard);
   describe(`validateTask under fuzzing (seed ${SEED}, shard ${shard + 1}/${shards}: ${mine.length} of ${CASES} cases)`, () => {
     const outcomes = new Map<number, string>();
 
     it("never throws, and every report is well-formed", async () => {
-      expect(tasks.length).toBeGreaterThan(0);
+      expect(own.tasks.length).toBeGreaterThan(0);
       const failures: string[] = [];
       const seen = new Set<string>();
       for (const i of mine) {
-        const res = await runCase(i);
+        const res = await runCase(i, own.tasks);
         outcomes.set(i, res.outcome);
         if (!res.outcome.startsWith("threw")) {
           const rep = JSON.parse(res.outcome) as TaskReport;
@@ -352,7 +361,7 @@ export function describeFuzzShard(shard: number, shards: number): void {
       expect(outcomes.size, "the first test ran").toBe(mine.length);
       const diffs: string[] = [];
       for (const i of mine.filter((i) => i < REPLAY)) {
-        const again = await runCase(i);
+        const again = await runCase(i, own.tasks);
         if (again.outcome !== outcomes.get(i) && diffs.length < 3) diffs.push(`seed=${SEED} case=${i}:\n first: ${outcomes.get(i)}\n again: ${again.outcome}`);
       }
       expect(diffs.join("\n\n")).toBe("");
@@ -362,7 +371,7 @@ export function describeFuzzShard(shard: number, shards: number): void {
 
 /** Registers the hostile 1 MB shapes, each on a fixture the seed picks, within a time budget. */
 export function describeShapes(): void {
-  useTasks();
+  const own = useTasks();
   /**
    * The bench's goal is 1 s per shape (scripts/bench/validate.ts measures it); the test allows three times that in
    * CPU time (this worker's: nothing else runs in it), which the files running beside it on a loaded 2-core machine
@@ -375,8 +384,8 @@ export function describeShapes(): void {
   describe(`validateTask on hostile 1 MB shapes (seed ${SEED})`, () => {
     it.each(SHAPES.map((s) => [s.name, s] as const))("%s", async (_name, shape) => {
       const r = mulberry32((SEED ^ shape.name.length * 0x27d4eb2d) >>> 0);
-      const t = pick(r, tasks);
-      const dir = mkdtempSync(join(root, `shape-${shape.name}-`));
+      const t = pick(r, own.tasks);
+      const dir = mkdtempSync(join(own.root, `shape-${shape.name}-`));
       cpSync(t.dir, dir, { recursive: true });
       for (const [rel, body] of Object.entries(shape.extra ?? {})) writeFileSync(join(dir, rel), body);
       const target = join(dir, shape.file);

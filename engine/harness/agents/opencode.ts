@@ -56,7 +56,10 @@ export const opencode: CliSpec = {
       { name: "opencode-linux-x64", version: "1.18.33" },
     ],
     // The platform package's binary, not `bin/opencode.exe`: that one is a hard link made by a postinstall script.
-    entry: "lib/node_modules/opencode-ai/node_modules/opencode-linux-x64/bin/opencode",
+    // Listed beside opencode-ai, npm puts it at the top (not under opencode-ai/node_modules).
+    entry: "lib/node_modules/opencode-linux-x64/bin/opencode",
+    // without it npm also pulls opencode-linux-x64-baseline: 354 MB instead of 177
+    omitOptional: true,
     viaNode: false,
     imageCommand: "opencode",
   },

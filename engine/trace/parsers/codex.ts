@@ -2,8 +2,12 @@
  * Codex's `exec --json` stdout (peers.md §4.5) as the parsed trace. Its `turn.completed` usage is the thread's
  * running total, not the turn's, and it says nothing per model call: per-call usage comes from the session rollout
  * (`sessions/YYYY/MM/DD/rollout-*<thread_id>.jsonl`, one `token_usage_record` per response, or `token_count`'s
- * `last_token_usage` in rollouts without those); the closing total is the last running total. An `error` item (e.g.
- * "Model metadata for `…` not found") and a "Reconnecting…" error line are reported but survived: not fatal.
+ * `last_token_usage` in rollouts without those); the closing total is the last running total. Stdout never says
+ * which response an item came from, so the parser numbers the model calls itself (a turn's start, or output after a
+ * tool result, begins the next call) and gives their chunks and tool calls the messageId `<thread>#<n>`; the
+ * rollout's n-th usage gets the same id when its count of calls agrees (else none: counts are never misfiled). An
+ * `error` item (e.g. "Model metadata for `…` not found") and a "Reconnecting…" error line are reported but
+ * survived: not fatal.
  */
 import { chunkEvent, errorEvent, promptEvent, toolCallEvent, toolResultEvent, usageEvent, type SessionFile, type ToolStatus, type TraceParser, type TraceUpdate, type UsageCounts } from "../events.ts";
 import type { ParserSpec } from "./index.ts";
@@ -69,30 +73,28 @@ function finalStatus(item: Obj): ToolStatus {
   return "completed";
 }
 
-/** The per-call usage in the rollout(s) of `threadId` (all rollouts when it is unknown). */
-function rolloutUsage(files: readonly SessionFile[], threadId: string | undefined): TraceUpdate[] {
+/** The per-call usage in the rollout(s) of `threadId` (all rollouts when it is unknown), in order. */
+function rolloutUsage(files: readonly SessionFile[], threadId: string | undefined): Extract<TraceUpdate, { type: "usage" }>[] {
   const mine = threadId ? files.filter((f) => f.path.endsWith(`${threadId}.jsonl`)) : files;
-  const out: TraceUpdate[] = [];
+  const out: Extract<TraceUpdate, { type: "usage" }>[] = [];
   for (const f of mine.length > 0 ? mine : files) {
-    const records: TraceUpdate[] = [];
-    const counts: TraceUpdate[] = [];
+    const records: Extract<TraceUpdate, { type: "usage" }>[] = [];
+    const counts: Extract<TraceUpdate, { type: "usage" }>[] = [];
     let model: string | undefined;
     for (const line of f.text.split("\n")) {
       const o = line.trim() ? jsonObject(line) : undefined;
       const p = obj(o?.payload);
       if (!o || !p) continue;
       if (o.type === "turn_context" && str(p.model)) model = str(p.model);
-      // The response id goes in _meta, not messageId: stdout's items never say which response they came from, so
-      // no chunk or tool call could share it.
       const opts = (id?: string) => {
         const meta: Record<string, string> = {};
         if (str(o.timestamp)) meta.timestamp = str(o.timestamp)!;
         if (id) meta.responseId = id;
         return { ...(model ? { model } : {}), ...(Object.keys(meta).length > 0 ? { meta } : {}) };
       };
-      if (o.type === "token_usage_record" && obj(p.usage)) records.push(usageEvent("call", openaiUsage(obj(p.usage)!), opts(str(p.response_id))));
+      if (o.type === "token_usage_record" && obj(p.usage)) records.push(usageEvent("call", openaiUsage(obj(p.usage)!), opts(str(p.response_id))) as Extract<TraceUpdate, { type: "usage" }>);
       const last = obj(obj(p.info)?.last_token_usage);
-      if (o.type === "event_msg" && p.type === "token_count" && last) counts.push(usageEvent("call", openaiUsage(last), opts()));
+      if (o.type === "event_msg" && p.type === "token_count" && last) counts.push(usageEvent("call", openaiUsage(last), opts()) as Extract<TraceUpdate, { type: "usage" }>);
     }
     // Newer rollouts record each response with its id; older ones only the running counts.
     out.push(...(records.length > 0 ? records : counts));
@@ -109,6 +111,9 @@ class CodexParser implements TraceParser {
   private lastError: string | undefined;
   /** Tool items already announced (`item.started`), so `item.completed` only updates them. */
   private started = new Set<string>();
+  /** The model calls numbered so far, and whether the next output begins a new one. */
+  private calls = 0;
+  private callEnded = true;
 
   constructor(private readonly instruction: string | undefined) {}
 
@@ -128,6 +133,9 @@ class CodexParser implements TraceParser {
     switch (o.type) {
       case "thread.started":
         this.threadId = str(o.thread_id);
+        break;
+      case "turn.started":
+        this.callEnded = true;
         break;
       case "turn.completed":
         // The thread's running total so far: the last one is the run's.
@@ -152,9 +160,24 @@ class CodexParser implements TraceParser {
         if (item) this.item(item, o.type === "item.completed", out);
         break;
       }
-      // turn.started, item.plan.delta, request_user_input and later types carry nothing the trace keeps.
+      // item.plan.delta, request_user_input and later types carry nothing the trace keeps.
     }
     return out;
+  }
+
+  /** The id of the model call an output belongs to: a new call after a turn's start or a tool result. */
+  private callId(): string {
+    if (this.callEnded) {
+      this.calls++;
+      this.callEnded = false;
+    }
+    return `${this.threadId ?? "codex"}#${this.calls}`;
+  }
+
+  private announce(id: string, item: Obj, tool: { name: string; title: string; input: Obj }, out: TraceUpdate[]): void {
+    this.started.add(id);
+    const kind = item.type === "mcp_tool_call" ? toolKind(str(item.tool) ?? "") : toolKind(tool.name);
+    out.push(toolCallEvent({ toolCallId: id, name: tool.name, title: tool.title, kind, status: "in_progress", rawInput: tool.input, messageId: this.callId() }));
   }
 
   private item(item: Obj, done: boolean, out: TraceUpdate[]): void {
@@ -166,18 +189,15 @@ class CodexParser implements TraceParser {
     }
     if (!done) {
       const tool = toolOf(item);
-      if (tool && !this.started.has(id)) {
-        this.started.add(id);
-        out.push(toolCallEvent({ toolCallId: id, name: tool.name, title: tool.title, kind: item.type === "mcp_tool_call" ? toolKind(str(item.tool) ?? "") : toolKind(tool.name), status: "in_progress", rawInput: tool.input }));
-      }
+      if (tool && !this.started.has(id)) this.announce(id, item, tool, out);
       return;
     }
     switch (item.type) {
       case "agent_message":
-        if (str(item.text)) out.push(chunkEvent("agent_message_chunk", str(item.text)!));
+        if (str(item.text)) out.push(chunkEvent("agent_message_chunk", str(item.text)!, this.callId()));
         return;
       case "reasoning":
-        if (str(item.text)) out.push(chunkEvent("agent_thought_chunk", str(item.text)!));
+        if (str(item.text)) out.push(chunkEvent("agent_thought_chunk", str(item.text)!, this.callId()));
         return;
       case "plan":
         if (str(item.text)) out.push(planEvent(str(item.text)!.split("\n").map((l) => l.trim()).filter(Boolean).map((content) => ({ content, priority: "medium", status: "pending" }))));
@@ -189,11 +209,9 @@ class CodexParser implements TraceParser {
     }
     const tool = toolOf(item);
     if (!tool) return;
-    if (!this.started.has(id)) {
-      this.started.add(id);
-      out.push(toolCallEvent({ toolCallId: id, name: tool.name, title: tool.title, kind: item.type === "mcp_tool_call" ? toolKind(str(item.tool) ?? "") : toolKind(tool.name), status: "in_progress", rawInput: tool.input }));
-    }
+    if (!this.started.has(id)) this.announce(id, item, tool, out);
     out.push(toolResultEvent(id, finalStatus(item), toolOutput(item), item.type === "command_execution" ? { exit_code: item.exit_code ?? null } : undefined));
+    this.callEnded = true;
   }
 
   end(session: readonly SessionFile[]): TraceUpdate[] {
@@ -202,7 +220,10 @@ class CodexParser implements TraceParser {
       this.prompted = true;
       out.push(promptEvent(this.instruction));
     }
-    out.push(...rolloutUsage(session, this.threadId));
+    const usage = rolloutUsage(session, this.threadId);
+    // The n-th response is the n-th call numbered from stdout only when both count the same calls.
+    if (usage.length === this.calls) usage.forEach((u, i) => (u.data.update.messageId = `${this.threadId ?? "codex"}#${i + 1}`));
+    out.push(...usage);
     if (this.total) out.push(usageEvent("total", openaiUsage(this.total)));
     return out;
   }

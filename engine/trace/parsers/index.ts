@@ -7,8 +7,10 @@ import type { TraceParser } from "../events.ts";
 import { claudeCodeParser } from "./claude-code.ts";
 import { codexParser } from "./codex.ts";
 import { droidParser } from "./droid.ts";
+import { geminiCliParser } from "./gemini-cli.ts";
 import { kimiCodeParser } from "./kimi-code.ts";
 import { opencodeParser } from "./opencode.ts";
+import { qwenCodeParser } from "./qwen-code.ts";
 
 /** How a harness's run is parsed. */
 export interface ParserSpec {
@@ -28,7 +30,7 @@ export interface ParserSpec {
 }
 
 // One import and one entry per harness parser module (each exports its ParserSpec).
-const PARSERS = new Map<string, ParserSpec>(([claudeCodeParser, codexParser, droidParser, kimiCodeParser, opencodeParser] as ParserSpec[]).map((p) => [p.harness, p]));
+const PARSERS = new Map<string, ParserSpec>(([claudeCodeParser, codexParser, droidParser, geminiCliParser, kimiCodeParser, opencodeParser, qwenCodeParser] as ParserSpec[]).map((p) => [p.harness, p]));
 
 /** The parser of `harness`, or undefined when it has none (a registered agent without one). */
 export function parserFor(harness: string): ParserSpec | undefined {

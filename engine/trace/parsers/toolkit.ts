@@ -62,8 +62,8 @@ export class LineLoss {
 const KINDS: [ToolKind, RegExp][] = [
   ["execute", /^(bash|shell|execute|exec_command|run_shell_command|local_shell|run_command|terminal)$/],
   ["read", /^(read|read_file|readfile|view|read_many_files|readmediafile|notebookread)$/],
-  ["edit", /^(edit|multiedit|write|write_file|writefile|create|apply_patch|applypatch|patch|str_replace|replace|notebookedit)$/],
-  ["search", /^(grep|glob|ls|list|list_directory|find|search|search_file_content|codesearch|codebase_search)$/],
+  ["edit", /^(edit|multiedit|write|write_file|writefile|create|apply_patch|applypatch|patch|str_replace|replace|notebookedit|notebook_edit)$/],
+  ["search", /^(grep|glob|ls|list|list_directory|find|search|search_file_content|grep_search|codesearch|codebase_search)$/],
   ["fetch", /^(webfetch|web_fetch|fetch|fetchurl|websearch|web_search|google_web_search)$/],
   ["think", /^(think)$/],
 ];
@@ -75,9 +75,9 @@ export function toolKind(name: string): ToolKind {
   return "other";
 }
 
-/** True for a harness's todo tool (TodoWrite, todowrite, TodoList): its arguments are the agent's plan. */
+/** True for a harness's todo tool (TodoWrite, todowrite, TodoList, gemini-cli's write_todos): its arguments are the agent's plan. */
 export function isTodoTool(name: string): boolean {
-  return /^todo(write|list|_write)?$/i.test(name);
+  return /^(todo(write|list|_write)?|write_todos)$/i.test(name);
 }
 
 const PLAN_STATUS: Record<string, PlanUpdate["entries"][number]["status"]> = {
