@@ -186,11 +186,13 @@ describe("trial trace", () => {
     expect(out.trimEnd().split("\n").map((l) => JSON.parse(l).seq)).toEqual([0, 1, 2, 3]);
   }, 30_000);
 
-  it("`--json | head -1` prints one event and exits 0 without an error", () => {
-    const r = spawnSync("bash", ["-c", `set -o pipefail; "${BUN}" main.ts trial trace ${BIG} --json | head -1`], { cwd: ROOT, env: env(), encoding: "utf8" });
-    expect(r.stderr).toBe("");
-    expect(r.status).toBe(0);
-    expect(JSON.parse(r.stdout)).toMatchObject({ seq: 0, type: "agent_message_chunk" });
+  it("`--json | head -1` prints one event and exits 0 without an error, whole or filtered", () => {
+    for (const [extra, seq] of [["", 0], ["--cursor 4", 5]] as const) {
+      const r = spawnSync("bash", ["-c", `set -o pipefail; "${BUN}" main.ts trial trace ${BIG} --json ${extra} | head -1`], { cwd: ROOT, env: env(), encoding: "utf8" });
+      expect(r.stderr).toBe("");
+      expect(r.status).toBe(0);
+      expect(JSON.parse(r.stdout)).toMatchObject({ seq, type: "agent_message_chunk" });
+    }
   });
 });
 
