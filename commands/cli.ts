@@ -8,6 +8,7 @@ import { exitQuietlyOnBrokenPipe } from "../engine/runtime.ts";
 import { COUNT, numberFlag, PORT, POSITIVE, POSITIVE_INT } from "./flags.ts";
 import { formatError, reportError } from "./output.ts";
 import { addTrialCommands } from "./trial-cli.ts";
+import { addTraceCommands } from "./trace-cli.ts";
 
 const collect = (v: string, prev: string[]) => [...prev, v];
 
@@ -234,6 +235,7 @@ export function buildProgram(version: string, setExit: (code: number) => void): 
     .addHelpText("after", examples(["evolve trial show 01JB...", "evolve trial show 01JB... --json | jq .rewards"]))
     .action(async (id: string, opts) => setExit(await (await import("./job.ts")).trialShowCommand(id, opts)));
   addTrialCommands(trial, setExit, engineOpt);
+  addTraceCommands(program, trial, job, setExit);
 
   const trajectory = program.command("trajectory").description("check ATIF trajectories (Harbor's trajectory.json)");
   trajectory

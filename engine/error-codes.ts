@@ -105,6 +105,12 @@ export const ERROR_CODES = {
   trial_not_live: ran("the trial has no running box (it settled, or has not booted yet)"),
   stream_not_recorded: ran("the trial recorded no such log stream"),
   stream_refused: ran("a log stream's file is not a regular file the box wrote (a link, a FIFO, a device) and is not read"),
+  // The parsed trace and the trial's artifacts (engine/trace/store.ts, commands/trace.ts)
+  trace_not_recorded: ran("the trial stored no parsed trace (its agent has no trace parser, or it never ran)"),
+  trace_kind_unknown: env("--type names an event kind the parsed trace does not have"),
+  parser_unknown: env("`trace convert --harness` names a harness that has no trace parser"),
+  trace_input_unreadable: env("a file given to `trace convert` is missing, not a regular file, or cannot be read"),
+  artifact_not_recorded: ran("the trial stored no such artifact (`trial download --stream`): absent, never printed empty"),
   regrade_never_verified: ran("the trial never reached its verifier: there is nothing to regrade"),
   regrade_judge_task: ran("the trial's task grades with an LLM judge, which a regrade would ask again"),
   regrade_multi_step: ran("the trial's task has several steps, and only the last step's box is kept"),

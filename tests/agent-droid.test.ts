@@ -61,8 +61,15 @@ describe("droid parser on recorded runs", () => {
     expect(cli).toMatchObject({ message: "Exec failed", fatal: true });
   });
 
+  it("mcp: a run with a task MCP server parses like any other (droid defers MCP tools behind ToolSearch, so the first call does not list them)", () => {
+    const f = loadFixture("droid", "mcp");
+    expect(f.upstream.exit_code).toBe(0);
+    expect(f.upstream.tool_names).toEqual(expect.arrayContaining(["Execute", "ToolSearch"]));
+    expect(kinds(parse("droid", f.stdout, f.session, f.upstream.instruction))).toEqual(["prompt", "agent_message_chunk", "usage"]);
+  });
+
   it("no recorded line is lost, and the fixtures are small", () => {
-    for (const name of ["text", "tool", "error"]) {
+    for (const name of ["text", "tool", "error", "mcp"]) {
       const f = loadFixture("droid", name);
       expect(kinds(parse("droid", f.stdout, f.session))).not.toContain("trace_loss");
     }
@@ -148,7 +155,7 @@ describe("droid CliSpec", () => {
 
   it("pins the shim and its platform binary at their differing versions", () => {
     expect(droid.vendor.packages).toEqual([{ name: "@factory/cli", version: "0.225.1" }, { name: "@factory/cli-linux-x64", version: "0.225.2" }]);
-    expect(droid.vendor).toMatchObject({ viaNode: false, entry: "lib/node_modules/@factory/cli-linux-x64/bin/droid" });
+    expect(droid.vendor).toMatchObject({ viaNode: false, omitOptional: true, entry: "lib/node_modules/@factory/cli-linux-x64/bin/droid" });
     expect([droid.stdoutName, droid.parser]).toEqual(["droid.txt", "droid"]);
   });
 });

@@ -165,8 +165,15 @@ describe("gemini-cli CliSpec", () => {
 
   it("runs headless in stream-json with yolo, trust skipped and the model always named; the instruction on stdin", () => {
     const inv = geminiCli.invocation(input);
-    expect(inv.argv).toEqual([...input.program, "--output-format", "stream-json", "--approval-mode", "yolo", "--skip-trust", "-m", "gemini-2.5-flash"]);
+    const [node, ...entry] = input.program;
+    expect(inv.argv).toEqual([node, "--max-old-space-size=4096", ...entry, "--output-format", "stream-json", "--approval-mode", "yolo", "--skip-trust", "-m", "gemini-2.5-flash"]);
     expect(inv.stdin).toBe(input.instruction);
+  });
+
+  it("starts once: no relaunch of Node just to raise the heap (the vendored Node gets the flag); an image's own gemini keeps its own", () => {
+    expect(geminiCli.invocation(input).env.GEMINI_CLI_NO_RELAUNCH).toBe("true");
+    const own = geminiCli.invocation({ ...input, agentRoot: undefined, program: ["gemini"] });
+    expect(own.argv.slice(0, 2)).toEqual(["gemini", "--output-format"]);
   });
 
   it("points it at the gateway root, keeps its state in the home, and holds no key", () => {

@@ -14,9 +14,9 @@ const counts = (e: Record<string, number> | null) => e && { promptTokens: e.prom
 
 describe("kimi-code parser on recorded runs", () => {
   it("keeps the wire file its sessionGlobs select, and nothing else", () => {
-    for (const name of ["text", "tool", "error"]) {
+    for (const name of ["text", "tool", "error", "mcp"]) {
       const f = loadFixture("kimi-code", name);
-      expect(f.session.map((s) => s.path)).toEqual([expect.stringMatching(/^sessions\/wd_work_[0-9a-f]+\/session_[0-9a-f-]+\/agents\/main\/wire\.jsonl$/)]);
+      expect(f.session.map((s) => s.path)).toEqual([expect.stringMatching(/^sessions\/wd_app_[0-9a-f]+\/session_[0-9a-f-]+\/agents\/main\/wire\.jsonl$/)]);
       expect(sessionGlobMatches("kimi-code", f.session[0]!.path)).toBe(true);
     }
   });
@@ -61,8 +61,17 @@ describe("kimi-code parser on recorded runs", () => {
     expect(kinds(parse("kimi-code", f.stdout, [], f.upstream.instruction))).not.toContain("usage");
   });
 
+  it("mcp: the task MCP server registered in its native config shows among the tools it advertised", () => {
+    const f = loadFixture("kimi-code", "mcp");
+    expect(f.upstream.exit_code).toBe(0);
+    expect(f.upstream.tool_names).toContain("mcp__probe__probe_echo");
+    expect(loadFixture("kimi-code", "text").upstream.tool_names).not.toContain("mcp__probe__probe_echo");
+    // its own shell tool, under the name the parser reports
+    expect(f.upstream.tool_names).toContain("Bash");
+  });
+
   it("no recorded line is lost, and the fixtures are small", () => {
-    for (const name of ["text", "tool", "error"]) {
+    for (const name of ["text", "tool", "error", "mcp"]) {
       const f = loadFixture("kimi-code", name);
       expect(kinds(parse("kimi-code", f.stdout, f.session))).not.toContain("trace_loss");
     }

@@ -50,10 +50,20 @@ describe("opencode parser on recorded runs", () => {
     expect(updatesOf(events, "error")[0]).toMatchObject({ message: "fixture error 400", fatal: true, _meta: { statusCode: 400, name: "APIError" } });
   });
 
-  it("no recorded line is lost, and the fixtures are small", () => {
-    for (const name of ["text", "tool", "error"]) {
+  it("mcp: the task MCP server registered in its native config shows among the tools it advertised", () => {
+    const f = loadFixture("opencode", "mcp");
+    expect(f.upstream.exit_code).toBe(0);
+    expect(f.upstream.tool_names).toContain("probe_probe_echo");
+    expect(loadFixture("opencode", "text").upstream.tool_names).not.toContain("probe_probe_echo");
+    // its own shell tool, under the name the parser reports
+    expect(f.upstream.tool_names).toContain("bash");
+  });
+
+  it("no recorded line is lost, the fixtures are small, and no run reached for the npm registry", () => {
+    for (const name of ["text", "tool", "error", "mcp"]) {
       const f = loadFixture("opencode", name);
       expect(kinds(parse("opencode", f.stdout, f.session))).not.toContain("trace_loss");
+      expect(f.upstream.npm_cache_used, name).toBe(false);
     }
     for (const { file, bytes } of fixtureFiles("opencode")) expect(bytes, file).toBeLessThan(300_000);
   });
@@ -110,7 +120,6 @@ describe("opencode CliSpec", () => {
 
   it("points a provider at the gateway with only a reference to the key, and switches side calls off", () => {
     const inv = opencode.invocation(input);
-    expect(inv.files).toHaveLength(1);
     const file = inv.files[0]!;
     expect(file.path).toBe("/logs/agent/.opencode/opencode.json");
     const cfg = JSON.parse(file.content);
@@ -127,11 +136,19 @@ describe("opencode CliSpec", () => {
       OPENCODE_DISABLE_AUTOUPDATE: "1",
       OPENCODE_DISABLE_SHARE: "1",
       OPENCODE_DISABLE_LSP_DOWNLOAD: "1",
-      XDG_DATA_HOME: "/logs/agent/.opencode/data",
+      XDG_DATA_HOME: "/logs/agent/.opencode/.local/share",
     });
     // the runner sets the key variable; the invocation names no key of any kind
     expect(Object.keys(inv.env).filter((k) => k === input.keyEnv || /API_KEY|AUTH_TOKEN/.test(k))).toEqual([]);
     expect(opencode.keyEnv).toBeUndefined();
+  });
+
+  it("tells its config dir the plugin package is installed, so it runs no npm install", () => {
+    const files = Object.fromEntries(opencode.invocation(input).files.map((f) => [f.path, JSON.parse(f.content)]));
+    const dir = "/logs/agent/.opencode/.config/opencode";
+    expect(files[`${dir}/package.json`]).toEqual({ dependencies: { "@opencode-ai/plugin": "1.18.33" } });
+    expect(files[`${dir}/package-lock.json`].packages["node_modules/@opencode-ai/plugin"]).toEqual({ version: "1.18.33" });
+    expect(files[`${dir}/node_modules/.package-lock.json`].packages).toEqual({ "node_modules/@opencode-ai/plugin": { version: "1.18.33" } });
   });
 
   it("uses the bundled SDK of each wire API and registers MCP servers in its native config", () => {
@@ -155,7 +172,7 @@ describe("opencode CliSpec", () => {
   });
 
   it("declares its vendored binary, stdout name and parser", () => {
-    expect(opencode.vendor).toMatchObject({ viaNode: false, entry: "lib/node_modules/opencode-linux-x64/bin/opencode", omitOptional: true });
+    expect(opencode.vendor).toMatchObject({ viaNode: false, omitOptional: true, entry: "lib/node_modules/opencode-linux-x64/bin/opencode" });
     expect(opencode.vendor.packages[0]).toEqual({ name: "opencode-ai", version: "1.18.33" });
     expect(opencode.stdoutName).toBe("opencode.txt");
     expect(opencode.parser).toBe("opencode");

@@ -39,6 +39,8 @@ const RUNS: { command: string; args: () => string[]; exit?: number }[] = [
   { command: "job show", args: () => ["job", "show", ids.doneJob] },
   { command: "trial show", args: () => ["trial", "show", ids.scored] },
   { command: "trial logs", args: () => ["trial", "logs", ids.scored, "--stream", "agent"] },
+  { command: "trial trace", args: () => ["trial", "trace", ids.scored, "--tail", "1"] },
+  { command: "job grep", args: () => ["job", "grep", ids.doneJob, "denied"] },
   { command: "trial files status", args: () => ["trial", "files", "status", ids.scored] },
   { command: "trial files ls", args: () => ["trial", "files", "ls", ids.scored, "/app"] },
   { command: "trial files cat", args: () => ["trial", "files", "cat", ids.scored, "/app/out.txt"] },

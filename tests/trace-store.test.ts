@@ -4,7 +4,7 @@ import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { chunkEvent, errorEvent, promptEvent, toolCallEvent, type TraceEvent } from "../engine/trace/events.ts";
-import { appendGatewayUsage, followTrace, hasTrace, openTraceWriter, readTrace, traceCount, traceLines, tracePath } from "../engine/trace/store.ts";
+import { appendGatewayUsage, followTrace, hasTrace, openTraceWriter, readTrace, traceBytes, traceCount, traceLines, tracePath } from "../engine/trace/store.ts";
 import type { GatewayUsageEvent } from "../gateway/meter.ts";
 import { expectCode } from "./support/expect-code.ts";
 
@@ -77,6 +77,17 @@ describe("the trace store", () => {
     expect(all.map((e) => e.seq)).toEqual([0, 1, 2, 3, 4, 5, 6]);
     expect(all[5]).toMatchObject({ type: "trace_loss", data: { update: { count: 1, sample: '{"seq":5,"type":"agent_message_chunk","data":{"upd' } } });
     expect(readFileSync(tracePath(home, T), "utf8").endsWith("\n")).toBe(true);
+  });
+
+  it("the byte stream of the trace is its whole lines as stored: a torn last line is left out, a line longer than a chunk kept whole", () => {
+    const w = openTraceWriter(home, T);
+    w.append([promptEvent("a"), chunkEvent("agent_message_chunk", "q".repeat(700 << 10)), promptEvent("b")]);
+    w.close();
+    const whole = readFileSync(tracePath(home, T), "utf8");
+    appendFileSync(tracePath(home, T), '{"seq":3,"ty');
+    const bytes = Buffer.concat([...traceBytes(home, T)]).toString("utf8");
+    expect(bytes).toBe(whole);
+    expect([...traceBytes(join(home, "nowhere"), T)]).toEqual([]);
   });
 
   it("a trace that is only a torn line starts again at 0 after a trace_loss", () => {

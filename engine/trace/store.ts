@@ -20,8 +20,8 @@
  * One writer per trial at a time: its runner (the stream parser's writer while the agent runs, then
  * {@link appendGatewayUsage} once it settles). The positions are counted by that writer, from the file's last line.
  */
-import { closeSync, constants, fstatSync, fsyncSync, ftruncateSync, openSync, readSync, writeSync } from "node:fs";
-import { join } from "node:path";
+import { closeSync, constants, fstatSync, fsyncSync, ftruncateSync, mkdirSync, openSync, readSync, writeSync } from "node:fs";
+import { dirname, join } from "node:path";
 import { EvolveError } from "../errors.ts";
 import { trialDir } from "../store/paths.ts";
 import { TRIAL } from "../trial/layout.ts";
@@ -30,6 +30,8 @@ import { traceLossEvent, type TraceEvent, type TraceKind, type TraceUpdate, type
 
 /** How many bytes a read takes at once: large enough that a million-line trace is a few hundred reads. */
 const CHUNK = 1 << 20;
+/** traceBytes's chunk: smaller, as each is a buffer of its own the collector frees late. */
+const BYTES_CHUNK = 256 << 10;
 /** The most a writer reads back from the end to find the last whole line (an event larger than this is refused). */
 const MAX_LINE = 64 << 20;
 
@@ -98,6 +100,8 @@ function finish(line: string, end: number, torn: string): { end: number; lastSeq
  */
 export function openTraceWriter(home: string, trialId: string): TraceWriter {
   const path = tracePath(home, trialId);
+  // the trial folder is the runner's; a writer for a trial not run yet (a test, a convert into a trial) makes it
+  mkdirSync(dirname(path), { recursive: true });
   const fd = openFile(path, constants.O_RDWR | constants.O_CREAT | constants.O_APPEND)!;
   let seq: number;
   try {
@@ -271,7 +275,9 @@ export function* traceLines(home: string, trialId: string, f: TraceFilter = {}, 
     const ring: StoredLine[] | undefined = f.tail !== undefined ? [] : undefined;
     const tail = f.tail ?? 0;
     let pos = 0;
-    // scanFrom calls back per line; the lines of one chunk are yielded together, so memory stays one chunk
+    // one read buffer for the whole scan: a fresh one per chunk is memory the collector does not see as pressure
+    const buf = Buffer.allocUnsafe(CHUNK);
+    // the lines of one chunk are yielded together, so memory stays one chunk
     for (;;) {
       const before = pos;
       pos = scanFromOnce(fd, pos, (line) => {
@@ -286,7 +292,7 @@ export function* traceLines(home: string, trialId: string, f: TraceFilter = {}, 
           ring.push(s);
           if (ring.length > tail * 2 + 1024) ring.splice(0, ring.length - tail);
         } else batch.push(s);
-      }, keep.chunk);
+      }, keep.chunk, buf);
       if (!ring) {
         yield* batch;
         batch = [];
@@ -303,8 +309,7 @@ export function* traceLines(home: string, trialId: string, f: TraceFilter = {}, 
  * The whole lines in the next chunk (or the one line that spans several),
  * returning the offset after them; unchanged at the end of the file.
  */
-function scanFromOnce(fd: number, from: number, each: (line: string) => void, chunkOk?: (text: string) => boolean): number {
-  const buf = Buffer.allocUnsafe(CHUNK);
+function scanFromOnce(fd: number, from: number, each: (line: string) => void, chunkOk?: (text: string) => boolean, buf = Buffer.allocUnsafe(CHUNK)): number {
   let n = readSync(fd, buf, 0, CHUNK, from);
   if (n === 0) return from;
   let nl = buf.lastIndexOf(10, n - 1);
@@ -333,6 +338,37 @@ function scanFromOnce(fd: number, from: number, each: (line: string) => void, ch
     }
     big = Buffer.concat([big, buf.subarray(0, n)]);
     pos += n;
+  }
+}
+
+/**
+ * The stored trace as bytes, whole lines only (a torn or in-flight last line is left out), one chunk at a time: the
+ * unfiltered `--json` and the `trace-parsed` download, which print the lines as they are stored, never decode them.
+ * Each chunk is a buffer of its own (a sink may hold it until a pipe takes it).
+ */
+export function* traceBytes(home: string, trialId: string): Generator<Buffer> {
+  const fd = openFile(tracePath(home, trialId), constants.O_RDONLY);
+  if (fd === undefined) return;
+  try {
+    let carry: Buffer | undefined;
+    for (let pos = 0; ; ) {
+      const buf = Buffer.allocUnsafe(BYTES_CHUNK);
+      const n = readSync(fd, buf, 0, BYTES_CHUNK, pos);
+      if (n === 0) return;
+      pos += n;
+      const nl = buf.lastIndexOf(10, n - 1);
+      if (nl < 0) {
+        carry = carry ? Buffer.concat([carry, buf.subarray(0, n)]) : Buffer.from(buf.subarray(0, n));
+        continue;
+      }
+      if (carry) {
+        yield Buffer.concat([carry, buf.subarray(0, nl + 1)]);
+        carry = undefined;
+      } else yield buf.subarray(0, nl + 1);
+      if (nl + 1 < n) carry = Buffer.from(buf.subarray(nl + 1, n));
+    }
+  } finally {
+    closeSync(fd);
   }
 }
 

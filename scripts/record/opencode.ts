@@ -10,7 +10,9 @@ await recordCli({
   spec: opencode,
   provider: "openai",
   model: "gpt-fixture",
-  program: [join(AGENT_CACHE, "opencode", opencode.vendor.entry)],
+  // The host's copy came from a plain `npm i -g opencode-ai`: its platform package sits under opencode-ai, not beside
+  // it as in the vendored tree (vendor.omitOptional).
+  program: [join(AGENT_CACHE, "opencode/lib/node_modules/opencode-ai/node_modules/opencode-linux-x64/bin/opencode")],
   shellTool: "bash",
   shellInput: { command: "echo hello-from-tool > out.txt", description: "Write out.txt" },
   cases: process.argv.slice(2),

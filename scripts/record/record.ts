@@ -5,7 +5,8 @@
  * Each CLI's script (scripts/record/<name>.ts) calls {@link recordCli}; run one with
  * `node_modules/.bin/bun scripts/record/<name>.ts [case…]`.
  *
- * Kept per case: `stdout.jsonl`, `stderr.txt`, the session files the CLI's parser asks for under `home/` (at their
+ * Cases: `text` (one answer), `tool` (the CLI's shell tool, then an answer), `error` (the upstream answers 400) and
+ * `mcp` (`text` with a task MCP server registered). Kept per case: `stdout.jsonl`, `stderr.txt`, the session files the CLI's parser asks for under `home/` (at their
  * paths relative to the CLI's home), and `upstream.json` (the request paths, what the upstream reported per call,
  * the exit code and the files the run left in its workdir). No kept file may contain the gateway credential.
  */
@@ -21,7 +22,7 @@ import { Prices } from "../../gateway/prices.ts";
 import { serveGateway } from "../../gateway/serve.ts";
 import { buildUpstreams } from "../../gateway/upstreams.ts";
 import { serveFetch } from "../../engine/runtime.ts";
-import type { CliSpec } from "../../engine/harness/cli-types.ts";
+import type { CliSpec, McpServer } from "../../engine/harness/cli-types.ts";
 import { parserFor } from "../../engine/trace/parsers/index.ts";
 
 const REPO = resolve(import.meta.dirname, "../..");
@@ -43,12 +44,15 @@ export interface RecordOptions {
   cases?: string[];
 }
 
+/** The `mcp` case registers fixtures/mcp/probe-server.mjs: its `probe_echo` tool in `tool_names` proves the config. */
+const PROBE_MCP: McpServer = { name: "probe", transport: "stdio", command: process.env.EVOLVE_RECORD_NODE ?? "node", args: [join(REPO, "fixtures/mcp/probe-server.mjs")] };
+
 const TEXT_USAGE: FixtureUsage = { input_tokens: 1200, output_tokens: 9, cache_read_tokens: 300, reasoning_tokens: 4 };
 const TOOL_USAGE: FixtureUsage = { input_tokens: 2000, output_tokens: 40, cache_read_tokens: 500, cache_write_tokens: 100 };
 const ANSWER_USAGE: FixtureUsage = { input_tokens: 2100, output_tokens: 8, cache_read_tokens: 1800 };
 
 function scriptOf(name: string, o: RecordOptions): { instruction: string; replies: ScriptedReply[] } {
-  if (name === "text") return { instruction: "Say the answer.", replies: [{ text: "The answer is 42.", usage: TEXT_USAGE }] };
+  if (name === "text" || name === "mcp") return { instruction: "Say the answer.", replies: [{ text: "The answer is 42.", usage: TEXT_USAGE }] };
   if (name === "tool") {
     return {
       instruction: "Write hello-from-tool into out.txt with the shell, then say done.",
@@ -72,6 +76,15 @@ function wireUsage(u: FixtureUsage, api: string): Record<string, number> {
   // reasoning is part of output_tokens, as OpenAI counts it; Anthropic's wire has no separate figure
   const anthropic = api === "anthropic";
   return { promptTokens: u.input_tokens + cached + writes, completionTokens: u.output_tokens, cachedTokens: cached, cacheWriteTokens: anthropic ? writes : 0, reasoningTokens: anthropic ? 0 : u.reasoning_tokens ?? 0 };
+}
+
+function toolNames(body: unknown): string[] {
+  const tools = (body as { tools?: unknown[] } | undefined)?.tools;
+  if (!Array.isArray(tools)) return [];
+  return tools.map((t) => {
+    const o = t as { name?: string; function?: { name?: string } };
+    return o.name ?? o.function?.name ?? "?";
+  });
 }
 
 function run(argv: string[], env: Record<string, string>, cwd: string, stdin: string | undefined): Promise<{ code: number | null; stdout: string; stderr: string }> {
@@ -119,7 +132,7 @@ export function globRegex(glob: string): RegExp {
 
 /** Records every case of one CLI into fixtures/agents/<name>/. */
 export async function recordCli(o: RecordOptions): Promise<void> {
-  const cases = o.cases?.length ? o.cases : ["text", "tool", "error"];
+  const cases = o.cases?.length ? o.cases : ["text", "tool", "error", "mcp"];
   const upstream = new ScriptedUpstream();
   await upstream.start();
   const credentials = new Credentials();
@@ -142,15 +155,17 @@ export async function recordCli(o: RecordOptions): Promise<void> {
       const script = scriptOf(name, o);
       upstream.push(...script.replies);
       const scratch = mkdtempSync(join(tmpdir(), `evolve-rec-${o.spec.name}-`));
-      const home = join(scratch, o.spec.home.split("/").pop()!);
-      const workdir = join(scratch, "work");
+      // The box's layout under the scratch dir: the home is no sibling of the workdir (opencode reads every
+      // `.opencode` folder beside the workdir's ancestors as a project config dir).
+      const home = join(scratch, o.spec.home);
+      const workdir = join(scratch, "app");
       const userHome = join(scratch, "user");
       for (const d of [home, workdir, userHome]) mkdirSync(d, { recursive: true });
       const { key } = credentials.issueAgent({ trialId: `rec-${o.spec.name}-${name}` });
       const keyEnv = o.spec.keyEnv ?? "EVOLVE_GATEWAY_KEY";
       const inv = o.spec.invocation({
         instruction: script.instruction, model: o.model, provider: o.provider, api, gatewayUrl: gw.url, keyEnv, home, workdir,
-        program: o.program, options: {}, mcpServers: [],
+        program: o.program, options: {}, mcpServers: name === "mcp" ? [PROBE_MCP] : [],
       });
       for (const f of inv.files) {
         mkdirSync(dirname(f.path), { recursive: true });
@@ -175,9 +190,13 @@ export async function recordCli(o: RecordOptions): Promise<void> {
       kept["upstream.json"] = JSON.stringify({
         cli: o.spec.name, provider: o.provider, model: o.model, api, instruction: script.instruction, exit_code: r.code, duration_ms: ms,
         requests: upstream.requests.map((q) => ({ method: q.method, path: q.path, query: q.query })),
+        // The tools the CLI advertised on its first model call, by name, in whichever wire shape it spoke.
+        tool_names: toolNames(upstream.requests.find((q) => q.method === "POST")?.body),
         replies: script.replies.slice(0, answered).map((rep) => ({ status: rep.status ?? 200, usage: rep.usage ?? null, expected: rep.usage ? wireUsage(rep.usage, api) : null, tool_call: rep.toolCall ?? null, text: rep.text ?? null })),
         metered: meter.records(`rec-${o.spec.name}-${name}`).map((c) => ({ route: c.route, model: c.model, status: c.status, usage: c.usage })),
         workdir_files: workFiles,
+        // npm's cache in the private HOME means the CLI reached for the registry (opencode's plugin install)
+        npm_cache_used: existsSync(join(userHome, ".npm")),
       }, null, 2) + "\n";
       for (const [rel, text] of Object.entries(kept)) {
         if (text.includes(key) || text.includes(REAL_KEY)) throw new Error(`${o.spec.name}/${name}: ${rel} contains a credential`);

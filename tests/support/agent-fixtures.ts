@@ -20,6 +20,9 @@ export interface UpstreamRecord {
   requests: { method: string; path: string; query: string }[];
   replies: { status: number; expected: Required<UsageCounts> | null; tool_call: { id: string; name: string; input: Record<string, unknown> } | null; text: string | null }[];
   workdir_files: Record<string, string>;
+  npm_cache_used: boolean;
+  /** The tools the CLI advertised on its first model call. */
+  tool_names: string[];
 }
 
 /** One recorded case. */

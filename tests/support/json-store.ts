@@ -7,6 +7,8 @@ import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { createJob } from "../../engine/job/job.ts";
 import { openStore, trialDir, type TrialRecord } from "../../engine/store/index.ts";
+import { errorEvent, promptEvent } from "../../engine/trace/events.ts";
+import { openTraceWriter } from "../../engine/trace/store.ts";
 import { jobConfig } from "./job-config.ts";
 
 /** The ids the documented commands are run against. */
@@ -63,6 +65,10 @@ export async function makeJsonStore(home: string): Promise<JsonStoreIds> {
     mkdirSync(join(dir, "agent"), { recursive: true });
     mkdirSync(join(dir, "verifier"), { recursive: true });
     writeFileSync(join(dir, "agent", "oracle.txt"), "solving\n");
+    // a parsed trace, for `trial trace` and `job grep` (one event matches `denied`)
+    const trace = openTraceWriter(home, scored.id);
+    trace.append([promptEvent("Create hello.txt"), errorEvent("bash: /root: Permission denied", false)]);
+    trace.close();
     writeFileSync(join(dir, "verifier", "test-stdout.txt"), "1 passed\n");
     writeFileSync(join(dir, "trial.log"), "trial started\n");
     mkdirSync(join(dir, "fs", "app"), { recursive: true });

@@ -33,9 +33,6 @@ function settings(input: InvocationInput): string {
       provider: p.provider,
       maxOutputTokens: 32000,
     }],
-    model: MODEL_ID,
-    // Updates are a side call; a box cannot apply one anyway.
-    enableDroidAutoUpdate: false,
   }, null, 2) + "\n";
 }
 
@@ -51,6 +48,9 @@ export const droid: CliSpec = {
     // The binary itself: the shim's `bin/droid` is replaced by it only when its postinstall script ran.
     entry: "lib/node_modules/@factory/cli-linux-x64/bin/droid",
     viaNode: false,
+    // The shim's optional platform packages name 0.225.1, which this registry lacks: only the listed pair is wanted
+    // (checked: `agent pull` gives 243 MB, `--version` 0.225.2).
+    omitOptional: true,
     imageCommand: "droid",
   },
   apiFor(provider) {
@@ -76,9 +76,9 @@ export const droid: CliSpec = {
       env: {
         // droid keeps its state in `<override>/.factory`: the home's parent.
         FACTORY_HOME_OVERRIDE: home.replace(/\/\.factory\/?$/, "") || "/",
-        // The only switch that stopped api.factory.ai, telemetry.factory.ai and the OTel collector (agent-clis.md);
-        // the other two are belt and braces.
+        // The only switch that stopped api.factory.ai, telemetry.factory.ai and the OTel collector (agent-clis.md).
         FACTORY_AIRGAP_ENABLED: "true",
+        // Read by the binary (its config code honours "false"): updates are a side call a box cannot apply anyway.
         FACTORY_DROID_AUTO_UPDATE_ENABLED: "false",
         FACTORY_OTEL_ENABLED: "false",
         FACTORY_DISABLE_KEYRING: "1",

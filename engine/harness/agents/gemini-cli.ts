@@ -60,8 +60,11 @@ export const geminiCli: CliSpec = {
   keyEnv: "GEMINI_API_KEY",
   home: "/logs/agent/.gemini",
   invocation(input): Invocation {
+    // Its start relaunches Node once only to raise the heap limit (a second start of its 96 MB bundle, ~2–3 s of
+    // time to the first model call: scripts/bench/agent-start.ts); the vendored Node gets the flag itself instead.
+    const program = input.agentRoot !== undefined && input.program.length > 1 ? [input.program[0], "--max-old-space-size=4096", ...input.program.slice(1)] : input.program;
     const argv = [
-      ...input.program,
+      ...program,
       "--output-format", "stream-json",
       "--approval-mode", input.options.approval_mode ?? "yolo",
       // An untrusted folder is refused (exit 55) and yolo downgraded; the box's workdir is the task's own.
@@ -79,6 +82,7 @@ export const geminiCli: CliSpec = {
         // Sandboxing would start a container of its own inside the box.
         GEMINI_SANDBOX: "false",
         NO_COLOR: "1",
+        GEMINI_CLI_NO_RELAUNCH: "true",
       },
       files: [{ path: `${input.home}/settings.json`, content: settings(input) }],
       // On stdin, not `-p`: piped input alone runs one headless turn, and an instruction that starts with `-`

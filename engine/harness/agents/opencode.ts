@@ -47,6 +47,26 @@ function config(input: InvocationInput): string {
   return JSON.stringify(doc, null, 2) + "\n";
 }
 
+/** The opencode version whose plugin package its config dir is told it already has (the vendored default). */
+const PLUGIN_VERSION = "1.18.33";
+
+/**
+ * opencode runs `npm install @opencode-ai/plugin` into its config dir at every start (a detached "background
+ * dependency install" that reaches registry.npmjs.org whatever the flags). npm finds nothing to do when the dir's
+ * package.json, package-lock.json and node_modules/.package-lock.json already agree on that package: three small
+ * files stop the call (observed with strace: no connection but the gateway's). No plugin is loaded from there.
+ */
+function pluginStubs(configDir: string): { path: string; content: string }[] {
+  const dep = { "@opencode-ai/plugin": PLUGIN_VERSION };
+  const installed = { "node_modules/@opencode-ai/plugin": { version: PLUGIN_VERSION } };
+  const lock = (packages: Record<string, unknown>) => JSON.stringify({ name: "opencode", lockfileVersion: 3, requires: true, packages }) + "\n";
+  return [
+    { path: `${configDir}/package.json`, content: JSON.stringify({ dependencies: dep }) + "\n" },
+    { path: `${configDir}/package-lock.json`, content: lock({ "": { dependencies: dep }, ...installed }) },
+    { path: `${configDir}/node_modules/.package-lock.json`, content: lock(installed) },
+  ];
+}
+
 /** opencode: its model API is the model provider's own, through the gateway. */
 export const opencode: CliSpec = {
   name: "opencode",
@@ -56,11 +76,11 @@ export const opencode: CliSpec = {
       { name: "opencode-linux-x64", version: "1.18.33" },
     ],
     // The platform package's binary, not `bin/opencode.exe`: that one is a hard link made by a postinstall script.
-    // Listed beside opencode-ai, npm puts it at the top (not under opencode-ai/node_modules).
+    // Both packages are listed, so npm's optional ones (the -baseline build too: 354 MB in all) are left out and
+    // the platform package sits beside opencode-ai (checked: `agent pull` gives 177 MB, `--version` 1.18.33).
     entry: "lib/node_modules/opencode-linux-x64/bin/opencode",
-    // without it npm also pulls opencode-linux-x64-baseline: 354 MB instead of 177
-    omitOptional: true,
     viaNode: false,
+    omitOptional: true,
     imageCommand: "opencode",
   },
   apiFor(provider) {
@@ -82,12 +102,13 @@ export const opencode: CliSpec = {
       argv,
       env: {
         OPENCODE_CONFIG: `${home}/opencode.json`,
-        // Its state (SQLite sessions, logs, snapshots) under the home, at opencode's own names.
-        XDG_CONFIG_HOME: `${home}/config`,
-        XDG_DATA_HOME: `${home}/data`,
-        XDG_STATE_HOME: `${home}/state`,
-        XDG_CACHE_HOME: `${home}/cache`,
-        // Side calls: the models.dev catalog, self-update, sharing, LSP server downloads.
+        // Its state (SQLite sessions, logs, snapshots) under the home, at the XDG folders' usual names.
+        XDG_CONFIG_HOME: `${home}/.config`,
+        XDG_DATA_HOME: `${home}/.local/share`,
+        XDG_STATE_HOME: `${home}/.local/state`,
+        XDG_CACHE_HOME: `${home}/.cache`,
+        // Side calls: the models.dev catalog, self-update, sharing, LSP server downloads (and the plugin install:
+        // pluginStubs).
         OPENCODE_DISABLE_MODELS_FETCH: "1",
         OPENCODE_DISABLE_AUTOUPDATE: "1",
         OPENCODE_DISABLE_SHARE: "1",
@@ -98,7 +119,7 @@ export const opencode: CliSpec = {
         OPENCODE_FAKE_VCS: "git",
         NO_COLOR: "1",
       },
-      files: [{ path: `${home}/opencode.json`, content: config(input) }],
+      files: [{ path: `${home}/opencode.json`, content: config(input) }, ...pluginStubs(`${home}/.config/opencode`)],
       // One positional prompt with spaces reaches the model wrapped in quotes; stdin arrives as written.
       stdin: input.instruction,
     };
