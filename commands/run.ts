@@ -8,7 +8,7 @@ import type { Engine } from "../engine/driver/types.ts";
 import { EvolveError } from "../engine/errors.ts";
 import { checkAgentRequest, parseAgentOptions } from "../engine/harness/index.ts";
 import { agentSpec } from "../engine/harness/manifest.ts";
-import { ensureVendored } from "../engine/harness/vendor.ts";
+import { ensureVendored, needsVendoring } from "../engine/harness/vendor.ts";
 import { checkJobSize, createJob, jobConfig, type JobConfig, type JobEvent, type JobKind } from "../engine/job/job.ts";
 import { selectTasks } from "../engine/job/select.ts";
 import { createJobRetry, retryPicks } from "../engine/job/actions.ts";
@@ -132,7 +132,7 @@ export function parseJobName(v: string | undefined): string | undefined {
  */
 async function vendorFirst(agentName: string): Promise<void> {
   const spec = agentSpec(agentName);
-  if (!spec) return;
+  if (!spec || !needsVendoring(spec)) return;
   try {
     await ensureVendored(spec);
   } catch (e) {

@@ -16,7 +16,7 @@ import { TrialFailure } from "../trial/outcome.ts";
 import { writeTrajectory } from "../trial/trajectory-out.ts";
 import type { CliSpec, InvocationInput, McpServer, WireApi } from "./cli-types.ts";
 import type { AgentOutcome, Harness, HarnessContext, HarnessStep, HarnessTrial } from "./types.ts";
-import { findVendored, type Vendored } from "./vendor.ts";
+import { findVendored, needsVendoring, type Vendored } from "./vendor.ts";
 
 /** Where the vendored copy is mounted in the agent's box (read-only). */
 export const AGENT_ROOT = "/opt/evolve/agent";
@@ -138,7 +138,7 @@ export function cliHarness(spec: CliSpec): Harness {
   const trials = new Map<string, TrialState>();
   const keyEnv = spec.keyEnv ?? DEFAULT_KEY_ENV;
   // a registered agent installed by a script of its own vendors nothing: its invocation is the whole command line
-  const vendors = spec.vendor.packages.length > 0;
+  const vendors = needsVendoring(spec);
   if (spec.stdoutName.includes("/") || spec.stdoutName === STDERR_NAME) throw new Error(`${spec.name}: stdoutName must be a plain file name other than ${STDERR_NAME}`);
   const state = (ctx: HarnessContext): TrialState => {
     const s = ctx.trialId ? trials.get(ctx.trialId) : undefined;
