@@ -1,0 +1,30 @@
+/**
+ * The README's table of the seven agent CLIs says what each CliSpec declares (packages, provider → API, `--ak`
+ * options, home, stdout name): a spec changed without its row fails here, so the README never drifts from the code.
+ */
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
+import { describe, expect, it } from "vitest";
+import { builtinSpecs, CLI_AGENT_NAMES } from "../engine/harness/catalog.ts";
+import type { CliSpec } from "../engine/harness/cli-types.ts";
+
+const README = readFileSync(join(__dirname, "..", "README.md"), "utf8");
+
+/** The row the README must hold for one spec. */
+function row(s: CliSpec): string {
+  const apis = ["anthropic", "openai", "gemini"].flatMap((p) => (s.apiFor(p) ? [`${p} → ${s.apiFor(p)}`] : [])).join(", ");
+  const opts = Object.entries(s.options).map(([k, o]) => `\`${k}\`${o.values ? "=" + o.values.join("\\|") : ""}`).join(", ");
+  const pkgs = s.vendor.packages.map((p) => `${p.name}@${p.version}`).join(", ") + (s.vendor.viaNode ? " (Node 22)" : "");
+  return `| \`${s.name}\` | ${pkgs} | ${apis} | ${opts || "none"} | \`${s.home}\` | \`${s.stdoutName}\` |`;
+}
+
+describe("README: the seven agent CLIs", () => {
+  it("has every shipped CLI", () => {
+    expect(builtinSpecs().map((s) => s.name).sort()).toEqual([...CLI_AGENT_NAMES].sort());
+  });
+  for (const s of builtinSpecs()) {
+    it(`describes ${s.name} as its CliSpec does`, () => {
+      expect(README).toContain(row(s));
+    });
+  }
+});
