@@ -8,7 +8,7 @@ import type { Engine } from "../engine/driver/types.ts";
 import { EvolveError } from "../engine/errors.ts";
 import { checkAgentRequest, parseAgentOptions } from "../engine/harness/index.ts";
 import { agentSpec } from "../engine/harness/manifest.ts";
-import { ensureVendored, needsVendoring } from "../engine/harness/vendor.ts";
+import { vendorForRun } from "../engine/harness/vendor.ts";
 import { checkJobSize, createJob, jobConfig, type JobConfig, type JobEvent, type JobKind } from "../engine/job/job.ts";
 import { selectTasks } from "../engine/job/select.ts";
 import { createJobRetry, retryPicks } from "../engine/job/actions.ts";
@@ -125,20 +125,10 @@ export function parseJobName(v: string | undefined): string | undefined {
   return v;
 }
 
-/**
- * Vendors an agent CLI on the host before the job is recorded (vendor.ts ensureVendored: nothing when it is vendored
- * already, a pull when the registry answers). With no registry and nothing vendored the run is refused, naming the
- * `agent pull` to run elsewhere, unless the CLI may be in the task's image, which the trial then checks.
- */
+/** Vendors the agent on the host before the job is recorded (engine/harness/vendor.ts vendorForRun); prints its warning. */
 async function vendorFirst(agentName: string): Promise<void> {
-  const spec = agentSpec(agentName);
-  if (!spec || !needsVendoring(spec)) return;
-  try {
-    await ensureVendored(spec);
-  } catch (e) {
-    if (!(e instanceof EvolveError) || e.code !== "agent_not_vendored" || !spec.vendor.imageCommand) throw e;
-    process.stderr.write(`${style.yellow("warning")}: ${e.message}; trials run ${spec.vendor.imageCommand} if the task's image has it, else fail before any spend\n`);
-  }
+  const { warning } = await vendorForRun(agentSpec(agentName));
+  if (warning) process.stderr.write(`${style.yellow("warning")}: ${warning}\n`);
 }
 
 /** Starts a job from the options and runs it to the end; returns the store, job id and trials. */

@@ -747,3 +747,20 @@ function mkdirSyncSafe(dir: string): void {
   // sync because the tar reader's callbacks are synchronous; no link exists yet in the temp tree (links come last)
   mkdirSync(dir, { recursive: true });
 }
+
+/**
+ * What `evolve run` does before a job is recorded: vendors the agent on the host ({@link ensureVendored}: nothing
+ * when it is vendored already, a pull when the registry answers). With no registry and nothing vendored the run is
+ * refused (`agent_not_vendored`, naming the `agent pull` to run elsewhere), unless the CLI may be in the task's
+ * image, which the trial then checks: that case is a warning to print, not a refusal.
+ */
+export async function vendorForRun(spec: CliSpec | undefined): Promise<{ warning?: string }> {
+  if (!spec || !needsVendoring(spec)) return {};
+  try {
+    await ensureVendored(spec);
+    return {};
+  } catch (e) {
+    if (!(e instanceof EvolveError) || e.code !== "agent_not_vendored" || !spec.vendor.imageCommand) throw e;
+    return { warning: `${e.message}; trials run ${spec.vendor.imageCommand} if the task's image has it, else fail before any spend` };
+  }
+}
