@@ -103,14 +103,17 @@ export interface AtifTrajectory {
   final_metrics: AtifFinalMetrics;
 }
 
-/** A step while it is built: text kept in pieces, joined once at the end. */
+/**
+ * A step while it is built: text kept in pieces, joined once at the end. The lists are made on first use: most steps
+ * never get some of them, and a long trace opens a step every few events.
+ */
 interface OpenStep {
   source: AtifStep["source"];
   timestamp?: string;
-  text: string[];
-  thoughts: string[];
-  calls: AtifToolCall[];
-  results: AtifObservationResult[];
+  text?: string[];
+  thoughts?: string[];
+  calls?: AtifToolCall[];
+  results?: AtifObservationResult[];
   metrics?: AtifMetrics;
   model?: string;
   messageId?: string;
@@ -119,9 +122,21 @@ interface OpenStep {
   closed: boolean;
 }
 
+/** The last timestamp {@link stamp} found ISO-8601: a harness stamps many lines alike, each checked once. */
+let lastStamp: string | undefined;
+
 function stamp(meta: UpdateMeta | undefined): string | undefined {
   const t = meta?.timestamp;
-  return typeof t === "string" && isIsoTimestamp(t) ? t : undefined;
+  if (typeof t !== "string") return undefined;
+  if (t === lastStamp) return t;
+  if (!isIsoTimestamp(t)) return undefined;
+  lastStamp = t;
+  return t;
+}
+
+function say(s: OpenStep, text: string): void {
+  if (s.text) s.text.push(text);
+  else s.text = [text];
 }
 
 function toMetrics(u: UsageCounts): AtifMetrics {
@@ -166,26 +181,29 @@ export class TrajectoryBuilder {
   push(ev: TraceEvent | TraceUpdate): void {
     if (!this.started) {
       this.started = true;
-      if (ev.type !== "prompt" && this.opts.instruction !== undefined) this.open("user", undefined).text.push(this.opts.instruction);
+      if (ev.type !== "prompt" && this.opts.instruction !== undefined) say(this.open("user", undefined), this.opts.instruction);
     }
     switch (ev.type) {
       case "prompt":
-        this.open("user", undefined).text.push(ev.data._prompt.text);
+        say(this.open("user", undefined), ev.data._prompt.text);
         this.current = undefined; // the instruction is a step of its own
         return;
       case "user_message_chunk": {
         const u = ev.data.update;
         const cur = this.current;
         const same = cur?.source === "user" && cur.messageId === u.messageId && !cur.closed;
-        (same ? cur! : this.open("user", stamp(u._meta), u.messageId)).text.push(u.content.text);
+        say(same ? cur! : this.open("user", stamp(u._meta), u.messageId), u.content.text);
         return;
       }
       case "agent_message_chunk":
-        this.agentStep(ev.data.update.messageId, ev.data.update._meta).text.push(ev.data.update.content.text);
+        say(this.agentStep(ev.data.update.messageId, ev.data.update._meta), ev.data.update.content.text);
         return;
-      case "agent_thought_chunk":
-        this.agentStep(ev.data.update.messageId, ev.data.update._meta).thoughts.push(ev.data.update.content.text);
+      case "agent_thought_chunk": {
+        const s = this.agentStep(ev.data.update.messageId, ev.data.update._meta);
+        if (s.thoughts) s.thoughts.push(ev.data.update.content.text);
+        else s.thoughts = [ev.data.update.content.text];
         return;
+      }
       case "tool_call":
         return this.toolCall(ev.data.update);
       case "tool_call_update":
@@ -199,7 +217,7 @@ export class TrajectoryBuilder {
       case "trace_loss": {
         const u = ev.data.update;
         const s = this.open("system", stamp(u._meta));
-        s.text.push(`${u.count} line${u.count === 1 ? "" : "s"} of the harness's output could not be read: ${u.reason}`);
+        say(s, `${u.count} line${u.count === 1 ? "" : "s"} of the harness's output could not be read: ${u.reason}`);
         s.extra = { kind: "trace_loss", count: u.count, reason: u.reason };
         s.closed = true;
         return;
@@ -209,7 +227,7 @@ export class TrajectoryBuilder {
 
   /** The trajectory of everything pushed. */
   finish(): AtifTrajectory {
-    if (this.steps.length === 0) this.open("user", undefined).text.push(this.opts.instruction ?? "");
+    if (this.steps.length === 0) say(this.open("user", undefined), this.opts.instruction ?? "");
     const steps = this.steps.map((s, i) => this.materialize(s, i + 1));
     const agent: AtifTrajectory["agent"] = { name: this.opts.agent.name, version: this.opts.agent.version };
     if (this.opts.agent.model_name !== undefined) agent.model_name = this.opts.agent.model_name;
@@ -218,8 +236,8 @@ export class TrajectoryBuilder {
   }
 
   private open(source: OpenStep["source"], timestamp: string | undefined, messageId?: string): OpenStep {
-    const s: OpenStep = { source, timestamp, text: [], thoughts: [], calls: [], results: [], closed: false };
-    if (messageId !== undefined) s.messageId = messageId;
+    // every field present from the start: one object shape for all steps, whatever they later get
+    const s: OpenStep = { source, timestamp, text: undefined, thoughts: undefined, calls: undefined, results: undefined, metrics: undefined, model: undefined, messageId, extra: undefined, closed: false };
     this.steps.push(s);
     this.current = s;
     if (source === "agent") this.lastAgent = s;
@@ -253,7 +271,9 @@ export class TrajectoryBuilder {
     const s = this.agentStep(u.messageId, u._meta);
     // ATIF wants an object; the trace promises one, and a parser that broke the promise still yields a valid step
     const args = typeof u.rawInput === "object" && u.rawInput !== null && !Array.isArray(u.rawInput) ? u.rawInput : { input: u.rawInput };
-    s.calls.push({ tool_call_id: u.toolCallId, function_name: u.name, arguments: args });
+    const call: AtifToolCall = { tool_call_id: u.toolCallId, function_name: u.name, arguments: args };
+    if (s.calls) s.calls.push(call);
+    else s.calls = [call];
     this.byCall.set(u.toolCallId, s);
   }
 
@@ -265,17 +285,18 @@ export class TrajectoryBuilder {
     const owner = this.byCall.get(u.toolCallId);
     if (!owner) {
       const s = this.open("system", stamp(u._meta));
-      s.text.push(`result of tool call ${u.toolCallId}, which the trace never announced`);
+      say(s, `result of tool call ${u.toolCallId}, which the trace never announced`);
       const r: AtifObservationResult = { extra: { tool_call_id: u.toolCallId, status: u.status } };
       if (text !== undefined) r.content = text;
-      s.results.push(r);
+      s.results = [r];
       s.closed = true;
       return;
     }
     const r: AtifObservationResult = { source_call_id: u.toolCallId };
     if (text !== undefined) r.content = text;
     if (u.status === "failed") r.extra = { status: "failed" };
-    owner.results.push(r);
+    if (owner.results) owner.results.push(r);
+    else owner.results = [r];
     if (this.current?.source === "agent") this.current.closed = true;
   }
 
@@ -318,14 +339,14 @@ export class TrajectoryBuilder {
       return;
     }
     const s = this.open("system", stamp(u._meta));
-    s.text.push(entries.map((e) => `[${e.status}] ${e.content}`).join("\n"));
+    say(s, entries.map((e) => `[${e.status}] ${e.content}`).join("\n"));
     s.extra = { kind: "plan", plan: entries };
     s.closed = true;
   }
 
   private error(u: ErrorUpdate): void {
     const s = this.open("system", stamp(u._meta));
-    s.text.push(u.message);
+    say(s, u.message);
     s.extra = { kind: "error", fatal: u.fatal };
     s.closed = true;
   }
@@ -333,14 +354,14 @@ export class TrajectoryBuilder {
   private materialize(s: OpenStep, id: number): AtifStep {
     // key order as Harbor prints a step: id, time, source, then the rest
     const step: AtifStep = s.timestamp !== undefined ? { step_id: id, timestamp: s.timestamp, source: s.source, message: "" } : { step_id: id, source: s.source, message: "" };
-    step.message = s.text.join("");
+    if (s.text) step.message = s.text.join("");
     if (s.source === "agent") {
       if (s.model !== undefined) step.model_name = s.model;
-      if (s.thoughts.length > 0) step.reasoning_content = s.thoughts.join("");
-      if (s.calls.length > 0) step.tool_calls = s.calls;
+      if (s.thoughts) step.reasoning_content = s.thoughts.join("");
+      if (s.calls) step.tool_calls = s.calls;
       if (s.metrics) step.metrics = s.metrics;
     }
-    if (s.results.length > 0) step.observation = { results: s.results };
+    if (s.results) step.observation = { results: s.results };
     if (s.extra) step.extra = s.extra;
     return step;
   }

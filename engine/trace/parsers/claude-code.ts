@@ -33,8 +33,14 @@ function resultText(content: unknown): string {
 function userText(content: unknown): string | undefined {
   if (typeof content === "string") return content;
   if (!Array.isArray(content)) return undefined;
-  const texts = content.map(obj).filter((b) => b?.type === "text").map((b) => str(b!.text) ?? "");
-  return texts.length > 0 ? texts.join("\n") : undefined;
+  let said: string | undefined;
+  for (const raw of content) {
+    const b = obj(raw);
+    if (b?.type !== "text") continue;
+    const t = str(b.text) ?? "";
+    said = said === undefined ? t : `${said}\n${t}`;
+  }
+  return said;
 }
 
 const meta = (o: Obj): { timestamp: string } | undefined => {
@@ -67,7 +73,9 @@ class ClaudeCodeParser implements TraceParser {
   constructor(private readonly instruction: string | undefined) {}
 
   line(text: string): TraceUpdate[] {
-    if (!text.trim()) return [];
+    // a line that opens with a printable ASCII character is not blank: no trimmed copy of it needed
+    const c0 = text.charCodeAt(0);
+    if (!(c0 > 32 && c0 < 127) && !text.trim()) return [];
     const out: TraceUpdate[] = [];
     if (!this.prompted && this.instruction !== undefined) {
       this.prompted = true;
@@ -78,7 +86,7 @@ class ClaudeCodeParser implements TraceParser {
       this.loss.lost(text, o ? "a JSON line without a type" : "not a JSON line");
       return out;
     }
-    out.push(...this.loss.flush());
+    if (this.loss.pending) out.push(...this.loss.flush());
     if (o.type === "assistant") this.assistant(o, out);
     else if (o.type === "user") this.user(o, out);
     else if (o.type === "result") this.result(o, out);
@@ -100,13 +108,19 @@ class ClaudeCodeParser implements TraceParser {
     for (const raw of content) {
       const b = obj(raw);
       if (!b) continue;
-      if (b.type === "text" && str(b.text)) out.push(chunkEvent("agent_message_chunk", str(b.text)!, id, meta(o)));
-      else if (b.type === "thinking" && str(b.thinking)) out.push(chunkEvent("agent_thought_chunk", str(b.thinking)!, id, meta(o)));
-      else if (b.type === "tool_use" || b.type === "server_tool_use" || b.type === "mcp_tool_use") {
+      const type = b.type;
+      if (type === "text") {
+        const t = str(b.text);
+        if (t) out.push(chunkEvent("agent_message_chunk", t, id, meta(o)));
+      } else if (type === "thinking") {
+        const t = str(b.thinking);
+        if (t) out.push(chunkEvent("agent_thought_chunk", t, id, meta(o)));
+      } else if (type === "tool_use" || type === "server_tool_use" || type === "mcp_tool_use") {
         const name = str(b.name) ?? "tool";
         const input = obj(b.input) ?? {};
-        const call = { toolCallId: str(b.id) ?? "", name, title: toolTitle(name, input), kind: toolKind(name), status: "pending" as const, rawInput: input };
-        out.push(toolCallEvent(id !== undefined ? { ...call, messageId: id } : call));
+        const call: Parameters<typeof toolCallEvent>[0] = { toolCallId: str(b.id) ?? "", name, title: toolTitle(name, input), kind: toolKind(name), status: "pending", rawInput: input };
+        if (id !== undefined) call.messageId = id;
+        out.push(toolCallEvent(call));
         const plan = isTodoTool(name) ? todoPlan(input) : undefined;
         if (plan) out.push(planEvent(plan));
       } else if (typeof b.type === "string" && b.type.endsWith("_tool_result") && str(b.tool_use_id)) {

@@ -50,6 +50,11 @@ export class LineLoss {
     this.count++;
   }
 
+  /** Whether lines were lost since the last flush: lets a hot path skip {@link LineLoss.flush}'s array. */
+  get pending(): boolean {
+    return this.count > 0;
+  }
+
   /** The pending loss as an event (none when nothing was lost since the last flush). */
   flush(): TraceUpdate[] {
     if (this.count === 0) return [];
@@ -59,25 +64,28 @@ export class LineLoss {
   }
 }
 
-const KINDS: [ToolKind, RegExp][] = [
-  ["execute", /^(bash|shell|execute|exec_command|run_shell_command|local_shell|run_command|terminal)$/],
-  ["read", /^(read|read_file|readfile|view|read_many_files|readmediafile|notebookread)$/],
-  ["edit", /^(edit|multiedit|write|write_file|writefile|create|apply_patch|applypatch|patch|str_replace|replace|notebookedit|notebook_edit)$/],
-  ["search", /^(grep|glob|ls|list|list_directory|find|search|search_file_content|grep_search|codesearch|codebase_search)$/],
-  ["fetch", /^(webfetch|web_fetch|fetch|fetchurl|websearch|web_search|google_web_search)$/],
-  ["think", /^(think)$/],
+const KINDS: [ToolKind, string[]][] = [
+  ["execute", ["bash", "shell", "execute", "exec_command", "run_shell_command", "local_shell", "run_command", "terminal"]],
+  ["read", ["read", "read_file", "readfile", "view", "read_many_files", "readmediafile", "notebookread"]],
+  ["edit", ["edit", "multiedit", "write", "write_file", "writefile", "create", "apply_patch", "applypatch", "patch", "str_replace", "replace", "notebookedit", "notebook_edit"]],
+  ["search", ["grep", "glob", "ls", "list", "list_directory", "find", "search", "search_file_content", "grep_search", "codesearch", "codebase_search"]],
+  ["fetch", ["webfetch", "web_fetch", "fetch", "fetchurl", "websearch", "web_search", "google_web_search"]],
+  ["think", ["think"]],
 ];
+/** Lower-cased tool name → kind; a name in two lists keeps the first list's kind. */
+const KIND_OF = new Map<string, ToolKind>();
+for (const [kind, names] of KINDS) for (const n of names) if (!KIND_OF.has(n)) KIND_OF.set(n, kind);
 
 /** The ACP kind of a tool, from the harness's own tool name (case-insensitive). */
 export function toolKind(name: string): ToolKind {
-  const n = name.toLowerCase();
-  for (const [kind, re] of KINDS) if (re.test(n)) return kind;
-  return "other";
+  return KIND_OF.get(name.toLowerCase()) ?? "other";
 }
+
+const TODO_TOOLS = new Set(["todo", "todowrite", "todolist", "todo_write", "write_todos"]);
 
 /** True for a harness's todo tool (TodoWrite, todowrite, TodoList, gemini-cli's write_todos): its arguments are the agent's plan. */
 export function isTodoTool(name: string): boolean {
-  return /^(todo(write|list|_write)?|write_todos)$/i.test(name);
+  return TODO_TOOLS.has(name.toLowerCase());
 }
 
 const PLAN_STATUS: Record<string, PlanUpdate["entries"][number]["status"]> = {
@@ -111,9 +119,11 @@ export function planEvent(entries: PlanUpdate["entries"]): TraceUpdate {
   return { type: "plan", data: { update: { sessionUpdate: "plan", entries } } };
 }
 
+const TITLE_KEYS = ["command", "cmd", "file_path", "filePath", "path", "pattern", "url", "query", "description", "summary"] as const;
+
 /** A short title for a tool call: its command, path or pattern when it has one, else its name. */
 export function toolTitle(name: string, input: Obj): string {
-  for (const k of ["command", "cmd", "file_path", "filePath", "path", "pattern", "url", "query", "description", "summary"]) {
+  for (const k of TITLE_KEYS) {
     const v = input[k];
     if (typeof v === "string" && v) return v.length > 200 ? `${v.slice(0, 199)}…` : v;
     if (Array.isArray(v) && v.every((x) => typeof x === "string")) return v.join(" ").slice(0, 200);
