@@ -34,6 +34,11 @@
 import type { ErrorUpdate, PlanUpdate, ToolCallStatusUpdate, ToolCallUpdate, TraceEvent, TraceUpdate, UpdateMeta, UsageCounts, UsageUpdate } from "./events.ts";
 import { isIsoTimestamp } from "./atif-validate.ts";
 
+/** A tool call announced and answered: later results and announcements of it are repeats. */
+const ANSWERED = 1;
+/** A result for a call not (yet) announced: later results are repeats, a later announcement is still recorded. */
+const ANSWERED_UNANNOUNCED = 2;
+
 /** The ATIF version evolve writes. */
 export const ATIF_VERSION = "ATIF-v1.7" as const;
 
@@ -150,7 +155,11 @@ function toMetrics(u: UsageCounts): AtifMetrics {
 }
 
 function resultText(u: ToolCallStatusUpdate): string | undefined {
-  if (u.content && u.content.length > 0) return u.content.map((c) => c.content?.text ?? "").join("");
+  if (u.content && u.content.length > 0) {
+    let text = "";
+    for (const c of u.content) text += c.content?.text ?? "";
+    return text;
+  }
   if (u.rawOutput === undefined) return undefined;
   return typeof u.rawOutput === "string" ? u.rawOutput : JSON.stringify(u.rawOutput);
 }
@@ -165,8 +174,8 @@ export class TrajectoryBuilder {
   /** The latest agent step, which a call-scoped usage without an id closes even after a system step came between. */
   private lastAgent: OpenStep | undefined;
   private readonly byMessage = new Map<string, OpenStep>();
-  private readonly byCall = new Map<string, OpenStep>();
-  private readonly answered = new Set<string>();
+  /** Each tool call id seen: the step that announced it until its result came, then how it was answered. */
+  private readonly byCall = new Map<string, OpenStep | typeof ANSWERED | typeof ANSWERED_UNANNOUNCED>();
   /** Call usage keyed by messageId, last one winning: the step's metrics and the harness total, each id once. */
   private readonly usageById = new Map<string, { usage: UsageCounts; model?: string }>();
   /** Call usage without a messageId, in order. */
@@ -267,22 +276,23 @@ export class TrajectoryBuilder {
   }
 
   private toolCall(u: ToolCallUpdate): void {
-    if (this.byCall.has(u.toolCallId)) return; // a repeated announcement of a call already recorded
+    const state = this.byCall.get(u.toolCallId);
+    if (state !== undefined && state !== ANSWERED_UNANNOUNCED) return; // a repeated announcement of a call already recorded
     const s = this.agentStep(u.messageId, u._meta);
     // ATIF wants an object; the trace promises one, and a parser that broke the promise still yields a valid step
     const args = typeof u.rawInput === "object" && u.rawInput !== null && !Array.isArray(u.rawInput) ? u.rawInput : { input: u.rawInput };
     const call: AtifToolCall = { tool_call_id: u.toolCallId, function_name: u.name, arguments: args };
     if (s.calls) s.calls.push(call);
     else s.calls = [call];
-    this.byCall.set(u.toolCallId, s);
+    this.byCall.set(u.toolCallId, state === ANSWERED_UNANNOUNCED ? ANSWERED : s);
   }
 
   private toolResult(u: ToolCallStatusUpdate): void {
     if (u.status !== "completed" && u.status !== "failed") return;
-    if (this.answered.has(u.toolCallId)) return;
-    this.answered.add(u.toolCallId);
-    const text = resultText(u);
     const owner = this.byCall.get(u.toolCallId);
+    if (owner === ANSWERED || owner === ANSWERED_UNANNOUNCED) return;
+    this.byCall.set(u.toolCallId, owner === undefined ? ANSWERED_UNANNOUNCED : ANSWERED);
+    const text = resultText(u);
     if (!owner) {
       const s = this.open("system", stamp(u._meta));
       say(s, `result of tool call ${u.toolCallId}, which the trace never announced`);

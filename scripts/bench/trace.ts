@@ -86,8 +86,12 @@ function rawParse(lines: string[]): number {
   return n;
 }
 
-/** CPU seconds (user + system) of `fn`: on a shared machine wall time also counts waiting for a core. */
+/**
+ * CPU seconds (user + system) of `fn`: on a shared machine wall time also counts waiting for a core. The heap is
+ * collected first, so no run pays for the garbage the run before it left (the ATIF run leaves a whole trajectory).
+ */
 function best(fn: () => unknown): number {
+  Bun.gc(true);
   const c = process.cpuUsage();
   fn();
   const d = process.cpuUsage(c);
