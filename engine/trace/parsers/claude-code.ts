@@ -7,7 +7,7 @@
  */
 import { chunkEvent, errorEvent, promptEvent, toolCallEvent, toolResultEvent, usageEvent, type SessionFile, type TraceParser, type TraceUpdate, type UsageCounts } from "../events.ts";
 import type { ParserSpec } from "./index.ts";
-import { isTodoTool, jsonObject, LineLoss, num, obj, planEvent, str, todoPlan, toolKind, toolTitle, type Obj } from "./toolkit.ts";
+import { isBlank, isTodoTool, jsonObject, LineLoss, num, obj, type Obj, planEvent, str, todoPlan, toolKind, toolTitle } from "./toolkit.ts";
 
 /** Anthropic's disjoint counts as UsageCounts (prompt includes cache reads and writes). */
 function anthropicUsage(u: Obj): UsageCounts {
@@ -53,7 +53,7 @@ function sessionUsage(files: readonly SessionFile[]): TraceUpdate[] {
   const calls = new Map<string, { usage: Obj; model?: string }>();
   for (const f of files) {
     for (const line of f.text.split("\n")) {
-      const o = line.trim() ? jsonObject(line) : undefined;
+      const o = !isBlank(line) ? jsonObject(line) : undefined;
       if (o?.type !== "assistant") continue;
       const m = obj(o.message);
       const id = str(m?.id);
@@ -73,9 +73,7 @@ class ClaudeCodeParser implements TraceParser {
   constructor(private readonly instruction: string | undefined) {}
 
   line(text: string): TraceUpdate[] {
-    // a line that opens with a printable ASCII character is not blank: no trimmed copy of it needed
-    const c0 = text.charCodeAt(0);
-    if (!(c0 > 32 && c0 < 127) && !text.trim()) return [];
+    if (isBlank(text)) return [];
     const out: TraceUpdate[] = [];
     if (!this.prompted && this.instruction !== undefined) {
       this.prompted = true;

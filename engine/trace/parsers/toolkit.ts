@@ -23,6 +23,17 @@ export function num(v: unknown): number {
   return typeof v === "number" && Number.isFinite(v) ? v : 0;
 }
 
+/** True for a line of nothing but whitespace; one that opens with a printable ASCII character is decided without a trimmed copy. */
+export function isBlank(line: string): boolean {
+  const c = line.charCodeAt(0);
+  return !(c > 32 && c < 127) && !line.trim();
+}
+
+/** The events of one readable line after what came before it (a prompt, a pending loss), copied only when there is such. */
+export function joinLine(before: TraceUpdate[], loss: LineLoss, events: TraceUpdate[]): TraceUpdate[] {
+  return before.length === 0 && !loss.pending ? events : [...before, ...loss.flush(), ...events];
+}
+
 /** One stdout line as a JSON object, or undefined when it is not one. */
 export function jsonObject(line: string): Obj | undefined {
   try {
