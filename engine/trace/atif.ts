@@ -256,14 +256,17 @@ export class TrajectoryBuilder {
   /** The agent step an output with this messageId (or none) belongs to, opening one when a new call began. */
   private agentStep(messageId: string | undefined, meta: UpdateMeta | undefined): OpenStep {
     if (messageId !== undefined) {
+      const cur = this.current;
+      // a message's blocks come one after another: its step is then the open one (an agent step has an id only as
+      // byMessage's entry for it), found without a lookup
+      if (cur !== undefined && cur.messageId === messageId && cur.source === "agent") return cur;
       const known = this.byMessage.get(messageId);
       if (known) return known;
-      const cur = this.current;
       // the open step began without an id (a parser that learns the id late): it is this message's step
       const s = cur?.source === "agent" && cur.messageId === undefined && !cur.closed ? cur : this.open("agent", stamp(meta), messageId);
       s.messageId = messageId;
       this.byMessage.set(messageId, s);
-      const early = this.usageById.get(messageId);
+      const early = this.usageById.size > 0 ? this.usageById.get(messageId) : undefined;
       if (early) {
         s.metrics = toMetrics(early.usage);
         if (early.model !== undefined) s.model = early.model;
