@@ -87,9 +87,18 @@ const KINDS: [ToolKind, string[]][] = [
 const KIND_OF = new Map<string, ToolKind>();
 for (const [kind, names] of KINDS) for (const n of names) if (!KIND_OF.has(n)) KIND_OF.set(n, kind);
 
+/** Kinds by the name as the harness spelled it: a run calls a handful of tools many times, each lower-cased once. */
+const KIND_BY_NAME = new Map<string, ToolKind>();
+
 /** The ACP kind of a tool, from the harness's own tool name (case-insensitive). */
 export function toolKind(name: string): ToolKind {
-  return KIND_OF.get(name.toLowerCase()) ?? "other";
+  let kind = KIND_BY_NAME.get(name);
+  if (kind === undefined) {
+    kind = KIND_OF.get(name.toLowerCase()) ?? "other";
+    // bounded: a stream that names a new tool on every line must not grow it without end
+    if (KIND_BY_NAME.size < 4096) KIND_BY_NAME.set(name, kind);
+  }
+  return kind;
 }
 
 const TODO_TOOLS = new Set(["todo", "todowrite", "todolist", "todo_write", "write_todos"]);
