@@ -87,25 +87,33 @@ const KINDS: [ToolKind, string[]][] = [
 const KIND_OF = new Map<string, ToolKind>();
 for (const [kind, names] of KINDS) for (const n of names) if (!KIND_OF.has(n)) KIND_OF.set(n, kind);
 
-/** Kinds by the name as the harness spelled it: a run calls a handful of tools many times, each lower-cased once. */
-const KIND_BY_NAME = new Map<string, ToolKind>();
+const TODO_TOOLS = new Set(["todo", "todowrite", "todolist", "todo_write", "write_todos"]);
+
+/**
+ * What a tool name means, by the name as the harness spelled it: a run calls a handful of tools many times, and each
+ * spelling is lower-cased and looked up once. Bounded, so a stream naming a new tool on every line cannot grow it
+ * without end.
+ */
+const BY_NAME = new Map<string, { kind: ToolKind; todo: boolean }>();
+
+function toolInfo(name: string): { kind: ToolKind; todo: boolean } {
+  let info = BY_NAME.get(name);
+  if (info === undefined) {
+    const n = name.toLowerCase();
+    info = { kind: KIND_OF.get(n) ?? "other", todo: TODO_TOOLS.has(n) };
+    if (BY_NAME.size < 4096) BY_NAME.set(name, info);
+  }
+  return info;
+}
 
 /** The ACP kind of a tool, from the harness's own tool name (case-insensitive). */
 export function toolKind(name: string): ToolKind {
-  let kind = KIND_BY_NAME.get(name);
-  if (kind === undefined) {
-    kind = KIND_OF.get(name.toLowerCase()) ?? "other";
-    // bounded: a stream that names a new tool on every line must not grow it without end
-    if (KIND_BY_NAME.size < 4096) KIND_BY_NAME.set(name, kind);
-  }
-  return kind;
+  return toolInfo(name).kind;
 }
-
-const TODO_TOOLS = new Set(["todo", "todowrite", "todolist", "todo_write", "write_todos"]);
 
 /** True for a harness's todo tool (TodoWrite, todowrite, TodoList, gemini-cli's write_todos): its arguments are the agent's plan. */
 export function isTodoTool(name: string): boolean {
-  return TODO_TOOLS.has(name.toLowerCase());
+  return toolInfo(name).todo;
 }
 
 const PLAN_STATUS: Record<string, PlanUpdate["entries"][number]["status"]> = {
