@@ -139,6 +139,7 @@ function stamp(meta: UpdateMeta | undefined): string | undefined {
   return t;
 }
 
+/** Adds a piece of a step's message, making its list on the first. */
 function say(s: OpenStep, text: string): void {
   if (s.text) s.text.push(text);
   else s.text = [text];
