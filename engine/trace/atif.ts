@@ -34,6 +34,11 @@
 import type { ErrorUpdate, PlanUpdate, ToolCallStatusUpdate, ToolCallUpdate, TraceEvent, TraceUpdate, UpdateMeta, UsageCounts, UsageUpdate } from "./events.ts";
 import { isIsoTimestamp } from "./atif-validate.ts";
 
+/** A tool call announced and answered: later results and announcements of it are repeats. */
+const ANSWERED = 1;
+/** A result for a call not (yet) announced: later results are repeats, a later announcement is still recorded. */
+const ANSWERED_UNANNOUNCED = 2;
+
 /** The ATIF version evolve writes. */
 export const ATIF_VERSION = "ATIF-v1.7" as const;
 
@@ -103,14 +108,17 @@ export interface AtifTrajectory {
   final_metrics: AtifFinalMetrics;
 }
 
-/** A step while it is built: text kept in pieces, joined once at the end. */
+/**
+ * A step while it is built: text kept in pieces, joined once at the end. The lists are made on first use: most steps
+ * never get some of them, and a long trace opens a step every few events.
+ */
 interface OpenStep {
   source: AtifStep["source"];
   timestamp?: string;
-  text: string[];
-  thoughts: string[];
-  calls: AtifToolCall[];
-  results: AtifObservationResult[];
+  text?: string[];
+  thoughts?: string[];
+  calls?: AtifToolCall[];
+  results?: AtifObservationResult[];
   metrics?: AtifMetrics;
   model?: string;
   messageId?: string;
@@ -119,9 +127,22 @@ interface OpenStep {
   closed: boolean;
 }
 
+/** The last timestamp {@link stamp} found ISO-8601: a harness stamps many lines alike, each checked once. */
+let lastStamp: string | undefined;
+
 function stamp(meta: UpdateMeta | undefined): string | undefined {
   const t = meta?.timestamp;
-  return typeof t === "string" && isIsoTimestamp(t) ? t : undefined;
+  if (typeof t !== "string") return undefined;
+  if (t === lastStamp) return t;
+  if (!isIsoTimestamp(t)) return undefined;
+  lastStamp = t;
+  return t;
+}
+
+/** Adds a piece of a step's message, making its list on the first. */
+function say(s: OpenStep, text: string): void {
+  if (s.text) s.text.push(text);
+  else s.text = [text];
 }
 
 function toMetrics(u: UsageCounts): AtifMetrics {
@@ -135,7 +156,11 @@ function toMetrics(u: UsageCounts): AtifMetrics {
 }
 
 function resultText(u: ToolCallStatusUpdate): string | undefined {
-  if (u.content && u.content.length > 0) return u.content.map((c) => c.content?.text ?? "").join("");
+  if (u.content && u.content.length > 0) {
+    let text = "";
+    for (const c of u.content) text += c.content?.text ?? "";
+    return text;
+  }
   if (u.rawOutput === undefined) return undefined;
   return typeof u.rawOutput === "string" ? u.rawOutput : JSON.stringify(u.rawOutput);
 }
@@ -150,8 +175,8 @@ export class TrajectoryBuilder {
   /** The latest agent step, which a call-scoped usage without an id closes even after a system step came between. */
   private lastAgent: OpenStep | undefined;
   private readonly byMessage = new Map<string, OpenStep>();
-  private readonly byCall = new Map<string, OpenStep>();
-  private readonly answered = new Set<string>();
+  /** Each tool call id seen: the step that announced it until its result came, then how it was answered. */
+  private readonly byCall = new Map<string, OpenStep | typeof ANSWERED | typeof ANSWERED_UNANNOUNCED>();
   /** Call usage keyed by messageId, last one winning: the step's metrics and the harness total, each id once. */
   private readonly usageById = new Map<string, { usage: UsageCounts; model?: string }>();
   /** Call usage without a messageId, in order. */
@@ -166,26 +191,29 @@ export class TrajectoryBuilder {
   push(ev: TraceEvent | TraceUpdate): void {
     if (!this.started) {
       this.started = true;
-      if (ev.type !== "prompt" && this.opts.instruction !== undefined) this.open("user", undefined).text.push(this.opts.instruction);
+      if (ev.type !== "prompt" && this.opts.instruction !== undefined) say(this.open("user", undefined), this.opts.instruction);
     }
     switch (ev.type) {
       case "prompt":
-        this.open("user", undefined).text.push(ev.data._prompt.text);
+        say(this.open("user", undefined), ev.data._prompt.text);
         this.current = undefined; // the instruction is a step of its own
         return;
       case "user_message_chunk": {
         const u = ev.data.update;
         const cur = this.current;
         const same = cur?.source === "user" && cur.messageId === u.messageId && !cur.closed;
-        (same ? cur! : this.open("user", stamp(u._meta), u.messageId)).text.push(u.content.text);
+        say(same ? cur! : this.open("user", stamp(u._meta), u.messageId), u.content.text);
         return;
       }
       case "agent_message_chunk":
-        this.agentStep(ev.data.update.messageId, ev.data.update._meta).text.push(ev.data.update.content.text);
+        say(this.agentStep(ev.data.update.messageId, ev.data.update._meta), ev.data.update.content.text);
         return;
-      case "agent_thought_chunk":
-        this.agentStep(ev.data.update.messageId, ev.data.update._meta).thoughts.push(ev.data.update.content.text);
+      case "agent_thought_chunk": {
+        const s = this.agentStep(ev.data.update.messageId, ev.data.update._meta);
+        if (s.thoughts) s.thoughts.push(ev.data.update.content.text);
+        else s.thoughts = [ev.data.update.content.text];
         return;
+      }
       case "tool_call":
         return this.toolCall(ev.data.update);
       case "tool_call_update":
@@ -199,7 +227,7 @@ export class TrajectoryBuilder {
       case "trace_loss": {
         const u = ev.data.update;
         const s = this.open("system", stamp(u._meta));
-        s.text.push(`${u.count} line${u.count === 1 ? "" : "s"} of the harness's output could not be read: ${u.reason}`);
+        say(s, `${u.count} line${u.count === 1 ? "" : "s"} of the harness's output could not be read: ${u.reason}`);
         s.extra = { kind: "trace_loss", count: u.count, reason: u.reason };
         s.closed = true;
         return;
@@ -209,7 +237,7 @@ export class TrajectoryBuilder {
 
   /** The trajectory of everything pushed. */
   finish(): AtifTrajectory {
-    if (this.steps.length === 0) this.open("user", undefined).text.push(this.opts.instruction ?? "");
+    if (this.steps.length === 0) say(this.open("user", undefined), this.opts.instruction ?? "");
     const steps = this.steps.map((s, i) => this.materialize(s, i + 1));
     const agent: AtifTrajectory["agent"] = { name: this.opts.agent.name, version: this.opts.agent.version };
     if (this.opts.agent.model_name !== undefined) agent.model_name = this.opts.agent.model_name;
@@ -218,8 +246,8 @@ export class TrajectoryBuilder {
   }
 
   private open(source: OpenStep["source"], timestamp: string | undefined, messageId?: string): OpenStep {
-    const s: OpenStep = { source, timestamp, text: [], thoughts: [], calls: [], results: [], closed: false };
-    if (messageId !== undefined) s.messageId = messageId;
+    // every field present from the start: one object shape for all steps, whatever they later get
+    const s: OpenStep = { source, timestamp, text: undefined, thoughts: undefined, calls: undefined, results: undefined, metrics: undefined, model: undefined, messageId, extra: undefined, closed: false };
     this.steps.push(s);
     this.current = s;
     if (source === "agent") this.lastAgent = s;
@@ -229,14 +257,17 @@ export class TrajectoryBuilder {
   /** The agent step an output with this messageId (or none) belongs to, opening one when a new call began. */
   private agentStep(messageId: string | undefined, meta: UpdateMeta | undefined): OpenStep {
     if (messageId !== undefined) {
+      const cur = this.current;
+      // a message's blocks come one after another: its step is then the open one (an agent step has an id only as
+      // byMessage's entry for it), found without a lookup
+      if (cur !== undefined && cur.messageId === messageId && cur.source === "agent") return cur;
       const known = this.byMessage.get(messageId);
       if (known) return known;
-      const cur = this.current;
       // the open step began without an id (a parser that learns the id late): it is this message's step
       const s = cur?.source === "agent" && cur.messageId === undefined && !cur.closed ? cur : this.open("agent", stamp(meta), messageId);
       s.messageId = messageId;
       this.byMessage.set(messageId, s);
-      const early = this.usageById.get(messageId);
+      const early = this.usageById.size > 0 ? this.usageById.get(messageId) : undefined;
       if (early) {
         s.metrics = toMetrics(early.usage);
         if (early.model !== undefined) s.model = early.model;
@@ -249,33 +280,37 @@ export class TrajectoryBuilder {
   }
 
   private toolCall(u: ToolCallUpdate): void {
-    if (this.byCall.has(u.toolCallId)) return; // a repeated announcement of a call already recorded
+    const state = this.byCall.get(u.toolCallId);
+    if (state !== undefined && state !== ANSWERED_UNANNOUNCED) return; // a repeated announcement of a call already recorded
     const s = this.agentStep(u.messageId, u._meta);
     // ATIF wants an object; the trace promises one, and a parser that broke the promise still yields a valid step
     const args = typeof u.rawInput === "object" && u.rawInput !== null && !Array.isArray(u.rawInput) ? u.rawInput : { input: u.rawInput };
-    s.calls.push({ tool_call_id: u.toolCallId, function_name: u.name, arguments: args });
-    this.byCall.set(u.toolCallId, s);
+    const call: AtifToolCall = { tool_call_id: u.toolCallId, function_name: u.name, arguments: args };
+    if (s.calls) s.calls.push(call);
+    else s.calls = [call];
+    this.byCall.set(u.toolCallId, state === ANSWERED_UNANNOUNCED ? ANSWERED : s);
   }
 
   private toolResult(u: ToolCallStatusUpdate): void {
     if (u.status !== "completed" && u.status !== "failed") return;
-    if (this.answered.has(u.toolCallId)) return;
-    this.answered.add(u.toolCallId);
-    const text = resultText(u);
     const owner = this.byCall.get(u.toolCallId);
+    if (owner === ANSWERED || owner === ANSWERED_UNANNOUNCED) return;
+    this.byCall.set(u.toolCallId, owner === undefined ? ANSWERED_UNANNOUNCED : ANSWERED);
+    const text = resultText(u);
     if (!owner) {
       const s = this.open("system", stamp(u._meta));
-      s.text.push(`result of tool call ${u.toolCallId}, which the trace never announced`);
+      say(s, `result of tool call ${u.toolCallId}, which the trace never announced`);
       const r: AtifObservationResult = { extra: { tool_call_id: u.toolCallId, status: u.status } };
       if (text !== undefined) r.content = text;
-      s.results.push(r);
+      s.results = [r];
       s.closed = true;
       return;
     }
     const r: AtifObservationResult = { source_call_id: u.toolCallId };
     if (text !== undefined) r.content = text;
     if (u.status === "failed") r.extra = { status: "failed" };
-    owner.results.push(r);
+    if (owner.results) owner.results.push(r);
+    else owner.results = [r];
     if (this.current?.source === "agent") this.current.closed = true;
   }
 
@@ -318,14 +353,14 @@ export class TrajectoryBuilder {
       return;
     }
     const s = this.open("system", stamp(u._meta));
-    s.text.push(entries.map((e) => `[${e.status}] ${e.content}`).join("\n"));
+    say(s, entries.map((e) => `[${e.status}] ${e.content}`).join("\n"));
     s.extra = { kind: "plan", plan: entries };
     s.closed = true;
   }
 
   private error(u: ErrorUpdate): void {
     const s = this.open("system", stamp(u._meta));
-    s.text.push(u.message);
+    say(s, u.message);
     s.extra = { kind: "error", fatal: u.fatal };
     s.closed = true;
   }
@@ -333,14 +368,14 @@ export class TrajectoryBuilder {
   private materialize(s: OpenStep, id: number): AtifStep {
     // key order as Harbor prints a step: id, time, source, then the rest
     const step: AtifStep = s.timestamp !== undefined ? { step_id: id, timestamp: s.timestamp, source: s.source, message: "" } : { step_id: id, source: s.source, message: "" };
-    step.message = s.text.join("");
+    if (s.text) step.message = s.text.join("");
     if (s.source === "agent") {
       if (s.model !== undefined) step.model_name = s.model;
-      if (s.thoughts.length > 0) step.reasoning_content = s.thoughts.join("");
-      if (s.calls.length > 0) step.tool_calls = s.calls;
+      if (s.thoughts) step.reasoning_content = s.thoughts.join("");
+      if (s.calls) step.tool_calls = s.calls;
       if (s.metrics) step.metrics = s.metrics;
     }
-    if (s.results.length > 0) step.observation = { results: s.results };
+    if (s.results) step.observation = { results: s.results };
     if (s.extra) step.extra = s.extra;
     return step;
   }

@@ -174,9 +174,15 @@ export function chunkEvent(kind: ChunkUpdate["sessionUpdate"], text: string, mes
   return { type: kind, data: { update } } as TraceUpdate;
 }
 
-/** A tool call the model made. */
+/**
+ * A tool call the model made. The update's keys come in the interface's order, copied one by one: a spread of
+ * `call` cost as much as the rest of a parser's work on the line.
+ */
 export function toolCallEvent(call: Omit<ToolCallUpdate, "sessionUpdate">): TraceUpdate {
-  return { type: "tool_call", data: { update: { sessionUpdate: "tool_call", ...call } } };
+  const update: ToolCallUpdate = { sessionUpdate: "tool_call", toolCallId: call.toolCallId, name: call.name, title: call.title, kind: call.kind, status: call.status, rawInput: call.rawInput };
+  if ("messageId" in call) update.messageId = call.messageId;
+  if ("_meta" in call) update._meta = call._meta;
+  return { type: "tool_call", data: { update } };
 }
 
 /** A later status of a tool call; `output` becomes its text content. */

@@ -6,7 +6,7 @@
  * Prints one JSON document:
  * - `parse`: a Claude Code stream-json stdout (the recorded fixture's turns, repeated with fresh message and tool
  *   ids to `--mb` MB, default 64) fed line by line to the claude-code parser and every event to the ATIF builder,
- *   in MB/s of CPU time, beside raw `JSON.parse` of the same lines in the same run (best of 3 each, alternated);
+ *   in MB/s of CPU time, beside raw `JSON.parse` of the same lines in the same run (best of 5 each, alternated);
  *   goal: the ratio ≥ 0.5. `parse_only_mb_s` is the parser without the ATIF builder, to say which of the two costs.
  * - `trace_json`: `evolve trial trace <id> --json > /dev/null` (the real CLI, a process of its own) over a stored
  *   trace of `--events` events (default 1M): events/s over the command's whole wall time, start-up included; goal
@@ -86,8 +86,12 @@ function rawParse(lines: string[]): number {
   return n;
 }
 
-/** CPU seconds (user + system) of `fn`: on a shared machine wall time also counts waiting for a core. */
+/**
+ * CPU seconds (user + system) of `fn`: on a shared machine wall time also counts waiting for a core. The heap is
+ * collected first, so no run pays for the garbage the run before it left (the ATIF run leaves a whole trajectory).
+ */
 function best(fn: () => unknown): number {
+  Bun.gc(true);
   const c = process.cpuUsage();
   fn();
   const d = process.cpuUsage(c);
@@ -100,7 +104,7 @@ function benchParse() {
   let tParse = Infinity;
   let tRaw = Infinity;
   let tOnly = Infinity;
-  for (let r = 0; r < 3; r++) {
+  for (let r = 0; r < 5; r++) {
     tRaw = Math.min(tRaw, best(() => rawParse(lines)));
     tParse = Math.min(tParse, best(() => parseAndAtif(lines)));
     tOnly = Math.min(tOnly, best(() => parseOnly(lines)));

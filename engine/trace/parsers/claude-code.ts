@@ -7,7 +7,7 @@
  */
 import { chunkEvent, errorEvent, promptEvent, toolCallEvent, toolResultEvent, usageEvent, type SessionFile, type TraceParser, type TraceUpdate, type UsageCounts } from "../events.ts";
 import type { ParserSpec } from "./index.ts";
-import { isTodoTool, jsonObject, LineLoss, num, obj, planEvent, str, todoPlan, toolKind, toolTitle, type Obj } from "./toolkit.ts";
+import { isBlank, isTodoTool, jsonObject, LineLoss, num, obj, type Obj, planEvent, str, todoPlan, toolKind, toolTitle } from "./toolkit.ts";
 
 /** Anthropic's disjoint counts as UsageCounts (prompt includes cache reads and writes). */
 function anthropicUsage(u: Obj): UsageCounts {
@@ -33,8 +33,14 @@ function resultText(content: unknown): string {
 function userText(content: unknown): string | undefined {
   if (typeof content === "string") return content;
   if (!Array.isArray(content)) return undefined;
-  const texts = content.map(obj).filter((b) => b?.type === "text").map((b) => str(b!.text) ?? "");
-  return texts.length > 0 ? texts.join("\n") : undefined;
+  let said: string | undefined;
+  for (const raw of content) {
+    const b = obj(raw);
+    if (b?.type !== "text") continue;
+    const t = str(b.text) ?? "";
+    said = said === undefined ? t : `${said}\n${t}`;
+  }
+  return said;
 }
 
 const meta = (o: Obj): { timestamp: string } | undefined => {
@@ -47,7 +53,7 @@ function sessionUsage(files: readonly SessionFile[]): TraceUpdate[] {
   const calls = new Map<string, { usage: Obj; model?: string }>();
   for (const f of files) {
     for (const line of f.text.split("\n")) {
-      const o = line.trim() ? jsonObject(line) : undefined;
+      const o = !isBlank(line) ? jsonObject(line) : undefined;
       if (o?.type !== "assistant") continue;
       const m = obj(o.message);
       const id = str(m?.id);
@@ -67,7 +73,7 @@ class ClaudeCodeParser implements TraceParser {
   constructor(private readonly instruction: string | undefined) {}
 
   line(text: string): TraceUpdate[] {
-    if (!text.trim()) return [];
+    if (isBlank(text)) return [];
     const out: TraceUpdate[] = [];
     if (!this.prompted && this.instruction !== undefined) {
       this.prompted = true;
@@ -78,7 +84,7 @@ class ClaudeCodeParser implements TraceParser {
       this.loss.lost(text, o ? "a JSON line without a type" : "not a JSON line");
       return out;
     }
-    out.push(...this.loss.flush());
+    if (this.loss.pending) out.push(...this.loss.flush());
     if (o.type === "assistant") this.assistant(o, out);
     else if (o.type === "user") this.user(o, out);
     else if (o.type === "result") this.result(o, out);
@@ -100,13 +106,19 @@ class ClaudeCodeParser implements TraceParser {
     for (const raw of content) {
       const b = obj(raw);
       if (!b) continue;
-      if (b.type === "text" && str(b.text)) out.push(chunkEvent("agent_message_chunk", str(b.text)!, id, meta(o)));
-      else if (b.type === "thinking" && str(b.thinking)) out.push(chunkEvent("agent_thought_chunk", str(b.thinking)!, id, meta(o)));
-      else if (b.type === "tool_use" || b.type === "server_tool_use" || b.type === "mcp_tool_use") {
+      const type = b.type;
+      if (type === "text") {
+        const t = str(b.text);
+        if (t) out.push(chunkEvent("agent_message_chunk", t, id, meta(o)));
+      } else if (type === "thinking") {
+        const t = str(b.thinking);
+        if (t) out.push(chunkEvent("agent_thought_chunk", t, id, meta(o)));
+      } else if (type === "tool_use" || type === "server_tool_use" || type === "mcp_tool_use") {
         const name = str(b.name) ?? "tool";
         const input = obj(b.input) ?? {};
-        const call = { toolCallId: str(b.id) ?? "", name, title: toolTitle(name, input), kind: toolKind(name), status: "pending" as const, rawInput: input };
-        out.push(toolCallEvent(id !== undefined ? { ...call, messageId: id } : call));
+        const call: Parameters<typeof toolCallEvent>[0] = { toolCallId: str(b.id) ?? "", name, title: toolTitle(name, input), kind: toolKind(name), status: "pending", rawInput: input };
+        if (id !== undefined) call.messageId = id;
+        out.push(toolCallEvent(call));
         const plan = isTodoTool(name) ? todoPlan(input) : undefined;
         if (plan) out.push(planEvent(plan));
       } else if (typeof b.type === "string" && b.type.endsWith("_tool_result") && str(b.tool_use_id)) {

@@ -11,7 +11,7 @@
  */
 import { chunkEvent, errorEvent, promptEvent, toolCallEvent, toolResultEvent, usageEvent, type SessionFile, type ToolStatus, type TraceParser, type TraceUpdate, type UsageCounts } from "../events.ts";
 import type { ParserSpec } from "./index.ts";
-import { jsonObject, LineLoss, num, obj, planEvent, str, toolKind, type Obj } from "./toolkit.ts";
+import { isBlank, jsonObject, LineLoss, num, obj, type Obj, planEvent, str, toolKind } from "./toolkit.ts";
 
 /** OpenAI-style counts (cached inside input, reasoning inside output) as UsageCounts. */
 function openaiUsage(u: Obj): UsageCounts {
@@ -82,7 +82,7 @@ function rolloutUsage(files: readonly SessionFile[], threadId: string | undefine
     const counts: Extract<TraceUpdate, { type: "usage" }>[] = [];
     let model: string | undefined;
     for (const line of f.text.split("\n")) {
-      const o = line.trim() ? jsonObject(line) : undefined;
+      const o = !isBlank(line) ? jsonObject(line) : undefined;
       const p = obj(o?.payload);
       if (!o || !p) continue;
       if (o.type === "turn_context" && str(p.model)) model = str(p.model);
@@ -118,7 +118,7 @@ class CodexParser implements TraceParser {
   constructor(private readonly instruction: string | undefined) {}
 
   line(text: string): TraceUpdate[] {
-    if (!text.trim()) return [];
+    if (isBlank(text)) return [];
     const out: TraceUpdate[] = [];
     if (!this.prompted && this.instruction !== undefined) {
       this.prompted = true;
@@ -129,7 +129,7 @@ class CodexParser implements TraceParser {
       this.loss.lost(text, o ? "a JSON line without a type" : "not a JSON line");
       return out;
     }
-    out.push(...this.loss.flush());
+    if (this.loss.pending) out.push(...this.loss.flush());
     switch (o.type) {
       case "thread.started":
         this.threadId = str(o.thread_id);

@@ -5,7 +5,7 @@
  */
 import { chunkEvent, errorEvent, promptEvent, toolCallEvent, toolResultEvent, usageEvent, type TraceParser, type TraceUpdate } from "../events.ts";
 import type { ParserSpec } from "./index.ts";
-import { isTodoTool, jsonObject, LineLoss, msTime, num, obj, planEvent, str, todoPlan, toolKind, toolTitle, type Obj } from "./toolkit.ts";
+import { isBlank, isTodoTool, joinLine, jsonObject, LineLoss, msTime, num, obj, type Obj, planEvent, str, todoPlan, toolKind, toolTitle } from "./toolkit.ts";
 
 function create(opts: { instruction?: string }): TraceParser {
   const loss = new LineLoss();
@@ -83,14 +83,14 @@ function create(opts: { instruction?: string }): TraceParser {
   return {
     line(text) {
       const out = start();
-      if (!text.trim()) return out;
+      if (isBlank(text)) return out;
       const ev = jsonObject(text);
       const events = ev ? read(ev) : undefined;
       if (!events) {
         loss.lost(text, ev ? `unknown droid event ${JSON.stringify(ev.type)}` : "not a JSON object");
         return out;
       }
-      return [...out, ...loss.flush(), ...events];
+      return joinLine(out, loss, events);
     },
     end() {
       return [...start(), ...loss.flush()];

@@ -11,7 +11,7 @@
  */
 import { chunkEvent, errorEvent, promptEvent, toolCallEvent, toolResultEvent, usageEvent, type SessionFile, type TraceParser, type TraceUpdate, type UpdateMeta, type UsageCounts } from "../events.ts";
 import type { ParserSpec } from "./index.ts";
-import { isTodoTool, jsonObject, LineLoss, num, obj, planEvent, str, todoPlan, toolKind, toolTitle, type Obj } from "./toolkit.ts";
+import { isBlank, isTodoTool, joinLine, jsonObject, LineLoss, num, obj, type Obj, planEvent, str, todoPlan, toolKind, toolTitle } from "./toolkit.ts";
 
 /** The session files, relative to the CLI's home (`GEMINI_CLI_HOME/.gemini`). */
 const SESSION_GLOB = "tmp/*/chats/session-*.jsonl";
@@ -42,7 +42,7 @@ function geminiRecords(text: string, loss: LineLoss): { records: Obj[]; sessionI
   let sessionId: string | undefined;
   const order: string[] = [];
   for (const line of text.split("\n")) {
-    if (!line.trim()) continue;
+    if (isBlank(line)) continue;
     const r = jsonObject(line);
     if (!r) {
       loss.lost(line, "unreadable gemini-cli session line");
@@ -170,14 +170,14 @@ function create(opts: { instruction?: string }): TraceParser {
   return {
     line(text) {
       const out = start();
-      if (!text.trim()) return out;
+      if (isBlank(text)) return out;
       const ev = jsonObject(text);
       const events = ev ? read(ev) : undefined;
       if (!events) {
         loss.lost(text, ev ? `unknown gemini-cli event ${JSON.stringify(ev.type)}` : "not a JSON object");
         return out;
       }
-      return [...out, ...loss.flush(), ...events];
+      return joinLine(out, loss, events);
     },
     end(session: readonly SessionFile[]) {
       const out = [...start(), ...flush(), ...loss.flush()];

@@ -11,7 +11,7 @@
  */
 import { chunkEvent, errorEvent, promptEvent, toolCallEvent, toolResultEvent, usageEvent, type SessionFile, type TraceParser, type TraceUpdate, type UpdateMeta, type UsageCounts } from "../events.ts";
 import type { ParserSpec } from "./index.ts";
-import { isTodoTool, jsonObject, LineLoss, num, obj, planEvent, str, todoPlan, toolKind, toolTitle, type Obj } from "./toolkit.ts";
+import { isBlank, isTodoTool, joinLine, jsonObject, LineLoss, num, obj, type Obj, planEvent, str, todoPlan, toolKind, toolTitle } from "./toolkit.ts";
 
 /** The session files, relative to the CLI's home (QWEN_HOME). */
 const SESSION_GLOB = "projects/*/chats/*.jsonl";
@@ -166,14 +166,14 @@ function create(opts: { instruction?: string }): TraceParser {
   return {
     line(text) {
       const out = start();
-      if (!text.trim()) return out;
+      if (isBlank(text)) return out;
       const ev = jsonObject(text);
       const events = ev ? read(ev) : undefined;
       if (!events) {
         loss.lost(text, ev ? `unknown qwen-code event ${JSON.stringify(ev.type)}` : "not a JSON object");
         return out;
       }
-      return [...out, ...loss.flush(), ...events];
+      return joinLine(out, loss, events);
     },
     end(session: readonly SessionFile[]) {
       const out = [...start(), ...loss.flush(), ...survived()];
@@ -182,7 +182,7 @@ function create(opts: { instruction?: string }): TraceParser {
       const records: Obj[] = [];
       if (file) {
         for (const line of file.text.split("\n")) {
-          if (!line.trim()) continue;
+          if (isBlank(line)) continue;
           const r = jsonObject(line);
           if (!r) loss.lost(line, "unreadable qwen-code session line");
           else if (r.type === "assistant" && obj(r.usageMetadata)) records.push(r);

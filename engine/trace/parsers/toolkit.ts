@@ -23,6 +23,17 @@ export function num(v: unknown): number {
   return typeof v === "number" && Number.isFinite(v) ? v : 0;
 }
 
+/** True for a line of nothing but whitespace; one that opens with a printable ASCII character is decided without a trimmed copy. */
+export function isBlank(line: string): boolean {
+  const c = line.charCodeAt(0);
+  return !(c > 32 && c < 127) && !line.trim();
+}
+
+/** The events of one readable line after what came before it (a prompt, a pending loss), copied only when there is such. */
+export function joinLine(before: TraceUpdate[], loss: LineLoss, events: TraceUpdate[]): TraceUpdate[] {
+  return before.length === 0 && !loss.pending ? events : [...before, ...loss.flush(), ...events];
+}
+
 /** One stdout line as a JSON object, or undefined when it is not one. */
 export function jsonObject(line: string): Obj | undefined {
   try {
@@ -50,6 +61,11 @@ export class LineLoss {
     this.count++;
   }
 
+  /** Whether lines were lost since the last flush: lets a hot path skip {@link LineLoss.flush}'s array. */
+  get pending(): boolean {
+    return this.count > 0;
+  }
+
   /** The pending loss as an event (none when nothing was lost since the last flush). */
   flush(): TraceUpdate[] {
     if (this.count === 0) return [];
@@ -59,25 +75,45 @@ export class LineLoss {
   }
 }
 
-const KINDS: [ToolKind, RegExp][] = [
-  ["execute", /^(bash|shell|execute|exec_command|run_shell_command|local_shell|run_command|terminal)$/],
-  ["read", /^(read|read_file|readfile|view|read_many_files|readmediafile|notebookread)$/],
-  ["edit", /^(edit|multiedit|write|write_file|writefile|create|apply_patch|applypatch|patch|str_replace|replace|notebookedit|notebook_edit)$/],
-  ["search", /^(grep|glob|ls|list|list_directory|find|search|search_file_content|grep_search|codesearch|codebase_search)$/],
-  ["fetch", /^(webfetch|web_fetch|fetch|fetchurl|websearch|web_search|google_web_search)$/],
-  ["think", /^(think)$/],
+const KINDS: [ToolKind, string[]][] = [
+  ["execute", ["bash", "shell", "execute", "exec_command", "run_shell_command", "local_shell", "run_command", "terminal"]],
+  ["read", ["read", "read_file", "readfile", "view", "read_many_files", "readmediafile", "notebookread"]],
+  ["edit", ["edit", "multiedit", "write", "write_file", "writefile", "create", "apply_patch", "applypatch", "patch", "str_replace", "replace", "notebookedit", "notebook_edit"]],
+  ["search", ["grep", "glob", "ls", "list", "list_directory", "find", "search", "search_file_content", "grep_search", "codesearch", "codebase_search"]],
+  ["fetch", ["webfetch", "web_fetch", "fetch", "fetchurl", "websearch", "web_search", "google_web_search"]],
+  ["think", ["think"]],
 ];
+/** Lower-cased tool name → kind; a name in two lists keeps the first list's kind. */
+const KIND_OF = new Map<string, ToolKind>();
+for (const [kind, names] of KINDS) for (const n of names) if (!KIND_OF.has(n)) KIND_OF.set(n, kind);
+
+const TODO_TOOLS = new Set(["todo", "todowrite", "todolist", "todo_write", "write_todos"]);
+
+/**
+ * What a tool name means, by the name as the harness spelled it: a run calls a handful of tools many times, and each
+ * spelling is lower-cased and looked up once. Bounded, so a stream naming a new tool on every line cannot grow it
+ * without end.
+ */
+const BY_NAME = new Map<string, { kind: ToolKind; todo: boolean }>();
+
+function toolInfo(name: string): { kind: ToolKind; todo: boolean } {
+  let info = BY_NAME.get(name);
+  if (info === undefined) {
+    const n = name.toLowerCase();
+    info = { kind: KIND_OF.get(n) ?? "other", todo: TODO_TOOLS.has(n) };
+    if (BY_NAME.size < 4096) BY_NAME.set(name, info);
+  }
+  return info;
+}
 
 /** The ACP kind of a tool, from the harness's own tool name (case-insensitive). */
 export function toolKind(name: string): ToolKind {
-  const n = name.toLowerCase();
-  for (const [kind, re] of KINDS) if (re.test(n)) return kind;
-  return "other";
+  return toolInfo(name).kind;
 }
 
 /** True for a harness's todo tool (TodoWrite, todowrite, TodoList, gemini-cli's write_todos): its arguments are the agent's plan. */
 export function isTodoTool(name: string): boolean {
-  return /^(todo(write|list|_write)?|write_todos)$/i.test(name);
+  return toolInfo(name).todo;
 }
 
 const PLAN_STATUS: Record<string, PlanUpdate["entries"][number]["status"]> = {
@@ -111,9 +147,11 @@ export function planEvent(entries: PlanUpdate["entries"]): TraceUpdate {
   return { type: "plan", data: { update: { sessionUpdate: "plan", entries } } };
 }
 
+const TITLE_KEYS = ["command", "cmd", "file_path", "filePath", "path", "pattern", "url", "query", "description", "summary"] as const;
+
 /** A short title for a tool call: its command, path or pattern when it has one, else its name. */
 export function toolTitle(name: string, input: Obj): string {
-  for (const k of ["command", "cmd", "file_path", "filePath", "path", "pattern", "url", "query", "description", "summary"]) {
+  for (const k of TITLE_KEYS) {
     const v = input[k];
     if (typeof v === "string" && v) return v.length > 200 ? `${v.slice(0, 199)}…` : v;
     if (Array.isArray(v) && v.every((x) => typeof x === "string")) return v.join(" ").slice(0, 200);
