@@ -131,7 +131,7 @@ const EXPECT: Record<string, { status: string; rewards?: Record<string, number> 
   "entrypoint-service": { status: "SCORED", rewards: { reward: 1 }, files: [...RAN, "verifier/reward.txt"] },
   "entrypoint-dies": {
     status: "INFRASTRUCTURE_ERROR", rewards: null, exception: "EnvironmentStartError",
-    message: /^the box's entrypoint exited with code 3 (before the agent started|during the \w+ phase): service failed to start\n/, files: [...BOOTED, "exception.txt"],
+    message: /^the box's entrypoint exited with code 3 (before the agent started|during the \w+ phase|while evolve probed the box): service failed to start\n/, files: [...BOOTED, "exception.txt"],
   },
   // the service dies 3 s into the agent's 10 s: the box's death is the reason, not the agent's killed exec
   "entrypoint-dies-later": {
