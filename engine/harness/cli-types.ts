@@ -82,6 +82,8 @@ export interface InvocationInput {
 export interface BoxFile {
   path: string;
   content: string;
+  /** Written with mode 0755: a program the CLI runs (droid's `ps` stand-in), not only a file it reads. */
+  executable?: boolean;
 }
 
 /** The headless run. */

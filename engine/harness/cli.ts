@@ -255,7 +255,8 @@ export function cliHarness(spec: CliSpec): Harness {
       const mk = await ctx.engine.exec(ctx.containerId, ["sh", "-c", 'mkdir -p "$1"', "sh", spec.home], asAgent);
       if (mk.exitCode !== 0) throw new TrialFailure("AgentSetupError", `${spec.name}: cannot make its home ${spec.home}: ${firstLine(mk.stderr || mk.stdout)}`);
       for (const f of inv.files) {
-        const r = await ctx.engine.exec(ctx.containerId, ["sh", "-c", 'mkdir -p "$(dirname "$1")" && cat > "$1"', "sh", f.path], { ...asAgent, stdin: f.content });
+        const write = 'mkdir -p "$(dirname "$1")" && cat > "$1"' + (f.executable ? ' && chmod 755 "$1"' : "");
+        const r = await ctx.engine.exec(ctx.containerId, ["sh", "-c", write, "sh", f.path], { ...asAgent, stdin: f.content });
         if (r.exitCode !== 0) throw new TrialFailure("AgentSetupError", `${spec.name}: cannot write ${f.path} in the box: ${firstLine(r.stderr || r.stdout)}`);
       }
       const agentDir = ctx.agentDir;

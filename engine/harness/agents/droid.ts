@@ -3,7 +3,7 @@
  * "droid": a Bun-compiled native binary from npm, pointed at the gateway by a BYOK custom model in its
  * `.factory/settings.json`; no Factory login.
  */
-import type { CliSpec, Invocation, InvocationInput, McpServer, WireApi } from "../cli-types.ts";
+import type { BoxFile, CliSpec, Invocation, InvocationInput, McpServer, WireApi } from "../cli-types.ts";
 
 /** The custom model's display name; droid's `-m` id for it is `custom:<name with dashes>-<index>`. */
 const DISPLAY_NAME = "Evolve Gateway";
@@ -20,6 +20,32 @@ function mcpEntry(s: McpServer): Record<string, unknown> {
   if (s.transport === "stdio") return { type: "stdio", command: s.command ?? "", args: s.args ?? [] };
   return { type: "http", url: s.url ?? "" };
 }
+
+/**
+ * A `ps` for boxes without one (debian:*-slim has no procps). droid runs each Execute command under a bash supervisor
+ * whose watcher polls `ps -o ppid= -p $$` to see that droid still owns it, and SIGKILLs the command's process group
+ * the first time that fails: with no `ps` it fails at once, so a command dies "by signal: SIGKILL" unless it ends
+ * first (a bare printf did in about two runs of three). droid puts `<home>/bin` first on the command's PATH, so this answers that one
+ * question from /proc and hands any other use to a real `ps` further down PATH, or fails as a missing one would.
+ */
+const PS_SHIM = `#!/bin/sh
+# evolve's stand-in for ps (droid's Execute supervisor asks \`ps -o ppid= -p PID\`); any other use goes to a real ps.
+if [ $# -eq 4 ] && [ "$1" = -o ] && [ "$2" = ppid= ] && [ "$3" = -p ]; then
+  case $4 in '' | *[!0-9]*) exit 1 ;; esac
+  { read -r stat < "/proc/$4/stat"; } 2>/dev/null || exit 1
+  # the fields after "(comm) ": state, then ppid
+  set -- \${stat##*") "}
+  echo "$2"
+  exit 0
+fi
+self=\${0%/*}
+IFS=:
+for d in $PATH; do
+  if [ -n "$d" ] && [ "$d" != "$self" ] && [ -x "$d/ps" ]; then exec "$d/ps" "$@"; fi
+done
+echo "ps: not found" >&2
+exit 127
+`;
 
 /** `settings.json`: the one custom model, its key only as `${VAR}` (droid expands it from the environment). */
 function settings(input: InvocationInput): string {
@@ -67,7 +93,7 @@ export const droid: CliSpec = {
     const argv = [...input.program, "exec", "--output-format", "stream-json", "--skip-permissions-unsafe", "-m", MODEL_ID, "--cwd", input.workdir];
     if (input.options.reasoning_effort) argv.push("-r", input.options.reasoning_effort);
     argv.push(input.instruction);
-    const files = [{ path: `${home}/settings.json`, content: settings(input) }];
+    const files: BoxFile[] = [{ path: `${home}/settings.json`, content: settings(input) }, { path: `${home}/bin/ps`, content: PS_SHIM, executable: true }];
     if (input.mcpServers.length > 0) {
       files.push({ path: `${home}/mcp.json`, content: JSON.stringify({ mcpServers: Object.fromEntries(input.mcpServers.map((s) => [s.name, mcpEntry(s)])) }, null, 2) + "\n" });
     }
