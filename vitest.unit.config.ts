@@ -36,6 +36,8 @@ export const ENGINE_TESTS = [
   "tests/trial-userns.test.ts",
   // not an engine but the network: it pulls from the npm registry
   "tests/vendor-net.test.ts",
+  // not an engine but the real claude and codex binaries, seconds per run: the full suite's
+  "tests/agent-real-clis.test.ts",
 ];
 
 const root = fileURLToPath(new URL(".", import.meta.url));
