@@ -54,6 +54,9 @@ export default mergeConfig(
       exclude: ENGINE_TESTS,
       // most of these files wait on child processes and polls rather than compute: more workers than cores overlap them
       maxWorkers: 3,
+      // a fresh worker per file paid the engine's import again for each file (most of the tier's CPU time); files
+      // share workers instead, and tests/support/unit-tier-file.ts puts back the env and cwd each file leaves
+      isolate: false,
       globalSetup: ["./tests/support/unit-tier.ts"],
       setupFiles: ["./tests/support/unit-tier-file.ts"],
       env: {
