@@ -6,7 +6,7 @@
  */
 import { chunkEvent, errorEvent, promptEvent, toolCallEvent, toolResultEvent, usageEvent, type SessionFile, type TraceParser, type TraceUpdate } from "../events.ts";
 import type { ParserSpec } from "./index.ts";
-import { isBlank, isTodoTool, joinLine, jsonObject, LineLoss, num, obj, type Obj, planEvent, str, todoPlan, toolKind, toolTitle } from "./toolkit.ts";
+import { isTodoTool, jsonObject, LineLoss, num, obj, type Obj, planEvent, readJsonLine, str, todoPlan, toolKind, toolTitle } from "./toolkit.ts";
 
 /** The id given to the n-th model call (1-based): stdout names none, so calls are numbered as they come. */
 const callId = (n: number): string => `kimi-call-${n}`;
@@ -110,15 +110,7 @@ function create(opts: { instruction?: string }): TraceParser {
 
   return {
     line(text) {
-      const out = start();
-      if (isBlank(text)) return out;
-      const ev = jsonObject(text);
-      const events = ev ? read(ev) : undefined;
-      if (!events) {
-        loss.lost(text, ev ? `unknown kimi-code line (role ${JSON.stringify(ev.role)}, type ${JSON.stringify(ev.type)})` : "not a JSON object");
-        return out;
-      }
-      return joinLine(out, loss, events);
+      return readJsonLine(text, start(), loss, read, (ev) => `unknown kimi-code line (role ${JSON.stringify(ev.role)}, type ${JSON.stringify(ev.type)})`);
     },
     end(session) {
       return [...start(), ...loss.flush(), ...fromWire(session)];

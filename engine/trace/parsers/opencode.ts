@@ -5,7 +5,7 @@
  */
 import { chunkEvent, errorEvent, promptEvent, toolCallEvent, toolResultEvent, usageEvent, type TraceParser, type TraceUpdate } from "../events.ts";
 import type { ParserSpec } from "./index.ts";
-import { isBlank, isTodoTool, joinLine, jsonObject, LineLoss, msTime, num, obj, type Obj, planEvent, str, todoPlan, toolKind, toolTitle } from "./toolkit.ts";
+import { isTodoTool, LineLoss, msTime, num, obj, type Obj, planEvent, readJsonLine, str, todoPlan, toolKind, toolTitle } from "./toolkit.ts";
 
 function create(opts: { instruction?: string }): TraceParser {
   const loss = new LineLoss();
@@ -90,15 +90,7 @@ function create(opts: { instruction?: string }): TraceParser {
 
   return {
     line(text) {
-      const out = start();
-      if (isBlank(text)) return out;
-      const ev = jsonObject(text);
-      const events = ev ? read(ev) : undefined;
-      if (!events) {
-        loss.lost(text, ev ? `unknown opencode event type ${JSON.stringify(ev.type)}` : "not a JSON object");
-        return out;
-      }
-      return joinLine(out, loss, events);
+      return readJsonLine(text, start(), loss, read, (ev) => `unknown opencode event type ${JSON.stringify(ev.type)}`);
     },
     end() {
       return [...start(), ...loss.flush()];

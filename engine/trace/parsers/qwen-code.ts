@@ -11,7 +11,7 @@
  */
 import { chunkEvent, errorEvent, promptEvent, toolCallEvent, toolResultEvent, usageEvent, type SessionFile, type TraceParser, type TraceUpdate, type UpdateMeta, type UsageCounts } from "../events.ts";
 import type { ParserSpec } from "./index.ts";
-import { isBlank, isTodoTool, joinLine, jsonObject, LineLoss, num, obj, type Obj, planEvent, str, todoPlan, toolKind, toolTitle } from "./toolkit.ts";
+import { isBlank, isTodoTool, jsonObject, LineLoss, num, obj, type Obj, planEvent, readJsonLine, str, todoPlan, toolKind, toolTitle } from "./toolkit.ts";
 
 /** The session files, relative to the CLI's home (QWEN_HOME). */
 const SESSION_GLOB = "projects/*/chats/*.jsonl";
@@ -165,15 +165,7 @@ function create(opts: { instruction?: string }): TraceParser {
 
   return {
     line(text) {
-      const out = start();
-      if (isBlank(text)) return out;
-      const ev = jsonObject(text);
-      const events = ev ? read(ev) : undefined;
-      if (!events) {
-        loss.lost(text, ev ? `unknown qwen-code event ${JSON.stringify(ev.type)}` : "not a JSON object");
-        return out;
-      }
-      return joinLine(out, loss, events);
+      return readJsonLine(text, start(), loss, read, (ev) => `unknown qwen-code event ${JSON.stringify(ev.type)}`);
     },
     end(session: readonly SessionFile[]) {
       const out = [...start(), ...loss.flush(), ...survived()];

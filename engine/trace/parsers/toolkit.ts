@@ -34,6 +34,28 @@ export function joinLine(before: TraceUpdate[], loss: LineLoss, events: TraceUpd
   return before.length === 0 && !loss.pending ? events : [...before, ...loss.flush(), ...events];
 }
 
+/**
+ * One stdout line of a JSON-lines stream: blank lines are skipped, a line that is no JSON object, or that `read` does
+ * not know (undefined), is counted as lost with `unknown`'s reason, and the events `read` returns follow `before`
+ * (the prompt, a pending loss). The one line loop of every parser whose events are objects read by a switch.
+ */
+export function readJsonLine(
+  text: string,
+  before: TraceUpdate[],
+  loss: LineLoss,
+  read: (ev: Obj) => TraceUpdate[] | undefined,
+  unknown: (ev: Obj) => string,
+): TraceUpdate[] {
+  if (isBlank(text)) return before;
+  const ev = jsonObject(text);
+  const events = ev ? read(ev) : undefined;
+  if (!events) {
+    loss.lost(text, ev ? unknown(ev) : "not a JSON object");
+    return before;
+  }
+  return joinLine(before, loss, events);
+}
+
 /** One stdout line as a JSON object, or undefined when it is not one. */
 export function jsonObject(line: string): Obj | undefined {
   try {
