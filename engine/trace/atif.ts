@@ -382,30 +382,11 @@ export class TrajectoryBuilder {
 
   private finalMetrics(totalSteps: number): AtifFinalMetrics {
     const gateway = this.opts.gatewayUsage ?? (this.gatewayEvents.length > 0 ? this.gatewayEvents : undefined);
-    if (gateway) {
-      const f: AtifFinalMetrics = { total_prompt_tokens: 0, total_completion_tokens: 0, total_cached_tokens: 0, total_steps: totalSteps, extra: { metered_by: "gateway" } };
-      let cost = 0;
-      let priced = false;
-      let writes = 0;
-      let reasoning = 0;
-      for (const g of gateway) {
-        f.total_prompt_tokens += g.promptTokens;
-        f.total_completion_tokens += g.completionTokens;
-        f.total_cached_tokens += g.cachedTokens ?? 0;
-        writes += g.cacheWriteTokens ?? 0;
-        reasoning += g.reasoningTokens ?? 0;
-        if (g.costUsd !== undefined) {
-          cost += g.costUsd;
-          priced = true;
-        }
-      }
-      if (priced) f.total_cost_usd = cost;
-      f.extra = { metered_by: "gateway", model_calls: gateway.length, cache_creation_input_tokens: writes, reasoning_tokens: reasoning };
-      return f;
-    }
-    const calls = [...[...this.usageById.values()].map((e) => e.usage), ...this.usageAnon];
-    const from = calls.length > 0 ? calls : this.usageTotal ? [this.usageTotal] : [];
+    const calls = gateway ? [] : [...[...this.usageById.values()].map((e) => e.usage), ...this.usageAnon];
+    const from: readonly (UsageCounts & { costUsd?: number })[] = gateway ?? (calls.length > 0 ? calls : this.usageTotal ? [this.usageTotal] : []);
     const f: AtifFinalMetrics = { total_prompt_tokens: 0, total_completion_tokens: 0, total_cached_tokens: 0, total_steps: totalSteps, extra: {} };
+    let cost = 0;
+    let priced = false;
     let writes = 0;
     let reasoning = 0;
     for (const u of from) {
@@ -414,9 +395,19 @@ export class TrajectoryBuilder {
       f.total_cached_tokens += u.cachedTokens ?? 0;
       writes += u.cacheWriteTokens ?? 0;
       reasoning += u.reasoningTokens ?? 0;
+      if (u.costUsd !== undefined) {
+        cost += u.costUsd;
+        priced = true;
+      }
     }
-    const by = calls.length > 0 ? "harness_calls" : this.usageTotal ? "harness_total" : "none";
-    f.extra = { metered_by: by, cache_creation_input_tokens: writes, reasoning_tokens: reasoning };
+    if (gateway) {
+      // only the gateway's figures are money: a harness's own usage is never priced
+      if (priced) f.total_cost_usd = cost;
+      f.extra = { metered_by: "gateway", model_calls: gateway.length, cache_creation_input_tokens: writes, reasoning_tokens: reasoning };
+    } else {
+      const by = calls.length > 0 ? "harness_calls" : this.usageTotal ? "harness_total" : "none";
+      f.extra = { metered_by: by, cache_creation_input_tokens: writes, reasoning_tokens: reasoning };
+    }
     return f;
   }
 }
