@@ -122,6 +122,8 @@ export interface ScreenRecord {
   at: string;
   /** The fixed sample: card ids or task names, the same for every candidate of the round. */
   sample: string[];
+  /** The seed the sample was drawn with (a drawn sample is redrawn the same from it). */
+  seed?: string;
   /** "cards" or a dataset `name@version`. */
   source: string;
   /** For dataset screens, the job id of each harness's job. */
@@ -157,6 +159,8 @@ export interface RoundRecord {
   holdout?: { source: string; results: Record<string, PairedStats & { held: boolean }> };
   confirmed: string[];
   rejected: Record<string, string>;
+  /** What the gene bank said to each confirmed candidate offered to it (a held-out failure is not offered). */
+  genebank?: Record<string, { accepted: boolean; reason: string }>;
   stop?: "stagnation" | "max_rounds" | null;
 }
 
