@@ -271,6 +271,14 @@ async function runShell(command: string, o: { cwd: string; env: Record<string, s
       }
       done({ exitCode: null, signal: null, timedOut, aborted, stdout: Buffer.concat(chunks), stdoutTruncated: truncated, ...r });
     };
+    // once the shell is gone the attempt is over: whatever it left in its group (a daemon holding the pipe, a child
+    // that ignores SIGTERM) is killed, so the pipes close and the run ends now rather than when they please
+    child.on("exit", () => {
+      if (child.pid === undefined) return;
+      try {
+        process.kill(-child.pid, "SIGKILL");
+      } catch {}
+    });
     child.on("error", (e) => finish({ launchError: firstLine(e) }));
     child.on("close", (code, sig) => finish({ exitCode: code, signal: sig }));
   });
