@@ -14,7 +14,7 @@ import { join } from "node:path";
 import { AGENT_PATHS } from "../conductor/layout.ts";
 import { EvolveError, firstLine } from "../errors.ts";
 import { projectPaths } from "./project.ts";
-import { copyEntry, copyTreeOver, ensureDir, lstatOrNone, newBudget, readPlainFile, writeFileAtomic } from "./tree.ts";
+import { copyEntry, copyTreeOver, ensureDir, lstatOrNone, newBudget, readPlainFile, unsafe, writeFileAtomic } from "./tree.ts";
 import { type Descriptor, WHERE, type Where } from "./types.ts";
 
 /** The `.agent/` files (and folders) each kind of candidate edits by default: what `scaffold` copies into `files/`. */
@@ -65,6 +65,7 @@ function newCandidateId(now: Date): string {
 function liveAgent(project: string): string {
   const agent = projectPaths(project).agent;
   const st = lstatOrNone(agent);
+  if (st?.isSymbolicLink()) throw unsafe(agent, "a symbolic link");
   if (!st?.isDirectory()) {
     throw new EvolveError("agent_dir_missing", `${agent} is not a folder`, "run the command in an evolution project (the folder holding .agent/ and evolve/)");
   }
