@@ -148,13 +148,18 @@ export function prepareInstall(
     // built under a dot-name and renamed: a backup folder without its install.json is never seen by undo
     const staging = join(paths.backups, `.${name}`);
     mkdirSync(join(staging, "files"), { recursive: true });
-    const budget = newBudget();
-    for (const f of plan.files) {
-      if (!f.existed) continue;
-      const { data, mode } = readPlainFile(join(paths.agent, f.path), budget);
-      const dst = join(staging, "files", f.path);
-      ensureDir(dirname(dst));
-      writeFileAtomic(dst, data, mode);
+    try {
+      const budget = newBudget();
+      for (const f of plan.files) {
+        if (!f.existed) continue;
+        const { data, mode } = readPlainFile(join(paths.agent, f.path), budget);
+        const dst = join(staging, "files", f.path);
+        ensureDir(dirname(dst));
+        writeFileAtomic(dst, data, mode);
+      }
+    } catch (e) {
+      rmSync(staging, { recursive: true, force: true });
+      throw e;
     }
     const record: InstallRecord = {
       candidate: id,
