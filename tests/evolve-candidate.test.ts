@@ -27,7 +27,7 @@ const base = { pathology: "plans too little", hypothesis: "a checklist makes it 
 describe("scaffoldCandidate", () => {
   it("writes a descriptor and copies of the files its kind edits, taken from the live harness", () => {
     const d = scaffoldCandidate(project, { ...base, where: "prompt", marker: "CHECKLIST-7" });
-    expect(d.id).toMatch(/^c-\d{14}-[0-9a-f]{4}$/);
+    expect(d.id).toMatch(/^c-\d{17}-[0-9a-f]{4}$/);
     expect(d).toMatchObject({ parent: "live", where: "prompt", ...base, activation: { marker: "CHECKLIST-7" } });
     const dir = projectPaths(project).candidate(d.id);
     expect(JSON.parse(readFileSync(join(dir, "descriptor.json"), "utf8"))).toEqual(d);

@@ -55,9 +55,9 @@ export function agentRelPath(rel: string): string {
   return parts.join("/");
 }
 
-/** A new sortable candidate id: `c-<yyyymmddhhmmss>-<4 hex>` (UTC). */
+/** A new candidate id that sorts by creation time: `c-<yyyymmddhhmmssmmm>-<4 hex>` (UTC, to the millisecond). */
 function newCandidateId(now: Date): string {
-  const stamp = now.toISOString().replace(/[-:T]/g, "").slice(0, 14);
+  const stamp = now.toISOString().replace(/[-:T.]/g, "").slice(0, 17);
   return `c-${stamp}-${randomBytes(2).toString("hex")}`;
 }
 

@@ -5,7 +5,7 @@
  * read or write outside the project, and a FIFO would hang the copy.
  */
 import { randomBytes } from "node:crypto";
-import { closeSync, constants, fstatSync, lstatSync, mkdirSync, openSync, readdirSync, readSync, renameSync, rmSync, writeSync, type Stats } from "node:fs";
+import { chmodSync, closeSync, constants, fstatSync, lstatSync, mkdirSync, openSync, readdirSync, readSync, renameSync, rmSync, writeSync, type Stats } from "node:fs";
 import { basename, dirname, join } from "node:path";
 import { EvolveError, diskFullError } from "../errors.ts";
 
@@ -108,6 +108,8 @@ export function writeFileAtomic(path: string, data: Uint8Array, mode: number): v
     } finally {
       closeSync(fd);
     }
+    // the mode given to open is cut by the umask; a harness file keeps exactly its permissions
+    chmodSync(tmp, mode);
     renameSync(tmp, path);
   } catch (e) {
     rmSync(tmp, { force: true });
