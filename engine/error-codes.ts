@@ -141,6 +141,10 @@ export const ERROR_CODES = {
   // Trajectories (ATIF)
   trajectory_unreadable: env("the trajectory file cannot be read as JSON: missing, not a regular file, over the size limit, or not JSON"),
 
+  // The evolver: `harness diagnose` (engine/evolve/diagnose.ts)
+  agent_root_missing: env("the project has no agent directory (.agent/) to read episodic memory from"),
+  episodes_unreadable: ran("the episodic memory file (.agent/memory/episodes.jsonl) is a link, a FIFO, a device or cannot be read"),
+
   // The gateway
   gateway_config_invalid: env("the gateway's upstreams or prices file cannot be read"),
 } as const satisfies Record<string, ErrorCodeInfo>;
