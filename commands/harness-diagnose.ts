@@ -43,6 +43,7 @@ export function evidenceLine(e: EvidenceEvent): string {
     what = `${String(u.status ?? "?")}${tag}: ${text}`;
   } else if (e.type === "error") what = `${u.fatal === false ? "(survived) " : ""}${String(u.message ?? "")}`;
   else if (isObj(u.content) && typeof u.content.text === "string") what = u.content.text;
+  else if (e.type === "prompt" && isObj(d._prompt) && typeof d._prompt.text === "string") what = d._prompt.text;
   else what = JSON.stringify(e.data);
   const at = typeof e.seq === "number" ? `#${e.seq}` : "";
   return cut(`${at.padStart(6)}  ${e.type}  ${oneLine(what)}`);

@@ -225,7 +225,7 @@ describe("the pathology catalogue", () => {
 describe("reading a run", () => {
   it("takes a command from rawInput.command (a string or argv) or an execute call's title", () => {
     const u = (e: TraceUpdate) => (e.data as { update: Parameters<typeof commandOf>[0] }).update;
-    expect(commandOf(u(shell("a", "  ls   -la "))).valueOf()).toBe("ls -la");
+    expect(commandOf(u(shell("a", "  ls   -la ")))).toBe("ls -la");
     expect(commandOf(u(call("b", "exec_command", "execute", { command: ["bash", "-lc", "ls"] })))).toBe("bash -lc ls");
     expect(commandOf(u(call("c", "run_shell_command", "execute", {}, "echo hi")))).toBe("echo hi");
     expect(commandOf(u(call("d", "Read", "read", { file_path: "/x" }, "/x")))).toBeUndefined();
