@@ -10,11 +10,11 @@ import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { afterAll, afterEach, beforeEach, describe, expect, it } from "vitest";
 import type { Episode } from "../engine/conductor/types.ts";
-import { cutEvent, diagnose, diagnoseReport, EVIDENCE_EVENTS, EVIDENCE_RUNS, EVIDENCE_TEXT_CHARS, runsFromEpisodes, runsFromJob } from "../engine/evolve/diagnose.ts";
+import { cutEvent, diagnose, diagnoseReport, EVIDENCE_EVENTS, EVIDENCE_RUNS, EVIDENCE_TEXT_CHARS, MAX_RUN_EVENTS, runsFromEpisodes, runsFromJob } from "../engine/evolve/diagnose.ts";
 import type { RunEvidence } from "../engine/evolve/pathologies.ts";
 import { createJob } from "../engine/job/job.ts";
 import { openStore, type TrialRecord } from "../engine/store/index.ts";
-import { chunkEvent, errorEvent, promptEvent, toolCallEvent, toolResultEvent, type TraceUpdate } from "../engine/trace/events.ts";
+import { chunkEvent, errorEvent, promptEvent, toolCallEvent, toolResultEvent, usageEvent, type TraceUpdate } from "../engine/trace/events.ts";
 import { openTraceWriter } from "../engine/trace/store.ts";
 import { cliHost } from "./support/cli-host.ts";
 import { expectCode } from "./support/expect-code.ts";
@@ -111,6 +111,17 @@ describe("runsFromEpisodes", () => {
     ]);
   });
 
+  it("reads only the newest episodes of a file over its bound, and says so", () => {
+    const lines = Array.from({ length: 50 }, (_, i) => JSON.stringify(episode(`e${i}`)));
+    write(lines.join("\n") + "\n");
+    const bound = lines.slice(-10).join("\n").length + 30;
+    const r = runsFromEpisodes(join(dir, ".agent"), { maxBytes: bound });
+    expect(r.truncated).toBe(true);
+    // the line the bound cuts into is an older episode's, not a torn one
+    expect(r.skipped).toBe(0);
+    expect(r.runs.map((x) => x.id)).toEqual(Array.from({ length: 10 }, (_, i) => `e${40 + i}`));
+  });
+
   it("reads no runs from a memory that does not exist yet", () => {
     mkdirSync(join(dir, ".agent"));
     expect(runsFromEpisodes(join(dir, ".agent"))).toEqual({ runs: [], skipped: 0, truncated: false });
@@ -190,6 +201,28 @@ describe("runsFromJob", () => {
       // the evidence names each event's place in the stored trace (`trial trace --cursor`)
       expect(r.diagnoses[1].evidence[0].events.map((e) => e.seq)).toEqual([1, 2, 3, 4, 5, 6]);
       await expectCode(() => runsFromJob(store, home, "nojob"), "job_not_found");
+    } finally {
+      await store.close();
+    }
+  });
+});
+
+describe("runsFromJob on a long trace", () => {
+  it("keeps a trial's last events, usage left out, with their positions", async () => {
+    const home = join(dir, "home");
+    const store = openStore(home);
+    try {
+      const job = createJob(store, jobConfig(1), "demo@1.0");
+      const [t] = store.listTrials(job.id);
+      store.putTrial({ ...t, status: "SCORED", task_name: "acme/long", reward: 0 });
+      const w = openTraceWriter(home, t.id);
+      for (let i = 0; i < 12; i++) w.append(Array.from({ length: 1000 }, (_, k) => (k % 2 ? usageEvent("call", { promptTokens: 1, completionTokens: 1 }) : shell(`c${i}-${k}`, "ls"))));
+      w.close();
+      const [r] = runsFromJob(store, home, job.id);
+      expect(r.events).toHaveLength(MAX_RUN_EVENTS);
+      expect((r.events[0] as { seq?: number }).seq).toBe(12_000 - 2 * MAX_RUN_EVENTS);
+      expect((r.events.at(-1) as { seq?: number }).seq).toBe(11_998);
+      expect(r.events.every((e) => e.type === "tool_call")).toBe(true);
     } finally {
       await store.close();
     }

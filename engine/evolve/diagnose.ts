@@ -188,8 +188,10 @@ function episodeRun(line: string): RunEvidence | undefined {
  * The runs of a `.agent/`'s episodic memory (`memory/episodes.jsonl`), oldest first. No file: no runs. The file and
  * its `memory/` folder are never followed as links, and a FIFO or device there is refused (`episodes_unreadable`);
  * a folder that is no agent directory is `agent_root_missing`. Lines that are not episodes are counted and skipped.
+ * Only the newest `maxBytes` (default {@link MAX_EPISODE_BYTES}) are read.
  */
-export function runsFromEpisodes(agentRoot: string): EpisodeRuns {
+export function runsFromEpisodes(agentRoot: string, opts: { maxBytes?: number } = {}): EpisodeRuns {
+  const maxBytes = opts.maxBytes ?? MAX_EPISODE_BYTES;
   let st;
   try {
     st = lstatSync(agentRoot);
@@ -215,8 +217,8 @@ export function runsFromEpisodes(agentRoot: string): EpisodeRuns {
   try {
     const fst = fstatSync(fd);
     if (!fst.isFile()) throw unreadable(path, "not a regular file (a folder, a FIFO, a socket or a device)");
-    const truncated = fst.size > MAX_EPISODE_BYTES;
-    const from = truncated ? fst.size - MAX_EPISODE_BYTES : 0;
+    const truncated = fst.size > maxBytes;
+    const from = truncated ? fst.size - maxBytes : 0;
     const buf = Buffer.alloc(fst.size - from);
     for (let off = 0; off < buf.length; ) {
       const n = readSync(fd, buf, off, buf.length - off, from + off);
