@@ -232,8 +232,12 @@ describe("reading a run", () => {
   });
 
   it("tells a claim of success from one taken back", () => {
-    for (const s of ["Done.", "The file has been created and the tests pass.", "Fixed the bug in parse().", "Task completed successfully!"]) expect(claimsSuccess(s), s).toBe(true);
-    for (const s of ["I could not complete the task.", "The tests are not passing yet", "I was unable to fix it", "Nothing to report"]) expect(claimsSuccess(s), s).toBe(false);
+    for (const s of ["Done.", "The file has been created and the tests pass.", "Fixed the bug in parse().", "Task completed successfully!", "No errors, all done.", "I couldn't reproduce it at first. Now it works."]) {
+      expect(claimsSuccess(s), s).toBe(true);
+    }
+    for (const s of ["I could not complete the task.", "The tests are not passing yet", "I was unable to fix it", "Nothing to report", "I haven't been able to get the tests passing", "There are no passing tests", "Incomplete: the bypass is abandoned"]) {
+      expect(claimsSuccess(s), s).toBe(false);
+    }
   });
 });
 

@@ -215,15 +215,21 @@ const MALFORMED_TEXT =
 
 /** Words an answer uses to say the task is done. */
 const CLAIM = /\b(done|complete[ds]?|finished|fixed|solved|resolved|succeeded|successful(ly)?|implemented|accomplished|works( now| correctly)?|pass(es|ed|ing)?)\b/gi;
-/** Words that, just before a claim in the same sentence, take it back (`could not complete`, `not fixed yet`). */
-const NEGATION = /\b(not|never|no|unable|cannot|can'?t|couldn'?t|didn'?t|doesn'?t|don'?t|isn'?t|aren'?t|wasn'?t|won'?t|failed|fails|fail|yet to|without)\b[^.!?\n]*$/i;
+/**
+ * Words that, a few words before a claim in the same sentence, take it back (`could not complete`, `not fixed yet`,
+ * `haven't been able to get it passing`). A bare `no` only counts right before the claim (`no passing tests`), so
+ * `No errors, all done` is still a claim.
+ */
+const NEGATION = /\b(not|never|unable|cannot|can'?t|couldn'?t|didn'?t|doesn'?t|don'?t|isn'?t|aren'?t|wasn'?t|weren'?t|won'?t|haven'?t|hasn'?t|failed|fails|fail|yet to|without|neither|nor)\b/i;
 
-/** Whether `text` claims success: a claim word not taken back by a negation earlier in its sentence. */
+/** Whether `text` claims success: a claim word not taken back by a negation just before it in its sentence. */
 export function claimsSuccess(text: string): boolean {
   for (const m of text.matchAll(CLAIM)) {
-    const before = text.slice(Math.max(0, m.index - 60), m.index);
-    const sentence = before.split(/[.!?\n]/).at(-1) ?? "";
-    if (!NEGATION.test(sentence)) return true;
+    const sentence = text.slice(Math.max(0, m.index - 120), m.index).split(/[.!?;\n]/).at(-1) ?? "";
+    const words = sentence.trim().split(/\s+/).filter(Boolean);
+    if (NEGATION.test(words.slice(-8).join(" "))) continue;
+    if (/^no$/i.test(words.at(-1) ?? "") || /^no$/i.test(words.at(-2) ?? "")) continue;
+    return true;
   }
   return false;
 }
