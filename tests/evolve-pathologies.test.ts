@@ -245,7 +245,7 @@ describe("the detectors on the real recorded CLI runs (fixtures/agents)", () => 
   const CLIS = ["claude-code", "codex", "droid", "gemini-cli", "kimi-code", "opencode", "qwen-code"];
   const detected = (r: RunEvidence) => PATHOLOGIES.flatMap((p) => (p.detect(r) ? [p.id] : []));
   for (const cli of CLIS) {
-    it(`${cli}: nothing on its passing runs, the model error on its error run`, () => {
+    it(`${cli}: nothing on its passing runs; failed, no action, a claim the score denies, and the model error of its error run`, () => {
       for (const name of ["text", "tool"]) {
         const f = loadFixture(cli, name);
         const events = parse(cli, f.stdout, f.session, f.upstream.instruction);
@@ -254,6 +254,9 @@ describe("the detectors on the real recorded CLI runs (fixtures/agents)", () => 
       // the text run, failed: the model answered without acting
       const text = loadFixture(cli, "text");
       expect(detected(run(parse(cli, text.stdout, text.session, text.upstream.instruction), { score: 0 })), `${cli}/text failed`).toEqual(["no_action"]);
+      // the tool run, scored 0: its last message says it did the work
+      const tool = loadFixture(cli, "tool");
+      expect(detected(run(parse(cli, tool.stdout, tool.session, tool.upstream.instruction), { score: 0 })), `${cli}/tool failed`).toEqual(["verifier_disagreement"]);
       const err = loadFixture(cli, "error");
       const found = detected(run(parse(cli, err.stdout, err.session, err.upstream.instruction), { score: 0, outcome: "agent_error" }));
       expect(found, `${cli}/error`).toContain("model_error");
