@@ -74,8 +74,9 @@ function printDiagnosis(d: Diagnosis): void {
   out(`${style.bold(d.pathology)}  skill ${d.skill}  ${d.count} run${d.count === 1 ? "" : "s"}  ${style.dim(`(${d.title})`)}`);
   out(`  points at .agent/${d.points_at} (${d.where})`);
   for (const ev of d.evidence) {
-    out(`  run ${ev.run} ${style.dim(ev.task)}`);
+    out(`  run ${ev.run}${ev.task !== ev.run ? ` ${style.dim(ev.task)}` : ""}`);
     for (const e of ev.events) out(`  ${evidenceLine(e)}`);
+    if (ev.events.length === 0) out(style.dim("        (its outcome shows it; no trace event does)"));
   }
   if (d.count > d.evidence.length) out(style.dim(`  … and ${d.count - d.evidence.length} more run${d.count - d.evidence.length === 1 ? "" : "s"} (--json names them all)`));
 }

@@ -254,6 +254,15 @@ describe("evolve harness diagnose", () => {
     expect(doc.diagnoses[1].evidence[0].events[0].data.update.toolCallId).toBe("c0");
   });
 
+  it("says when the outcome alone shows a pathology", () => {
+    const project = join(dir, "p");
+    mkdirSync(join(project, ".agent", "memory"), { recursive: true });
+    writeFileSync(join(project, ".agent", "memory", "episodes.jsonl"), `${JSON.stringify({ id: "e1", at: "x", domain: "files", outcome: "max_turns", score: 0, turns: 30, failures: [] })}\n`);
+    const res = evolve(["--project", project], join(dir, "home"));
+    expect(res.code).toBe(0);
+    expect(res.stdout).toContain("budget_exhausted  skill files  1 run  (budget or turn limit reached)\n  points at .agent/harness/config.json (config)\n  run e1\n        (its outcome shows it; no trace event does)\n");
+  });
+
   it("says when nothing failed, and exits 0", () => {
     const project = join(dir, "p");
     mkdirSync(join(project, ".agent", "memory"), { recursive: true });
