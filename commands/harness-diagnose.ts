@@ -5,7 +5,7 @@
  */
 import { resolve } from "node:path";
 import { EvolveError } from "../engine/errors.ts";
-import { diagnoseReport, MAX_EPISODE_BYTES, runsFromEpisodes, runsFromJob, type Diagnosis, type DiagnosisReport, type EvidenceEvent } from "../engine/evolve/diagnose.ts";
+import { diagnoseReport, eachRunOfJob, MAX_EPISODE_BYTES, runsFromEpisodes, type Diagnosis, type DiagnosisReport, type EvidenceEvent } from "../engine/evolve/diagnose.ts";
 import { agentPath, AGENT_PATHS } from "../engine/conductor/layout.ts";
 import { projectPaths } from "../engine/evolve/project.ts";
 import { isTTY } from "../engine/runtime.ts";
@@ -109,7 +109,7 @@ export async function diagnoseCommand(opts: DiagnoseOpts): Promise<number> {
     const job = opts.job;
     ({ report, from, extra } = await withStore((store, home) => {
       const id = resolveJobId(store, job);
-      return { report: diagnoseReport(runsFromJob(store, home, id)), from: `job ${id}`, extra: { source: "job", job_id: id } };
+      return { report: diagnoseReport(eachRunOfJob(store, home, id)), from: `job ${id}`, extra: { source: "job", job_id: id } };
     }));
   } else {
     const paths = projectPaths(resolve(opts.project ?? "."));

@@ -10,7 +10,7 @@ import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { afterAll, afterEach, beforeEach, describe, expect, it } from "vitest";
 import type { Episode } from "../engine/conductor/types.ts";
-import { cutEvent, diagnose, diagnoseReport, EVIDENCE_EVENTS, EVIDENCE_RUNS, EVIDENCE_TEXT_CHARS, MAX_RUN_EVENTS, runsFromEpisodes, runsFromJob } from "../engine/evolve/diagnose.ts";
+import { cutEvent, diagnose, diagnoseReport, EVIDENCE_EVENTS, EVIDENCE_RUNS, EVIDENCE_TEXT_CHARS, eachRunOfJob, MAX_RUN_EVENTS, runsFromEpisodes, runsFromJob } from "../engine/evolve/diagnose.ts";
 import type { RunEvidence } from "../engine/evolve/pathologies.ts";
 import { createJob } from "../engine/job/job.ts";
 import { openStore, type TrialRecord } from "../engine/store/index.ts";
@@ -201,6 +201,9 @@ describe("runsFromJob", () => {
       // the evidence names each event's place in the stored trace (`trial trace --cursor`)
       expect(r.diagnoses[1].evidence[0].events.map((e) => e.seq)).toEqual([1, 2, 3, 4, 5, 6]);
       await expectCode(() => runsFromJob(store, home, "nojob"), "job_not_found");
+      // the streaming form resolves the job at once, and diagnoses the same
+      await expectCode(() => eachRunOfJob(store, home, "nojob"), "job_not_found");
+      expect(diagnoseReport(eachRunOfJob(store, home, jobId))).toEqual(r);
     } finally {
       await store.close();
     }

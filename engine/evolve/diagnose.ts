@@ -93,14 +93,17 @@ export function cutEvent(e: EvidenceEvent, max = EVIDENCE_TEXT_CHARS): EvidenceE
 /**
  * Diagnoses `runs`: each failed run (scored below 1 or unscored, or not ended `finished`) through every detector,
  * grouped into one diagnosis per (skill, pathology), sorted by how many runs show it (most first), then pathology id
- * and skill. Runs that never gave the harness a fair run (see {@link DiagnosisReport.skipped}) are left out.
+ * and skill. Runs that never gave the harness a fair run (see {@link DiagnosisReport.skipped}) are left out. `runs`
+ * is consumed once, in order: a generator ({@link eachRunOfJob}) keeps one run in memory at a time.
  */
-export function diagnoseReport(runs: readonly RunEvidence[]): DiagnosisReport {
+export function diagnoseReport(runs: Iterable<RunEvidence>): DiagnosisReport {
   const groups = new Map<string, Diagnosis>();
   const skipped: Record<string, number> = {};
   const unexplained: string[] = [];
   let failed = 0;
+  let total = 0;
   for (const run of runs) {
+    total++;
     if (run.status !== undefined && NOT_THE_HARNESS.has(run.status)) {
       skipped[run.status] = (skipped[run.status] ?? 0) + 1;
       continue;
@@ -131,7 +134,7 @@ export function diagnoseReport(runs: readonly RunEvidence[]): DiagnosisReport {
     if (!found) unexplained.push(run.id);
   }
   const diagnoses = [...groups.values()].sort((a, b) => b.count - a.count || a.pathology.localeCompare(b.pathology) || a.skill.localeCompare(b.skill));
-  return { diagnoses, runs: runs.length, failed, unexplained, skipped };
+  return { diagnoses, runs: total, failed, unexplained, skipped };
 }
 
 /** The diagnoses of `runs` (see {@link diagnoseReport}). */
@@ -289,22 +292,36 @@ function trialEvents(home: string, trialId: string): EvidenceEvent[] {
   return kept.slice(start);
 }
 
+/**
+ * Every trial of the job `jobRef` names (an id or a unique start of one) as a run, with its stored trace, one at a
+ * time: a job of thousands of trials is never all in memory. The job is resolved before the first run is asked for.
+ */
+export function eachRunOfJob(store: Store, home: string, jobRef: string): Iterable<RunEvidence> {
+  const job = resolveJob(store, jobRef);
+  const trials = store.listTrials(job.id);
+  return (function* () {
+    for (const t of trials) yield trialRun(home, t);
+  })();
+}
+
 /** Every trial of the job `jobRef` names (an id or a unique start of one) as a run, with its stored trace. */
 export function runsFromJob(store: Store, home: string, jobRef: string): RunEvidence[] {
-  const job = resolveJob(store, jobRef);
-  return store.listTrials(job.id).map((t) => {
-    const score = typeof t.reward === "number" ? t.reward : typeof t.rewards?.reward === "number" ? t.rewards.reward : null;
-    const run: RunEvidence = {
-      id: t.id,
-      task: t.task_name ?? t.task_digest,
-      domain: trialDomain(t),
-      outcome: trialOutcome(t),
-      score,
-      status: t.status,
-      events: trialEvents(home, t.id),
-      trace: "full",
-    };
-    if (t.exception) run.exception = t.exception.type;
-    return run;
-  });
+  return [...eachRunOfJob(store, home, jobRef)];
+}
+
+/** One trial as a run. */
+function trialRun(home: string, t: TrialRecord): RunEvidence {
+  const score = typeof t.reward === "number" ? t.reward : typeof t.rewards?.reward === "number" ? t.rewards.reward : null;
+  const run: RunEvidence = {
+    id: t.id,
+    task: t.task_name ?? t.task_digest,
+    domain: trialDomain(t),
+    outcome: trialOutcome(t),
+    score,
+    status: t.status,
+    events: trialEvents(home, t.id),
+    trace: "full",
+  };
+  if (t.exception) run.exception = t.exception.type;
+  return run;
 }
