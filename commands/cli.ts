@@ -325,6 +325,18 @@ export function buildProgram(version: string, setExit: (code: number) => void): 
     .addHelpText("after", examples(["evolve agent register ./mytool.toml && evolve agent pull mytool"]))
     .action(async (file: string, opts) => setExit(await (await import("./agent.ts")).registerCommand(file, opts)));
 
+  // ---- harness diagnose (wt-diagnose): the evolver's `harness` group; merge with commands/harness.ts's commands ----
+  const harness = program.commands.find((c) => c.name() === "harness") ?? program.command("harness").description("evolve the harness around a frozen model: diagnose failures, screen candidates");
+  harness
+    .command("diagnose")
+    .description("failed runs (episodic memory, or a job's trials) as (skill, pathology) diagnoses with the trace events that show them (docs/pathologies.md)")
+    .option("--job <id>", "diagnose this job's trials (an id, or a unique start of one) instead of the project's episodic memory")
+    .option("--project <dir>", "the project folder holding .agent/ (default: the working folder)")
+    .option("--json", "print the diagnoses as one JSON document")
+    .addHelpText("after", examples(["evolve harness diagnose", "evolve harness diagnose --job 01JB... --json | jq '.diagnoses[] | {skill, pathology, count}'"]))
+    .action(async (opts) => setExit(await (await import("./harness-diagnose.ts")).diagnoseCommand(opts)));
+  // ---- end harness diagnose ----
+
   program
     .command("doctor")
     .description("check the container engine end to end (build, run, exec, copy, network isolation) and print fixes")

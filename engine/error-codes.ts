@@ -156,6 +156,10 @@ export const ERROR_CODES = {
   install_nothing_to_undo: ran("no install is left to undo: every backup under evolve/backups has been restored"),
   genebank_entry_invalid: env("an entry offered to the gene bank does not match the gene bank's shape"),
 
+  // The evolver: `harness diagnose` (engine/evolve/diagnose.ts)
+  agent_root_missing: env("the project has no agent directory (.agent/) to read episodic memory from"),
+  episodes_unreadable: ran("the episodic memory file (.agent/memory/episodes.jsonl) is a link, a FIFO, a device or cannot be read"),
+
   // The gateway
   gateway_config_invalid: env("the gateway's upstreams or prices file cannot be read"),
 

@@ -86,7 +86,7 @@ export function readRounds(project: string): RoundRecord[] {
     try {
       raw = JSON.parse(readFileSync(file, "utf8"));
     } catch (e) {
-      throw new EvolveError("screen_mismatch", `cannot read the round record ${file}: ${firstLine(e)}`, "move the round's folder aside and run the round again");
+      throw new EvolveError("round_record_invalid", `cannot read the round record ${file}: ${firstLine(e)}`, "move the round's folder aside and run the round again");
     }
     if (raw.holdout) {
       const results: Record<string, HoldoutResult> = {};
