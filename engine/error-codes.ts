@@ -91,6 +91,7 @@ export const ERROR_CODES = {
   agent_model_unsupported: env("the agent speaks none of the APIs of the -m model's provider"),
   agent_option_unknown: env("--ak names an option the agent does not take"),
   agent_option_invalid: env("--ak is not KEY=VALUE, or its value is not one the option allows"),
+  agent_root_invalid: env("--agent-root (agent_root in a run config) is not a directory a trial can be given: missing, a link, or holding a link, a special or an unreadable file"),
   trajectory_seed_invalid: ran("a task's trajectory.json cannot seed the agent's session: it is not JSON or not an ATIF trajectory"),
   job_empty: env("the job selects no tasks"),
   job_too_large: env("the job would hold more trials than [jobs] max_trials allows"),
