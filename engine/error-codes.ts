@@ -77,6 +77,7 @@ export const ERROR_CODES = {
   dataset_name_invalid: env("a dataset name has characters outside lowercase letters, digits and . _ / -"),
   dataset_version_invalid: env("a dataset version is empty or holds spaces or @"),
   dataset_not_found: env("no dataset by that name (and version) is stored"),
+  dataset_task_unknown: env("a dataset evaluator was asked to run a task its dataset does not hold"),
   dataset_task_duplicate: ran("two of a dataset's tasks have the same name"),
   dataset_version_exists: ran("that dataset version is already published with different content"),
   dataset_version_deleted: ran("that dataset version was deleted, and a deleted version is never reused with other content"),
