@@ -184,6 +184,14 @@ describe("which evolve binary a conductor box gets", () => {
     const dist = resolve(__dirname, "..", "dist/evolve");
     expect(evolveBinary({})).toBe(existsSync(dist) ? dist : undefined);
   });
+
+  const bun = resolve(__dirname, "..", "node_modules/.bin/bun");
+  it.skipIf(!existsSync(bun))("is the compiled binary itself when it runs as one, whatever $EVOLVE_BINARY says", () => {
+    const probe = join(dir, "probe.ts");
+    writeFileSync(probe, `import { evolveBinary } from ${JSON.stringify(resolve(__dirname, "../engine/runtime.ts"))};\nconsole.log(evolveBinary());\n`);
+    execFileSync(bun, ["build", "--compile", probe, "--outfile", join(dir, "probe")], { stdio: "ignore", timeout: 60_000 });
+    expect(execFileSync(join(dir, "probe"), { encoding: "utf8", env: { ...process.env, EVOLVE_BINARY: "/elsewhere" } }).trim()).toBe(join(dir, "probe"));
+  }, 60_000);
 });
 
 describe("the conductor's command line in the box", () => {
