@@ -22,6 +22,7 @@ export const ENGINE_TESTS = [
   "tests/docker.test.ts",
   "tests/doctor.test.ts",
   "tests/driver.test.ts",
+  "tests/evolve-dataset.test.ts",
   "tests/run-cli.test.ts",
   "tests/run-interrupt.test.ts",
   "tests/trial-agents.test.ts",

@@ -41,6 +41,7 @@ function splitRef(ref: string): { name: string; version?: string } {
 export async function pullCommand(ref: string, opts: { json?: boolean; from?: string; nodeFrom?: string }): Promise<number> {
   const { name, version } = splitRef(ref);
   const spec = specOf(name);
+  if (spec.vendor.selfBinary) throw new EvolveError("usage", `${name} is the evolve binary itself, mounted into the box: there is nothing to vendor`);
   if (!needsVendoring(spec)) throw new EvolveError("usage", `${name} installs itself in the box (install.script): there is nothing to vendor`);
   if (opts.nodeFrom && !opts.from) throw new EvolveError("usage", "--node-from goes with --from");
   const r = await pullAgent(spec, { version, from: opts.from, nodeFrom: opts.nodeFrom });
@@ -71,7 +72,7 @@ export async function listCommand(opts: { json?: boolean }): Promise<number> {
   for (const n of PLAIN_AGENT_NAMES) rows.push({ name: n, kind: "builtin", available: true, version: null, vendored: [] });
   for (const n of CLI_AGENT_NAMES) {
     const s = present.get(n);
-    rows.push({ name: n, kind: "cli", available: s !== undefined, version: s ? defaultVersion(s) : null, vendored: versionsOf(n) });
+    rows.push({ name: n, kind: "cli", available: s !== undefined, version: s && !s.vendor.selfBinary ? defaultVersion(s) : null, vendored: versionsOf(n) });
   }
   for (const r of registered) rows.push({ name: r.manifest.name, kind: "registered", available: true, version: r.manifest.version, vendored: versionsOf(r.manifest.name) });
   // trees imported or pulled for an agent this build does not know: still listed, so they can be found and removed

@@ -125,6 +125,7 @@ export function buildProgram(version: string, setExit: (code: number) => void): 
       .option("-a, --agent <agent>", `agent: ${harnessNames().join(" | ")}`, "oracle")
       .option("-m, --model <model>", "model the agent uses, as provider/model")
       .option("--ak <KEY=VALUE>", "an option of the agent (its keys: README, Agents); repeatable", collect, [])
+      .option("--agent-root <dir>", "a .agent/ folder the agent runs with: mounted read-only in its box; an installed CLI gets its PLANNING.md and knowledge/*.md before the instruction")
       .option("--job-name <name>", "a label for the job: shown in `job list`, usable in place of its id in `job show`")
       .option("-k, --n-attempts <n>", "trials per task (default 1)", numberFlag("-k", POSITIVE_INT))
       .option("--max-spend-usd <usd>", "cap each trial's agent spend at this many dollars")

@@ -64,8 +64,11 @@ export function applyRunConfig<T extends Record<string, unknown>>(opts: T, cmd: 
     if (cmd.getOptionValueSource(attr) === "cli") continue;
     merged[attr] = checkValue(file, rawKey, o, value);
   }
-  if (typeof merged.path === "string" && typeof doc.path === "string" && cmd.getOptionValueSource("path") !== "cli" && !isAbsolute(merged.path)) {
-    merged.path = resolve(dirname(file), merged.path);
+  // folders in the file are relative to the file's own folder
+  for (const [attr, key] of [["path", "path"], ["agentRoot", "agent-root"]] as const) {
+    const v = merged[attr];
+    const given = doc[key] ?? doc[key.replaceAll("-", "_")];
+    if (typeof v === "string" && typeof given === "string" && cmd.getOptionValueSource(attr) !== "cli" && !isAbsolute(v)) merged[attr] = resolve(dirname(file), v);
   }
   return merged as T;
 }

@@ -7,6 +7,7 @@ import { openEngine } from "../engine/driver/select.ts";
 import type { Engine } from "../engine/driver/types.ts";
 import { EvolveError } from "../engine/errors.ts";
 import { checkAgentRequest, parseAgentOptions } from "../engine/harness/index.ts";
+import { checkAgentRoot } from "../engine/conductor/instructions.ts";
 import { agentSpec } from "../engine/harness/manifest.ts";
 import { vendorForRun } from "../engine/harness/vendor.ts";
 import { checkJobSize, createJob, jobConfig, type JobConfig, type JobEvent, type JobKind } from "../engine/job/job.ts";
@@ -31,6 +32,8 @@ export interface RunOptions {
   model?: string;
   /** `run` only: `--ak KEY=VALUE` agent options. */
   ak?: string[];
+  /** `run` only: `--agent-root DIR`, the `.agent/` the agent runs with. */
+  agentRoot?: string;
   nTasks?: number;
   nConcurrent?: number;
   nAttempts?: number;
@@ -136,6 +139,7 @@ async function startJob(opts: RunOptions, agentName: string, kind: JobKind, stre
   // checked before the store is even opened, so a refused flag leaves nothing behind
   const agentOptions = parseAgentOptions(opts.ak);
   checkAgentRequest(agentName, opts.model, agentOptions);
+  const agentRoot = opts.agentRoot !== undefined ? checkAgentRoot(opts.agentRoot) : undefined;
   await vendorFirst(agentName);
   const verifierEnv = parseVerifierEnv(opts.ve);
   const maxSpendUsd = parseMaxSpend(opts.maxSpendUsd);
@@ -153,7 +157,12 @@ async function startJob(opts: RunOptions, agentName: string, kind: JobKind, stre
     const jobConfig: JobConfig = {
       kind,
       ...(name !== undefined ? { name } : {}),
-      agent: { name: agentName, model: opts.model, ...(Object.keys(agentOptions).length > 0 ? { kwargs: agentOptions } : {}) },
+      agent: {
+        name: agentName,
+        model: opts.model,
+        ...(Object.keys(agentOptions).length > 0 ? { kwargs: agentOptions } : {}),
+        ...(agentRoot !== undefined ? { root: agentRoot } : {}),
+      },
       attempts: opts.nAttempts ?? 1,
       concurrency: opts.nConcurrent ?? 4,
       timeout_multiplier: opts.timeoutMultiplier ?? 1,

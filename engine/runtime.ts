@@ -7,6 +7,9 @@
 /** The runtime executing this process. */
 export type RuntimeName = "bun" | "deno" | "node";
 
+import { existsSync } from "node:fs";
+import { fileURLToPath } from "node:url";
+
 declare const Bun: unknown;
 declare const Deno: unknown;
 
@@ -120,4 +123,23 @@ async function serveWithNodeHttp(handler: FetchHandler, at: ListenAt): Promise<H
       resolve({ url: `http://${shown}:${port}`, port, close });
     });
   });
+}
+
+/** Whether this process is the compiled single binary (`dist/evolve`): Bun serves its sources from `/$bunfs/`. */
+export function isCompiledBinary(): boolean {
+  return runtime === "bun" && /\/\$bunfs\/|\/~BUN\//.test(import.meta.url);
+}
+
+/**
+ * The evolve binary a box can run (the conductor harness mounts it): this process itself when it is the compiled
+ * binary, else `$EVOLVE_BINARY`, else `dist/evolve` of the repository these sources are in when it has been built;
+ * undefined when there is none (`npm run build` makes one).
+ */
+export function evolveBinary(env: Record<string, string | undefined> = process.env): string | undefined {
+  if (isCompiledBinary()) return process.execPath;
+  if (env.EVOLVE_BINARY) return env.EVOLVE_BINARY;
+  const built = new URL("../dist/evolve", import.meta.url);
+  if (built.protocol !== "file:") return undefined;
+  const path = fileURLToPath(built);
+  return existsSync(path) ? path : undefined;
 }

@@ -35,7 +35,7 @@ describe("evolve agent", () => {
     expect(r.code).toBe(0);
     const doc = JSON.parse(r.stdout);
     expect(doc.agents_dir).toBe(join(home, "agents"));
-    expect(doc.agents.map((a: { name: string }) => a.name)).toEqual(["oracle", "nop", "claude-code", "codex", "gemini-cli", "qwen-code", "opencode", "droid", "kimi-code", "mytool"]);
+    expect(doc.agents.map((a: { name: string }) => a.name)).toEqual(["oracle", "nop", "claude-code", "codex", "gemini-cli", "qwen-code", "opencode", "droid", "kimi-code", "conductor", "mytool"]);
     expect(doc.agents.at(-1)).toEqual({ name: "mytool", kind: "registered", available: true, version: "1.2.0", vendored: ["1.2.0"] });
     const text = evolve(["agent", "list"]).stdout;
     expect(text).toMatch(/^mytool\s+registered\s+1\.2\.0\s+1\.2\.0$/m);

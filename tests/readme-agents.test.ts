@@ -14,11 +14,11 @@ const README = readFileSync(join(__dirname, "..", "README.md"), "utf8");
 function row(s: CliSpec): string {
   const apis = ["anthropic", "openai", "gemini"].flatMap((p) => (s.apiFor(p) ? [`${p} → ${s.apiFor(p)}`] : [])).join(", ");
   const opts = Object.entries(s.options).map(([k, o]) => `\`${k}\`${o.values ? "=" + o.values.join("\\|") : ""}`).join(", ");
-  const pkgs = s.vendor.packages.map((p) => `${p.name}@${p.version}`).join(", ") + (s.vendor.viaNode ? " (Node 22)" : "");
+  const pkgs = s.vendor.selfBinary ? "none: the evolve binary" : s.vendor.packages.map((p) => `${p.name}@${p.version}`).join(", ") + (s.vendor.viaNode ? " (Node 22)" : "");
   return `| \`${s.name}\` | ${pkgs} | ${apis} | ${opts || "none"} | \`${s.home}\` | \`${s.stdoutName}\` |`;
 }
 
-describe("README: the seven agent CLIs", () => {
+describe("README: the agent CLIs (the seven vendored ones and the conductor)", () => {
   it("has every shipped CLI", () => {
     expect(builtinSpecs().map((s) => s.name).sort()).toEqual([...CLI_AGENT_NAMES].sort());
   });

@@ -36,6 +36,11 @@ export interface VendorSpec {
    * paths, but a dependency of a listed package sits beside it (`lib/node_modules/<dep>`), not under it.
    */
   omitOptional?: boolean;
+  /**
+   * True when the CLI is evolve itself (the conductor, `evolve conductor run`): nothing is vendored; the evolve binary
+   * (engine/runtime.ts evolveBinary) is mounted read-only at BOX_EVOLVE_BINARY and is the program. `packages` is empty.
+   */
+  selfBinary?: boolean;
 }
 
 /** A task MCP server (task.toml `[[environment.mcp_servers]]`), as a CLI's native config registers it. */
@@ -76,6 +81,11 @@ export interface InvocationInput {
   mcpServers: readonly McpServer[];
   /** An ATIF/native trajectory to seed the session with (platform-tasks.md), for CLIs with `seedsTrajectory`. */
   seedTrajectory?: string;
+  /**
+   * Where the job's `.agent/` is mounted read-only (BOX_AGENT_ROOT), when the job has one. `instruction` already
+   * carries its instruction files for every CLI but the conductor, which reads the folder itself.
+   */
+  agentPolicyRoot?: string;
 }
 
 /** A file written into the box before the run (a settings file in the agent's home). */

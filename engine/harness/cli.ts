@@ -7,7 +7,10 @@
  */
 import { closeSync, existsSync, openSync, readFileSync, readSync, realpathSync } from "node:fs";
 import { join, relative } from "node:path";
+import { BOX_AGENT_ROOT, BOX_EVOLVE_BINARY } from "../conductor/layout.ts";
+import { withAgentInstructions } from "../conductor/instructions.ts";
 import { EvolveError, firstLine } from "../errors.ts";
+import { evolveBinary } from "../runtime.ts";
 import { LiveTrace } from "../trace/live.ts";
 import { parserFor } from "../trace/parsers/index.ts";
 import { captureAgentHome } from "../trial/agent-home.ts";
@@ -121,6 +124,10 @@ interface TrialState {
   seed?: string;
   mcpServers: McpServer[];
   live?: LiveTrace;
+  /** The evolve binary on the host, for a CLI that is evolve itself (`vendor.selfBinary`). */
+  selfBinary?: string;
+  /** The trial's copy of the job's `.agent/` (host), when it has one. */
+  agentPolicyRoot?: string;
   /** The CLI was started at least once: only then are there a home and a trajectory to record. */
   ran?: boolean;
 }
@@ -173,13 +180,36 @@ export function cliHarness(spec: CliSpec): Harness {
       }
       const s: TrialState = { trial, ...m, vendored, mcpServers: [...(trial.mcpServers ?? [])] };
       if (seedPath) s.seed = readFileSync(seedPath, "utf8");
+      const mounts = vendored ? [{ host: vendored.dir, box: AGENT_ROOT }] : [];
+      if (spec.vendor.selfBinary) {
+        const bin = evolveBinary();
+        if (!bin || !existsSync(bin)) {
+          throw new TrialFailure("AgentNotInstalledError", `${spec.name} runs the evolve binary in the box, and there is none${bin ? ` at ${bin}` : ""}: run \`npm run build\` (it writes dist/evolve), or set EVOLVE_BINARY`);
+        }
+        s.selfBinary = bin;
+        mounts.push({ host: bin, box: BOX_EVOLVE_BINARY });
+      }
+      if (trial.agentRoot !== undefined) {
+        s.agentPolicyRoot = trial.agentRoot;
+        mounts.push({ host: trial.agentRoot, box: BOX_AGENT_ROOT });
+      }
       trials.set(trial.trialId, s);
-      return { scripts: [], mounts: vendored ? [{ host: vendored.dir, box: AGENT_ROOT }] : [] };
+      return { scripts: [], mounts };
     },
 
     async install(ctx) {
       const s = state(ctx);
       const exec = (argv: string[], user = ctx.user) => ctx.engine.exec(ctx.containerId, argv, { user, env: ctx.env, timeoutMs: 30_000 });
+      /** Refuses a box that lacks the ELF interpreter `interp` a host-built program asks for (glibc in a musl box). */
+      const needsInterpreter = async (interp: string, what: string, instead: string) => {
+        const r = await exec(["sh", "-c", `[ -e ${shq(interp)} ] || { ls /lib/ld-musl-* 2>/dev/null | head -1; exit 3; }`], "0");
+        if (r.exitCode === 0) return;
+        const musl = r.stdout.trim();
+        throw new TrialFailure(
+          "AgentRuntimeIncompatibleError",
+          `${what} needs ${interp} (a glibc system) to run, and this image has none${musl ? ` (it is musl-based: ${musl}, e.g. Alpine)` : ""}; use ${instead}`,
+        );
+      };
       if (spec.vendor.imageCommand) {
         const r = await exec(["sh", "-c", `command -v ${shq(spec.vendor.imageCommand)}`]);
         const path = r.stdout.trim().split("\n")[0];
@@ -193,6 +223,15 @@ export function cliHarness(spec: CliSpec): Harness {
           return;
         }
       }
+      if (s.selfBinary) {
+        const interp = elfInterpreter(realpathIn(s.selfBinary));
+        if (interp) await needsInterpreter(interp, `the evolve binary (${spec.name})`, "a glibc image (Debian, Ubuntu)");
+        s.program = [BOX_EVOLVE_BINARY];
+        const v = await exec([BOX_EVOLVE_BINARY, "--version"]);
+        s.version = v.exitCode === 0 ? v.stdout.trim().replace(/^evolve\s+/, "").split("\n")[0].slice(0, 200) || undefined : undefined;
+        ctx.log(`${spec.name}: the evolve binary${s.version ? ` ${s.version}` : ""} mounted read-only at ${BOX_EVOLVE_BINARY}`);
+        return;
+      }
       if (!vendors) {
         s.program = [];
         return;
@@ -204,16 +243,7 @@ export function cliHarness(spec: CliSpec): Harness {
       const entry = s.vendored.manifest.entry || spec.vendor.entry;
       const hostProgram = join(s.vendored.dir, spec.vendor.viaNode ? "node/bin/node" : entry);
       const interp = elfInterpreter(realpathIn(hostProgram));
-      if (interp) {
-        const r = await exec(["sh", "-c", `[ -e ${shq(interp)} ] || { ls /lib/ld-musl-* 2>/dev/null | head -1; exit 3; }`], "0");
-        if (r.exitCode !== 0) {
-          const musl = r.stdout.trim();
-          throw new TrialFailure(
-            "AgentRuntimeIncompatibleError",
-            `the vendored ${spec.name} needs ${interp} (a glibc system) to run, and this image has none${musl ? ` (it is musl-based: ${musl}, e.g. Alpine)` : ""}; use a glibc image (Debian, Ubuntu) or one with ${spec.vendor.imageCommand ?? spec.name} installed`,
-          );
-        }
-      }
+      if (interp) await needsInterpreter(interp, `the vendored ${spec.name}`, `a glibc image (Debian, Ubuntu) or one with ${spec.vendor.imageCommand ?? spec.name} installed`);
       s.agentRoot = AGENT_ROOT;
       s.program = spec.vendor.viaNode ? [`${AGENT_ROOT}/node/bin/node`, `${AGENT_ROOT}/${entry}`] : [`${AGENT_ROOT}/${entry}`];
       s.version = s.vendored.manifest.version;
@@ -224,8 +254,11 @@ export function cliHarness(spec: CliSpec): Harness {
       const s = state(ctx);
       if (!s.program) throw new Error(`${spec.name} runs before its install`);
       if (!ctx.gatewayKey || !ctx.gatewayUrl) throw new TrialFailure("GatewayConfigError", `${spec.name} calls a model, and the trial has no gateway credential for it`);
+      // the .agent/'s instructions reach every CLI before the task's; the conductor reads the folder itself, and its
+      // trace's prompt shows the same text, so what the agent was given is in the transcript either way
+      const given = s.agentPolicyRoot !== undefined ? withAgentInstructions(s.agentPolicyRoot, ctx.instruction) : ctx.instruction;
       const input: InvocationInput = {
-        instruction: ctx.instruction,
+        instruction: spec.vendor.selfBinary ? ctx.instruction : given,
         model: s.model,
         provider: s.provider,
         api: s.api,
@@ -238,6 +271,7 @@ export function cliHarness(spec: CliSpec): Harness {
         options: ctx.options ?? {},
         mcpServers: s.mcpServers,
         ...(s.seed !== undefined ? { seedTrajectory: s.seed } : {}),
+        ...(s.agentPolicyRoot !== undefined ? { agentPolicyRoot: BOX_AGENT_ROOT } : {}),
       };
       let inv: ReturnType<CliSpec["invocation"]>;
       try {
@@ -263,7 +297,7 @@ export function cliHarness(spec: CliSpec): Harness {
       if (agentDir && ctx.trace) {
         s.live = new LiveTrace({
           agentDir, stdoutName: spec.stdoutName, homeRel: relative(BOX.agentLogs, spec.home), parser: spec.parser ? parserFor(spec.parser) : undefined,
-          instruction: ctx.instruction, sink: ctx.trace, log: ctx.log,
+          instruction: given, sink: ctx.trace, log: ctx.log,
         });
         s.live.start();
       }

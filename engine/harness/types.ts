@@ -63,6 +63,11 @@ export interface HarnessTrial {
   options: Readonly<Record<string, string>>;
   /** The task's `[[environment.mcp_servers]]`. */
   mcpServers?: readonly McpServer[];
+  /**
+   * The trial's copy of the job's `.agent/` (host path, checked: plain files and folders only), when the job has one.
+   * A harness that uses it mounts it read-only at BOX_AGENT_ROOT (engine/conductor/layout.ts) in the agent's box.
+   */
+  agentRoot?: string;
 }
 
 /** A host folder a harness needs in the agent's box (never the verifier's), mounted read-only. */

@@ -31,8 +31,11 @@ export interface JobConfig {
   kind?: JobKind;
   /** `--job-name`: a label the user chose, shown in `job list` and usable in place of the id. */
   name?: string;
-  /** `kwargs`: the `--ak` options (absent when none). */
-  agent: { name: string; model?: string; kwargs?: Record<string, string> };
+  /**
+   * `kwargs`: the `--ak` options (absent when none). `root`: the `.agent/` the agent runs with (`--agent-root`, an
+   * absolute host path; absent when none), copied into each trial and mounted read-only in its agent's box.
+   */
+  agent: { name: string; model?: string; kwargs?: Record<string, string>; root?: string };
   /** Trials per task (`-k`). */
   attempts: number;
   /** Trials at once (`-n`). */

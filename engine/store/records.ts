@@ -118,6 +118,11 @@ export const TrialRecordSchema = z.object({
   /** The agent lane's tokens: input, cached_read, cache_write, output, reasoning. */
   tokens: z.record(z.string(), z.number()).optional(),
   step_results: z.array(z.looseObject({ name: z.string() })).optional(),
+  /**
+   * How the agent's run ended (the last step's run, on a multi-step task): its exit code (null when it was cut off at
+   * its timeout) and whether it timed out. Absent when the agent never ran (a trial that failed before its phase).
+   */
+  agent_exit: z.object({ exit_code: z.number().int().nullable(), timed_out: z.boolean() }).optional(),
   // written by the trial runner (engine/trial); optional so records from before it still read
   task_name: z.string().optional(),
   /** The task's folder inside a `run -p` folder, when another task there has the same name: how the two are told apart. */

@@ -51,6 +51,8 @@ export const TRIAL = {
   testStdout: "test-stdout.txt",
   /** The parsed trace (engine/trace/store.ts): host-only, beside agent/, never in a folder a box mounts. */
   trace: "trace-parsed.jsonl",
+  /** The trial's copy of the job's `.agent/` (`--agent-root`), host-written, mounted read-only by a harness that uses it. */
+  agentRoot: "agent-root",
 } as const;
 
 /** The folders a box mounts, in the box and in the trial folder. */
@@ -61,7 +63,7 @@ export const MOUNTED = [
 ] as const;
 
 /** What one attempt writes into the trial folder; a new attempt starts without any of it (trial.log is kept). */
-export const ATTEMPT_OUTPUTS = [TRIAL.agent, TRIAL.verifier, TRIAL.artifacts, TRIAL.steps, TRIAL.kept, TRIAL.keptManifest, TRIAL.result, TRIAL.exception, TRIAL.evolve, TRIAL.setup, TRIAL.box, TRIAL.trace] as const;
+export const ATTEMPT_OUTPUTS = [TRIAL.agent, TRIAL.verifier, TRIAL.artifacts, TRIAL.steps, TRIAL.kept, TRIAL.keptManifest, TRIAL.result, TRIAL.exception, TRIAL.evolve, TRIAL.setup, TRIAL.box, TRIAL.trace, TRIAL.agentRoot] as const;
 
 /** A trial folder's paths. */
 export function trialPaths(dir: string) {
@@ -80,6 +82,7 @@ export function trialPaths(dir: string) {
     result: join(dir, TRIAL.result),
     exception: join(dir, TRIAL.exception),
     evolve: join(dir, TRIAL.evolve),
+    agentRoot: join(dir, TRIAL.agentRoot),
     testStdout: join(dir, TRIAL.verifier, TRIAL.testStdout),
   };
 }

@@ -54,7 +54,12 @@ export function trialConfigFile(req: TrialRequest, cfg?: TaskConfig): TrialConfi
     trial_name: req.trialId,
     job_id: req.jobId,
     task: { path: req.task.dir, name: req.task.name, digest: req.task.digest, source: req.task.source ?? null },
-    agent: { name: req.agent.name, model_name: req.agent.model ?? null, ...(req.agent.kwargs && Object.keys(req.agent.kwargs).length > 0 ? { kwargs: req.agent.kwargs } : {}) },
+    agent: {
+      name: req.agent.name,
+      model_name: req.agent.model ?? null,
+      ...(req.agent.kwargs && Object.keys(req.agent.kwargs).length > 0 ? { kwargs: req.agent.kwargs } : {}),
+      ...(req.agent.root !== undefined ? { root: req.agent.root } : {}),
+    },
     timeout_multiplier: cfg ? m : req.timeoutMultiplier,
     timeouts: cfg
       ? { agent_sec: (cfg.agent.timeout_sec ?? DEFAULT_AGENT_TIMEOUT_SEC) * m, verifier_sec: (cfg.verifier.timeout_sec ?? DEFAULT_VERIFIER_TIMEOUT_SEC) * m, build_sec: cfg.environment.build_timeout_sec }

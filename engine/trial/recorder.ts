@@ -97,6 +97,7 @@ export abstract class TrialRecorder {
       reward: null,
       exception: null,
       step_results: undefined,
+      agent_exit: undefined,
       attempt: req.attempt ?? 1,
       attempts: [...history, { n: history.length + 1, started_at: at, ended_at: null, status: null, ended_because: null }],
       started_at: at,

@@ -42,7 +42,7 @@ export interface TrialConfigFile {
   job_id: string;
   task: { path: string; name: string; digest: string; source: string | null };
   /** `kwargs`: the `--ak` options the agent ran with (Harbor's AgentConfig.kwargs). */
-  agent: { name: string; model_name: string | null; kwargs?: Record<string, string> };
+  agent: { name: string; model_name: string | null; kwargs?: Record<string, string>; /** `--agent-root` as given (host path). */ root?: string };
   timeout_multiplier: number;
   timeouts: { agent_sec: number; verifier_sec: number; build_sec: number };
   environment: {
@@ -66,7 +66,7 @@ export interface TrialOutcome {
   taskDigest: string;
   source: string | null;
   config: TrialConfigFile;
-  agent: { name: string; model?: string };
+  agent: { name: string; model?: string; root?: string };
   status: TrialStatus;
   attemptPhase: Phase;
   /** The phase a trial that did not score failed in. */
@@ -119,7 +119,13 @@ export function resultJson(o: TrialOutcome, trialPath: string): Record<string, u
     source: o.source,
     task_checksum: o.taskDigest,
     config: o.config,
-    agent_info: { name: o.agent.name, version: o.agentInfo?.version ?? null, model_info: o.agent.model ? { name: o.agent.model, provider: o.agentInfo?.provider ?? null } : null },
+    agent_info: {
+      name: o.agent.name,
+      version: o.agentInfo?.version ?? null,
+      model_info: o.agent.model ? { name: o.agent.model, provider: o.agentInfo?.provider ?? null } : null,
+      // the job's .agent/ as given (the trial's copy of it is agent-root/ beside this file)
+      ...(o.agent.root !== undefined ? { agent_root: o.agent.root } : {}),
+    },
     agent_result: o.agentUsage ? { ...o.agentUsage, rollout_details: null, metadata: null } : builtin && o.phaseTimings.agent ? NO_MODEL_USAGE : null,
     verifier_result: o.rewards ? { rewards: o.rewards } : null,
     exception_info: exceptionInfo(o.exception),

@@ -30,7 +30,8 @@ import { ComposeTask } from "./compose.ts";
 import { TrialNetwork, trialPolicies, type NetPolicy, type TrialPolicies } from "./network.ts";
 import { CancelledFailure, isStopped, stopFailure, TrialFailure } from "./outcome.ts";
 import { appendGatewayUsage, openTraceWriter, readTrace, type TraceWriter } from "../trace/store.ts";
-import { ATTEMPT_OUTPUTS, BOX_ROOT, MOUNTED, trialPaths } from "./layout.ts";
+import { ATTEMPT_OUTPUTS, BOX_ROOT, MOUNTED, TRIAL, trialPaths } from "./layout.ts";
+import { agentRootProblem, snapshotAgentRoot } from "../conductor/instructions.ts";
 import { preArtifactsScript, setupScript, testScript, type BoxScripts, type TaskScript } from "./scripts.ts";
 import { writeEvolveJson, writeJson, writeResult, type AgentUsage, type ExceptionRecord, type StepResult, type TrialConfigFile } from "./result.ts";
 import type { RewardMap } from "./reward.ts";
@@ -178,9 +179,13 @@ class TrialRun extends TrialRecorder implements TrialRoom {
     this.configFile = this.makeConfig();
     await writeJson(trialPaths(this.path).config, this.configFile);
     // what the agent needs of the task (the oracle: a reference solution) is refused before anything is built
+    const agentRoot = this.req.agent.root !== undefined ? this.copyAgentRoot(this.req.agent.root) : undefined;
     const prepared = harness.prepare?.(
       { dir: this.req.task.dir, steps: this.stepPlans() },
-      { trialId: this.req.trialId, home: this.req.home, model: this.req.agent.model, options: this.req.agent.kwargs ?? {}, mcpServers: cfg.environment.mcp_servers },
+      {
+        trialId: this.req.trialId, home: this.req.home, model: this.req.agent.model, options: this.req.agent.kwargs ?? {}, mcpServers: cfg.environment.mcp_servers,
+        ...(agentRoot !== undefined ? { agentRoot } : {}),
+      },
     );
     this.harnessScripts = prepared?.scripts ?? [];
     this.harnessMounts = prepared?.mounts ?? [];
@@ -264,6 +269,23 @@ class TrialRun extends TrialRecorder implements TrialRoom {
     const cleared = stale.length > 0 ? `; cleared ${stale.join(", ")}` : "";
     const ns = this.userns ? `; boxes run in a user namespace (box root is host uid ${this.userns.hostId})` : "";
     this.log(`attempt ${this.req.attempt ?? 1} starts: ${this.attemptReason()}${removed}${cleared}${ns}`);
+  }
+
+  /**
+   * The job's `.agent/` checked (plain files and folders only, readable, bounded) and copied into the trial folder,
+   * before anything is built: the copy is what the harness mounts, and stays with the trial as the record of what ran.
+   */
+  private copyAgentRoot(root: string): string {
+    const bad = agentRootProblem(root);
+    if (bad) throw new TrialFailure("AgentRootInvalidError", `the job's .agent/ cannot be used: ${bad}`);
+    const dest = trialPaths(this.path).agentRoot;
+    try {
+      snapshotAgentRoot(root, dest);
+    } catch (e) {
+      throw new TrialFailure("AgentRootInvalidError", `the job's .agent/ could not be copied into the trial: ${firstLine(e)}`);
+    }
+    this.log(`agent root: ${root} copied to ${TRIAL.agentRoot}/`);
+    return dest;
   }
 
   /** Chowns a trial folder to the box's root; a host that will not let evolve do it is told how to go on. */

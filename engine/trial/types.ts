@@ -33,7 +33,8 @@ export interface TrialRequest {
     source?: string;
   };
   /** `kwargs`: `--ak` options, checked against the harness before the job was recorded. */
-  agent: { name: AgentName; model?: string; kwargs?: Record<string, string> };
+  /** `root`: the job's `.agent/` (absolute host path), checked and copied into the trial in prepare. */
+  agent: { name: AgentName; model?: string; kwargs?: Record<string, string>; root?: string };
   /** Multiplies agent and verifier timeouts (`--timeout-multiplier`). */
   timeoutMultiplier: number;
   /** Attached secrets by env name (`--secret NAME` reads NAME from evolve's own environment). */

@@ -6,6 +6,7 @@
 import type { TraceParser } from "../events.ts";
 import { claudeCodeParser } from "./claude-code.ts";
 import { codexParser } from "./codex.ts";
+import { conductorParser } from "./conductor.ts";
 import { droidParser } from "./droid.ts";
 import { geminiCliParser } from "./gemini-cli.ts";
 import { kimiCodeParser } from "./kimi-code.ts";
@@ -30,7 +31,7 @@ export interface ParserSpec {
 }
 
 // One import and one entry per harness parser module (each exports its ParserSpec).
-const PARSERS = new Map<string, ParserSpec>(([claudeCodeParser, codexParser, droidParser, geminiCliParser, kimiCodeParser, opencodeParser, qwenCodeParser] as ParserSpec[]).map((p) => [p.harness, p]));
+const PARSERS = new Map<string, ParserSpec>(([claudeCodeParser, codexParser, conductorParser, droidParser, geminiCliParser, kimiCodeParser, opencodeParser, qwenCodeParser] as ParserSpec[]).map((p) => [p.harness, p]));
 
 /** The parser of `harness`, or undefined when it has none (a registered agent without one). */
 export function parserFor(harness: string): ParserSpec | undefined {

@@ -62,6 +62,7 @@ export async function agentStep(room: TrialRoom, plan: StepPlan, step: StepResul
     // revoked the moment the phase ends: nothing the agent left running spends during the verifier
     room.lease?.endAgent();
   }
+  room.update({ agent_exit: { exit_code: out.timedOut ? null : out.exitCode, timed_out: out.timedOut } });
   room.checkCancelled();
   // an agent cut off because the box's entrypoint died (its exec killed with the box) did not fail: the box did
   await requireRunningAfter(engine, box, out.timedOut ? 0 : out.exitCode, "during the agent phase");
