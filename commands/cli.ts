@@ -337,6 +337,94 @@ export function buildProgram(version: string, setExit: (code: number) => void): 
     .addHelpText("after", examples(["evolve harness diagnose", "evolve harness diagnose --job 01JB... --json | jq '.diagnoses[] | {skill, pathology, count}'"]))
     .action(async (opts) => setExit(await (await import("./harness-diagnose.ts")).diagnoseCommand(opts)));
   // ---- end harness diagnose ----
+  // ---- the evolver's verbs (wt-screen): commands/harness.ts ----
+  const harnessCmd = () => import("./harness.ts");
+  const limits = `
+Honest limits:
+  - Utilities are only as good as the task cards: two cards are a smoke test, not evidence.
+  - Candidates run in copied overlays of .agent/; anything a task writes outside .agent/ leaks between runs.
+  - The evolver proposes nothing by itself: diagnoses point at a file; a person or the host agent writes the candidate.
+`;
+  const projectOpt = ["--project <dir>", "the project folder holding .agent/ and evolve/ (default: the working folder)"] as const;
+  harness
+    .command("scaffold")
+    .description("make a candidate: evolve/candidates/<id>/ with descriptor.json and files/ copied from its parent to edit")
+    .requiredOption("--where <where>", "what it changes: prompt | knowledge | runtime | config")
+    .requiredOption("--pathology <p>", "the failure it addresses (a diagnosis's pathology)")
+    .requiredOption("--hypothesis <h>", "why the change should fix it")
+    .option("--marker <text>", "text that shows in a transcript when the change ran (the activation gate)")
+    .option("--parent <id>", "the harness it is made from: live (default) or a candidate id")
+    .option("--file <path>", ".agent/-relative file to copy for editing (repeatable; default: the where's files)", (v: string, acc: string[] = []) => [...acc, v])
+    .option(...projectOpt)
+    .option("--json", "print the descriptor as JSON")
+    .addHelpText("after", examples(["evolve harness scaffold --where prompt --pathology premature_finish --hypothesis 'a checklist before finish' --marker 'CHECKLIST:'"]) + limits)
+    .action(async (opts) => setExit(await (await harnessCmd()).scaffoldCommand(opts)));
+  harness
+    .command("screen")
+    .description("paired screen: each candidate and its parent on the same fixed sample, gated by validity, activation and paired gain")
+    .argument("[candidates...]", "candidate ids (default: every scaffolded candidate no round has screened)")
+    .option("-d, --dataset <name@version>", "screen on a published dataset as real jobs (podman trials, gateway, traces) instead of evolve/evals/ cards")
+    .option("-a, --agent <agent>", "with -d: the agent each trial runs (default conductor)")
+    .option("-m, --model <provider/model>", "the model (over runner.json's for cards)")
+    .option("--sample <n>", "tasks drawn for the sample (default: all), the same for every candidate")
+    .option("--seed <seed>", "seed of the draw (default: the screen id); recorded")
+    .option("--id <id>", "screen id: a screen with this id on disk is resumed")
+    .option("--no-activation-gate", "do not require the candidate's marker in a transcript (reported as skipped)")
+    .option(...projectOpt)
+    .option("--json", "print the screen record as JSON")
+    .addHelpText(
+      "after",
+      examples(["evolve harness screen", "evolve harness screen c-20260102030405123-ab12 --sample 10 --seed s1", "evolve harness screen -d acme@1.0 -m anthropic/claude-sonnet-4-5 --json | jq '.candidates[] | {candidate, passed}'"]) +
+        "\nPasses when every attempt is valid, the marker shows (or there is none: unverified), and mean gain > 0 with t ≥ 1.96, n ≥ 2.\nExit 0 when a candidate passed, 1 when none did.\n" +
+        limits,
+    )
+    .action(async (candidates: string[], opts) => setExit(await (await harnessCmd()).screenCommand(candidates, opts)));
+  harness
+    .command("round")
+    .description("screen → survivors' utility (pass@1 over every card) → held-out check → gene bank; resumes a killed round")
+    .argument("[candidates...]", "candidate ids (default: every scaffolded candidate no round has screened)")
+    .option("--max-rounds <n>", "rounds at most (default 1); stops earlier on stagnation")
+    .option("--holdout <dir|name@version>", "held-out cards folder or dataset the winner must also beat its parent on before it may be installed")
+    .option("--dry-run", "print the rollouts the round would take, run nothing")
+    .option("--no-resume", "start a new round even if the last one is unfinished")
+    .option("-d, --dataset <name@version>", "screen on a published dataset as real jobs instead of cards")
+    .option("-a, --agent <agent>", "with -d: the agent each trial runs (default conductor)")
+    .option("-m, --model <provider/model>", "the model (over runner.json's for cards)")
+    .option("--sample <n>", "tasks drawn for the screen's sample (default: all)")
+    .option("--seed <seed>", "seed of the draw; recorded")
+    .option("--no-activation-gate", "do not require the candidate's marker in a transcript")
+    .option(...projectOpt)
+    .option("--json", "print the rounds (or the dry run's plan) as JSON")
+    .addHelpText("after", examples(["evolve harness round --dry-run", "evolve harness round --holdout ./holdout-cards", "evolve harness round --max-rounds 3 --json"]) + "\nExit 0 when a candidate was confirmed (or a dry run), 1 otherwise.\n" + limits)
+    .action(async (candidates: string[], opts) => setExit(await (await harnessCmd()).roundCommand(candidates, opts)));
+  harness
+    .command("install")
+    .description("make a confirmed candidate the live .agent/ (originals backed up under evolve/backups/), or --undo the last install")
+    .argument("[id]", "the candidate")
+    .option("--undo", "restore the live .agent/ from the newest install's backup")
+    .option("--force", "install a candidate no round confirmed")
+    .option("--override-holdout", "install a winner whose held-out gain did not hold")
+    .option(...projectOpt)
+    .option("--json", "print the install record as JSON")
+    .addHelpText("after", examples(["evolve harness install c-20260102030405123-ab12", "evolve harness install --undo"]))
+    .action(async (id: string | undefined, opts) => setExit(await (await harnessCmd()).installCommand(id, opts)));
+  const genebank = harness.command("genebank").description("the gene bank: one confirmed harness per (where, pathology) cell");
+  genebank
+    .command("show")
+    .description("print each cell's holder with its utility and lineage")
+    .option(...projectOpt)
+    .option("--json", "print the cells as JSON")
+    .addHelpText("after", examples(["evolve harness genebank show", "evolve harness genebank show --json | jq '.cells[].lineage'"]))
+    .action(async (opts) => setExit(await (await harnessCmd()).genebankShowCommand(opts)));
+  harness
+    .command("eval")
+    .description("run the live .agent/ (a copy) on every card: the baseline's pass@1")
+    .option("-m, --model <provider/model>", "the model (over runner.json's)")
+    .option(...projectOpt)
+    .option("--json", "print the attempts and utility as JSON")
+    .addHelpText("after", examples(["evolve harness eval", "evolve harness eval --json | jq .utility"]) + limits)
+    .action(async (opts) => setExit(await (await harnessCmd()).evalCommand(opts)));
+  // ---- end the evolver's verbs ----
 
   program
     .command("doctor")

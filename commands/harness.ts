@@ -1,0 +1,270 @@
+/**
+ * `evolve harness scaffold|screen|round|install|genebank show|eval`: the evolver's verbs over a project folder (the
+ * live `.agent/` and `evolve/` beside it). These parse flags and print; the engine (engine/evolve) does the work.
+ * `harness diagnose` is commands/harness-diagnose.ts.
+ */
+import { resolve } from "node:path";
+import { loadConfig } from "../engine/config.ts";
+import { openEngine } from "../engine/driver/select.ts";
+import { EvolveError } from "../engine/errors.ts";
+import { scaffoldCandidate } from "../engine/evolve/candidate.ts";
+import { datasetEvaluator } from "../engine/evolve/dataset-eval.ts";
+import { cardsEvaluator, loadCards, loadRunner } from "../engine/evolve/evals.ts";
+import { geneBankCells, readGeneBankLines } from "../engine/evolve/genebank.ts";
+import { installCandidate, undoInstall } from "../engine/evolve/install.ts";
+import { openLocalGateway, type LocalGateway } from "../engine/evolve/local-gateway.ts";
+import { projectPaths } from "../engine/evolve/project.ts";
+import { round, unscreenedCandidates, type RoundsResult } from "../engine/evolve/round.ts";
+import { parentCost, screen, screenToJson } from "../engine/evolve/screen.ts";
+import { statsToJson } from "../engine/evolve/stats.ts";
+import type { Evaluator, ScreenRecord } from "../engine/evolve/types.ts";
+import type { Store } from "../engine/store/index.ts";
+import { out, outJson, outTable, style } from "./output.ts";
+import { withStore } from "./store.ts";
+
+const projectOf = (p?: string) => resolve(p ?? process.cwd());
+
+/** Parses a whole number flag ≥ `min`. */
+function intFlag(name: string, v: string | undefined, min = 1): number | undefined {
+  if (v === undefined) return undefined;
+  const n = Number(v);
+  if (!Number.isInteger(n) || n < min) throw new EvolveError("usage", `${name} must be a whole number ≥ ${min}, got ${JSON.stringify(v)}`);
+  return n;
+}
+
+/** An AbortSignal raised by SIGINT/SIGTERM for the duration of `fn`, so a killed screen stops between records. */
+async function interruptible<T>(fn: (signal: AbortSignal) => Promise<T>, what: string): Promise<T> {
+  const ctl = new AbortController();
+  const stop = () => ctl.abort();
+  process.once("SIGINT", stop);
+  process.once("SIGTERM", stop);
+  try {
+    return await fn(ctl.signal);
+  } catch (e) {
+    if (ctl.signal.aborted) throw new EvolveError("evolve_interrupted", `${what} interrupted; finished runs are recorded`, `run the same command again: it resumes where it stopped`);
+    throw e;
+  } finally {
+    process.off("SIGINT", stop);
+    process.off("SIGTERM", stop);
+  }
+}
+
+/** Options shared by the commands that run harnesses. */
+export interface RunOpts {
+  project?: string;
+  dataset?: string;
+  model?: string;
+  agent?: string;
+  sample?: string;
+  seed?: string;
+  activationGate?: boolean;
+  json?: boolean;
+}
+
+/**
+ * Opens what the evaluator needs (the store, a local gateway for cards; an engine for a dataset) around `fn`: the
+ * cards of `evolve/evals/` with runner.json, or the dataset `-d name@version` as real jobs.
+ */
+async function withEvaluator<T>(project: string, o: { dataset?: string; model?: string; agent?: string; holdout?: string }, fn: (ev: Evaluator, holdout: Evaluator | undefined) => Promise<T>): Promise<T> {
+  return withStore(async (store, home) => {
+    let gateway: LocalGateway | undefined;
+    const warn = (m: string) => process.stderr.write(`${style.yellow("warning")}: ${m}\n`);
+    const needCards = !o.dataset || (o.holdout !== undefined && !isDatasetRef(o.holdout));
+    try {
+      const cards = (dir?: string): Evaluator => {
+        const runner = loadRunner(project);
+        if (o.model) runner.model = o.model;
+        return cardsEvaluator({ project, cards: loadCards(project, dir), runner, gateway, conductor: undefined });
+      };
+      const dataset = (ref: string) => datasetFor(store, home, ref, o, warn);
+      if (needCards) gateway = await openLocalGateway({ home, store, warn });
+      const ev = o.dataset ? dataset(o.dataset) : cards();
+      const holdout = o.holdout === undefined ? undefined : isDatasetRef(o.holdout) ? dataset(o.holdout) : cards(resolve(o.holdout));
+      return await fn(ev, holdout);
+    } finally {
+      await gateway?.close();
+    }
+  });
+}
+
+const isDatasetRef = (s: string) => /^[a-z0-9][a-z0-9._/-]*@[^\s@]+$/.test(s) && !s.includes("/.") && !s.startsWith(".");
+
+function datasetFor(store: Store, home: string, ref: string, o: { agent?: string; model?: string }, warn: (m: string) => void): Evaluator {
+  return datasetEvaluator({ store, home, engine: () => openEngine({ home: loadConfig(home).home }), ref, agent: o.agent ?? "conductor", model: o.model, warn });
+}
+
+const num = (v: number | null | undefined, digits = 3) => (v === null || v === undefined ? "–" : v === Infinity ? "+inf" : v === -Infinity ? "-inf" : v.toFixed(digits));
+const gateWord = (g: { status: string }) => (g.status === "pass" ? style.green("pass") : g.status === "fail" ? style.red("FAIL") : style.yellow(g.status));
+
+/** The gates, stats and cost of every candidate of a screen, as a table, then the limits. */
+function printScreen(project: string, rec: ScreenRecord): void {
+  out(`${style.bold("screen")} ${rec.id}  ${style.dim(`${rec.source}, ${rec.sample.length} tasks${rec.seed ? `, seed ${rec.seed}` : ""}`)}`);
+  outTable(
+    ["CANDIDATE", "PARENT", "VALID", "ACTIVE", "GAIN", "t", "MEAN", "95% CI", "SIGN p", "RESULT", "ROLLOUTS", "WALL", "COST"],
+    rec.candidates.map((c) => [
+      c.candidate,
+      c.parent,
+      gateWord(c.gates.validity),
+      gateWord(c.gates.activation),
+      gateWord(c.gates.paired_gain),
+      num(c.stats.t, 2),
+      num(c.stats.mean_gain),
+      c.stats.ci95 ? `[${num(c.stats.ci95[0])}, ${num(c.stats.ci95[1])}]` : "–",
+      num(c.stats.sign_test.p, 4),
+      c.passed ? style.green("passed") : style.red("rejected"),
+      c.cost.rollouts,
+      `${c.cost.wall_s.toFixed(1)}s`,
+      `$${c.cost.cost_usd.toFixed(4)}`,
+    ]),
+  );
+  for (const c of rec.candidates) {
+    for (const [name, g] of Object.entries(c.gates)) if (g.status !== "pass") out(`  ${c.candidate} ${name}: ${g.detail}`);
+  }
+  for (const [p, cost] of Object.entries(parentCost(project, rec))) out(style.dim(`  parent ${p}: ${cost.rollouts} rollouts, ${cost.wall_s.toFixed(1)}s, $${cost.cost_usd.toFixed(4)}`));
+  for (const l of rec.limits) out(style.dim(`  limit: ${l}`));
+}
+
+/** The JSON of a screen: the record, and the parents' cost. */
+function screenJson(project: string, rec: ScreenRecord): Record<string, unknown> {
+  return { ...(screenToJson(rec) as Record<string, unknown>), parents: parentCost(project, rec) };
+}
+
+/** `evolve harness scaffold --where W --pathology P --hypothesis H [--marker M] [--parent ID] [--file PATH]…`. */
+export async function scaffoldCommand(opts: { project?: string; where: string; pathology: string; hypothesis: string; marker?: string; parent?: string; file?: string[]; json?: boolean }): Promise<number> {
+  const project = projectOf(opts.project);
+  const d = scaffoldCandidate(project, { where: opts.where, pathology: opts.pathology, hypothesis: opts.hypothesis, marker: opts.marker, parent: opts.parent, files: opts.file && opts.file.length > 0 ? opts.file : undefined });
+  const files = `${projectPaths(project).candidate(d.id)}/files`;
+  if (opts.json) return outJson({ ...d, files_dir: files }), 0;
+  out(`${style.bold("candidate")} ${d.id}  ${style.dim(`(${d.where}, parent ${d.parent})`)}`);
+  out(`edit its files in ${files}, then: evolve harness screen ${d.id}`);
+  if (!d.activation.marker) out(style.yellow("no --marker: its activation gate will be reported unverified"));
+  return 0;
+}
+
+/** `evolve harness screen [CANDIDATE…]`: exit 0 when at least one candidate passed, 1 when none did. */
+export async function screenCommand(candidates: string[], opts: RunOpts & { id?: string }): Promise<number> {
+  const project = projectOf(opts.project);
+  const ids = candidates.length > 0 ? candidates : unscreenedCandidates(project);
+  if (ids.length === 0) throw new EvolveError("screen_no_candidates", "no candidate to screen: none named, and every scaffolded one was screened in a round", "scaffold one with `evolve harness scaffold`");
+  const rec = await withEvaluator(project, opts, (ev) =>
+    interruptible(
+      (signal) =>
+        screen({
+          project,
+          candidates: ids,
+          evaluator: ev,
+          sampleSize: intFlag("--sample", opts.sample),
+          seed: opts.seed,
+          noActivationGate: opts.activationGate === false,
+          signal,
+          id: opts.id,
+          onHarness: opts.json ? undefined : (e) => e.phase !== "start" && process.stderr.write(style.dim(`${e.harness}: ${e.phase === "reused" ? "re-used its finished run" : `${e.attempts?.length ?? 0} attempts`}\n`)),
+        }),
+      "the screen",
+    ),
+  );
+  if (opts.json) outJson(screenJson(project, rec));
+  else printScreen(project, rec);
+  return rec.candidates.some((c) => c.passed) ? 0 : 1;
+}
+
+function roundJson(r: RoundsResult, project: string): Record<string, unknown> {
+  const rounds = r.rounds.map((rec) => {
+    if (!rec.holdout) return rec;
+    const results: Record<string, unknown> = {};
+    for (const [k, v] of Object.entries(rec.holdout.results)) results[k] = { ...statsToJson(v), held: v.held };
+    return { ...rec, holdout: { ...rec.holdout, results } };
+  });
+  const screens = Object.fromEntries(Object.values(r.screens).map((s) => [s.id, screenJson(project, s)]));
+  return r.plan ? { dry_run: true, plan: r.plan } : { dry_run: false, stop: r.stop, rounds, screens };
+}
+
+function printRound(project: string, r: RoundsResult): void {
+  for (const rec of r.rounds) {
+    out(`${style.bold(`round ${rec.round}`)}  ${style.dim(`${rec.candidates.length} candidates, stage ${rec.stage}`)}`);
+    const scr = rec.screen_id ? r.screens[rec.screen_id] : undefined;
+    if (scr) printScreen(project, scr);
+    for (const [h, u] of Object.entries(rec.utility)) out(`  utility ${h}: pass@1 ${u.toFixed(3)}`);
+    for (const [id, why] of Object.entries(rec.rejected)) out(`  ${style.red("rejected")} ${id}: ${why}`);
+    for (const id of rec.confirmed) {
+      const h = rec.holdout?.results[id];
+      const gb = rec.genebank?.[id];
+      out(`  ${style.green("confirmed")} ${id}${h ? `; held-out (${rec.holdout!.source}): mean gain ${num(h.mean_gain)}, t ${num(h.t, 2)}, ${h.held ? style.green("held") : style.red("did not hold: install refused without --override-holdout")}` : ""}${gb ? `; gene bank: ${gb.reason}` : ""}`);
+    }
+  }
+  out(r.stop === "stagnation" ? "stopped: stagnation (no candidate confirmed)" : r.stop === "max_rounds" ? "stopped: --max-rounds reached" : r.stop === "no_candidates" ? "stopped: no new candidate to screen (the evolver proposes nothing by itself)" : "");
+}
+
+/** `evolve harness round`: exit 0 when a candidate was confirmed (or a dry run), 1 otherwise. */
+export async function roundCommand(candidates: string[], opts: RunOpts & { maxRounds?: string; holdout?: string; dryRun?: boolean; resume?: boolean }): Promise<number> {
+  const project = projectOf(opts.project);
+  const r = await withEvaluator(project, opts, (ev, holdout) =>
+    interruptible(
+      (signal) =>
+        round({
+          project,
+          evaluator: ev,
+          candidates: candidates.length > 0 ? candidates : undefined,
+          maxRounds: intFlag("--max-rounds", opts.maxRounds),
+          holdout,
+          dryRun: opts.dryRun,
+          resume: opts.resume,
+          sampleSize: intFlag("--sample", opts.sample),
+          seed: opts.seed,
+          noActivationGate: opts.activationGate === false,
+          signal,
+          onEvent: opts.json ? undefined : (e) => e.harness && e.phase !== "start" && process.stderr.write(style.dim(`round ${e.round} ${e.stage}: ${e.harness} ${e.phase === "reused" ? "re-used" : "ran"}\n`)),
+        }),
+      "the round",
+    ),
+  );
+  if (opts.json) outJson(roundJson(r, project));
+  else if (r.plan) {
+    const p = r.plan;
+    out(`${style.bold(`round ${p.round}`)} would run ${p.total_rollouts} rollouts at most:`);
+    out(`  screen   ${p.screen_rollouts}  (${p.candidates.length} candidates + ${p.parents.length} parents) × ${p.sample_size} tasks`);
+    out(`  utility  ${p.utility_rollouts}  ${p.utility_rollouts === 0 ? "(the screen's runs are re-used: the sample is every card)" : `(survivors + parents) × ${p.all_tasks} cards, if every candidate survives`}`);
+    out(`  holdout  ${p.holdout_rollouts}`);
+  } else printRound(project, r);
+  return r.plan || r.rounds.some((x) => x.confirmed.length > 0) ? 0 : 1;
+}
+
+/** `evolve harness install <id> [--force] [--override-holdout]` or `install --undo`. */
+export async function installCommand(id: string | undefined, opts: { project?: string; force?: boolean; overrideHoldout?: boolean; undo?: boolean; json?: boolean }): Promise<number> {
+  const project = projectOf(opts.project);
+  if (opts.undo && id) throw new EvolveError("usage", "install --undo takes no candidate id: it restores the newest install");
+  if (!opts.undo && !id) throw new EvolveError("usage", "install needs a candidate id (or --undo)", "e.g. evolve harness install c-20260102030405-ab12");
+  const rec = opts.undo ? undoInstall(project) : installCandidate(project, id!, { force: opts.force, overrideHoldout: opts.overrideHoldout });
+  if (opts.json) return outJson({ undo: !!opts.undo, ...rec }), 0;
+  const files = (rec as { files?: unknown[] }).files?.length ?? 0;
+  out(opts.undo ? `restored the live .agent/ from before ${(rec as { candidate?: string }).candidate} (${files} files)` : `installed ${id} into the live .agent/ (${files} files; originals backed up under ${projectPaths(project).backups}); undo with: evolve harness install --undo`);
+  return 0;
+}
+
+/** `evolve harness genebank show`: the holder of each (where, pathology) cell, with its lineage. */
+export async function genebankShowCommand(opts: { project?: string; json?: boolean }): Promise<number> {
+  const project = projectOf(opts.project);
+  const { entries, skipped } = readGeneBankLines(project);
+  const cells = geneBankCells(entries);
+  if (opts.json) return outJson({ cells, entries: entries.length, skipped_lines: skipped }), 0;
+  if (cells.length === 0) out("the gene bank is empty: a round adds the candidates it confirms");
+  else outTable(["WHERE", "PATHOLOGY", "HARNESS", "UTILITY", "ROUND", "LINEAGE"], cells.map((c) => [c.where, c.pathology, c.harness_id, c.utility.toFixed(3), c.round, c.lineage.join(" → ")]));
+  if (skipped > 0) out(style.yellow(`${skipped} torn or unreadable lines of ${projectPaths(project).genebank} skipped`));
+  return 0;
+}
+
+/** `evolve harness eval`: the live .agent/ on every card (a copy, memory kept live): the baseline's pass@1. */
+export async function evalCommand(opts: { project?: string; model?: string; json?: boolean }): Promise<number> {
+  const project = projectOf(opts.project);
+  const { runHarnessCached } = await import("../engine/evolve/screen.ts");
+  const id = `eval-${new Date().toISOString().replace(/[-:]/g, "").replace(/\.\d+Z$/, "Z")}`;
+  const dir = projectPaths(project).screen(id);
+  const run = await withEvaluator(project, opts, (ev) => interruptible((signal) => runHarnessCached({ project, dir, harness: "live", marker: null, tasks: ev.tasks(), evaluator: ev, signal }), "the eval"));
+  const passed = run.attempts.filter((a) => a.score !== null && a.score >= 1).length;
+  const utility = run.attempts.length === 0 ? 0 : passed / run.attempts.length;
+  const invalid = run.attempts.filter((a) => !a.valid).length;
+  if (opts.json) return outJson({ id, utility, passed, tasks: run.attempts.length, invalid, attempts: run.attempts, cost_usd: run.attempts.reduce((s, a) => s + a.cost_usd, 0), wall_s: run.wall_s }), 0;
+  outTable(["CARD", "SCORE", "VALID", "EXIT", "WALL", "COST"], run.attempts.map((a) => [a.task, a.score === null ? "–" : a.score.toFixed(3), a.valid ? "yes" : style.red(a.invalid_reason ?? "no"), a.exit_code ?? "–", `${a.wall_s.toFixed(1)}s`, `$${a.cost_usd.toFixed(4)}`]));
+  out(`live pass@1 ${utility.toFixed(3)} (${passed}/${run.attempts.length})${invalid ? `, ${invalid} invalid` : ""}; logs under ${dir}`);
+  return 0;
+}
