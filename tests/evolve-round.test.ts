@@ -13,6 +13,7 @@ import { buildUpstreams } from "../gateway/upstreams.ts";
 import { scaffoldCandidate } from "../engine/evolve/candidate.ts";
 import { cardsEvaluator, loadCards, loadRunner } from "../engine/evolve/evals.ts";
 import { geneBankCells, readGeneBank } from "../engine/evolve/genebank.ts";
+import { installCandidate, undoInstall } from "../engine/evolve/install.ts";
 import { openLocalGateway, type LocalGateway } from "../engine/evolve/local-gateway.ts";
 import { round, readRounds } from "../engine/evolve/round.ts";
 import type { Evaluator } from "../engine/evolve/types.ts";
@@ -148,6 +149,17 @@ describe("a round", () => {
     expect(disk.candidates[0].stats.t).toBe(3);
     expect(disk.sample).toEqual(["t1", "t2", "t3", "t4"]);
     expect(readRounds(project)[0].stage).toBe("done");
+
+    // installed, the live harness answers as the candidate did; undone, as before
+    const planning = join(project, ".agent", "harness", "PLANNING.md");
+    installCandidate(project, better);
+    expect(readFileSync(planning, "utf8")).toContain(BOOST);
+    upstream.reset();
+    upstream.responder = respond;
+    const live = await evaluatorOf(project).run({ harnessId: "live", agentRoot: join(project, ".agent"), tasks: ["t1", "t2", "t3", "t4"], marker: null, outDir: join(project, "out", "a", "live") });
+    expect(live.attempts.map((a) => a.score)).toEqual([1, 1, 1, 1]);
+    undoInstall(project);
+    expect(readFileSync(planning, "utf8")).toBe("You are a careful agent.\n");
   });
 
   it("rejects a worse candidate on its paired gain", async () => {
@@ -195,6 +207,10 @@ describe("a round", () => {
     expect(readGeneBank(project)).toEqual([]);
     const disk = JSON.parse(readFileSync(join(project, "evolve", "rounds", "1", "round.json"), "utf8"));
     expect(disk.holdout.results[better]).toMatchObject({ t: "-Infinity", held: false });
+    expect(() => installCandidate(project, better)).toThrow(expect.objectContaining({ code: "holdout_not_held" }));
+    expect(readFileSync(join(project, ".agent", "harness", "PLANNING.md"), "utf8")).not.toContain(BOOST);
+    installCandidate(project, better, { overrideHoldout: true });
+    expect(readFileSync(join(project, ".agent", "harness", "PLANNING.md"), "utf8")).toContain(BOOST);
   });
 
   it("keeps the gene bank's incumbent on a tie", async () => {

@@ -31,7 +31,7 @@ export async function openLocalGateway(o: { home: string; store: Store; upstream
       spent: () => usd,
       calls: () => n,
       // a call is metered once its response has ended, a moment after the client has read it
-      settle: () => new Promise((done) => setTimeout(done, 30)),
+      settle: () => new Promise((done) => setTimeout(done, 5)),
       close: () => gw.close(),
     };
   } catch (e) {
