@@ -207,6 +207,7 @@ export async function roundCommand(candidates: string[], opts: RunOpts & { maxRo
           candidates: candidates.length > 0 ? candidates : undefined,
           maxRounds: intFlag("--max-rounds", opts.maxRounds),
           holdout,
+          holdoutLabel: opts.holdout === undefined || isDatasetRef(opts.holdout) ? undefined : `cards:${resolve(opts.holdout)}`,
           dryRun: opts.dryRun,
           resume: opts.resume,
           sampleSize: intFlag("--sample", opts.sample),

@@ -5,7 +5,7 @@
  * Every command of the CLI with a `--json` option must have a section; the ones that need an engine say which test
  * runs them, and their examples are checked against their tables like every other example.
  */
-import { mkdtempSync } from "node:fs";
+import { mkdtempSync, readdirSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import type { Command } from "commander";
@@ -13,7 +13,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { cliHost } from "./support/cli-host.ts";
 import { buildProgram } from "../commands/cli.ts";
 import { compareKeys, readDocs, sectionFor, type DocSection } from "./support/json-docs.ts";
-import { makeJsonStore, writeEpisodes, type JsonStoreIds } from "./support/json-store.ts";
+import { makeJsonStore, writeEpisodes, writeEvolveProject, type JsonStoreIds } from "./support/json-store.ts";
 
 const root = resolve(__dirname, "..");
 const sections = readDocs();
@@ -62,7 +62,19 @@ const RUNS: { command: string; args: () => string[]; exit?: number }[] = [
   { command: "agent export", args: () => ["agent", "export", join(home, "agents.tar"), "mytool"] },
   { command: "agent import", args: () => ["agent", "import", join(home, "agents.tar")] },
   { command: "harness diagnose", args: () => ["harness", "diagnose", "--project", join(home, "project")] },
+  // the evolver's verbs on a project whose runner is a shell command echoing the prompt (tests/support/json-store.ts)
+  { command: "harness scaffold", args: () => ["harness", "scaffold", "--project", evolveProject(), "--where", "prompt", "--pathology", "p", "--hypothesis", "h", "--marker", "M"] },
+  { command: "harness round", args: () => ["harness", "round", "--project", evolveProject(), "--dry-run"] },
+  { command: "harness screen", args: () => ["harness", "screen", "--project", evolveProject()], exit: 1 },
+  { command: "harness round", args: () => ["harness", "round", "--project", evolveProject(), "--holdout", join(evolveProject(), "evolve", "evals")], exit: 1 },
+  { command: "harness genebank show", args: () => ["harness", "genebank", "show", "--project", evolveProject()] },
+  { command: "harness eval", args: () => ["harness", "eval", "--project", evolveProject()] },
+  { command: "harness install", args: () => ["harness", "install", "--project", evolveProject(), "--force", evolveCandidate()] },
+  { command: "harness install", args: () => ["harness", "install", "--project", evolveProject(), "--undo"] },
 ];
+
+const evolveProject = () => join(home, "evolve-project");
+const evolveCandidate = () => readdirSync(join(evolveProject(), "evolve", "candidates")).filter((n) => !n.startsWith("."))[0];
 
 /** `trial files ls` for every command of the CLI that takes `--json`. */
 function jsonCommands(cmd: Command, prefix: string[] = []): string[] {
@@ -82,6 +94,7 @@ beforeAll(async () => {
   home = mkdtempSync(join(tmpdir(), "evolve-json-docs-"));
   ids = await makeJsonStore(home);
   writeEpisodes(join(home, "project"));
+  writeEvolveProject(evolveProject());
 });
 
 describe("docs/json.md", () => {

@@ -52,6 +52,8 @@ export interface RoundOptions {
   maxRounds?: number;
   /** Held-out tasks the winner must also beat its parent on before it may be installed. */
   holdout?: Evaluator;
+  /** What the record calls the holdout (default its evaluator's source; e.g. the cards folder given). */
+  holdoutLabel?: string;
   dryRun?: boolean;
   /** Resume an unfinished round (default true); false starts a new round beside it. */
   resume?: boolean;
@@ -246,7 +248,7 @@ async function runStages(o: RoundOptions, rec: RoundRecord, result: RoundsResult
     const j = judge({ candidate: winner, parent, marker: null, cand: cand.attempts, par: par.attempts, noActivationGate: true });
     // strict: the held-out gain must pass the same paired-gain gate as the screen, on valid pairs only
     const held = j.gates.validity.status === "pass" && pairedGainGate(j.stats).status === "pass";
-    rec.holdout = { source: h.source, results: { [winner]: { ...j.stats, held } } };
+    rec.holdout = { source: o.holdoutLabel ?? h.source, results: { [winner]: { ...j.stats, held } } };
     rec.stage = "genebank";
     save(o.project, rec);
   }

@@ -113,3 +113,15 @@ export function writeEpisodes(project: string): void {
   ];
   writeFileSync(join(dir, "episodes.jsonl"), `${episode("e1", 1, [])}\n${episode("e2", 0, vetoed)}\n`);
 }
+
+/**
+ * An evolution project for the `harness` verbs: a live `.agent/`, two task cards and a runner that echoes the prompt
+ * (so every card passes for every harness: a screen rejects, and a round stagnates).
+ */
+export function writeEvolveProject(project: string): void {
+  mkdirSync(join(project, ".agent", "harness"), { recursive: true });
+  writeFileSync(join(project, ".agent", "harness", "PLANNING.md"), "Be careful.\n");
+  mkdirSync(join(project, "evolve", "evals"), { recursive: true });
+  for (const id of ["t1", "t2"]) writeFileSync(join(project, "evolve", "evals", `${id}.json`), JSON.stringify({ id, domain: "echo", prompt: `say ${id}`, check: { contains: id } }));
+  writeFileSync(join(project, "evolve", "runner.json"), JSON.stringify({ agent: "command", command: "printf '%s' {prompt}", timeout_s: 30 }));
+}
