@@ -144,6 +144,7 @@ export const ERROR_CODES = {
   trajectory_unreadable: env("the trajectory file cannot be read as JSON: missing, not a regular file, over the size limit, or not JSON"),
 
   // Harness evolution (engine/evolve)
+  episodes_unreadable: ran("the episodic memory file (.agent/memory/episodes.jsonl) is a link, a FIFO, a device or cannot be read"),
   agent_dir_missing: env("the evolution project has no .agent/ folder (the live harness) where the command looks for one"),
   agent_dir_unsafe: ran("an agent folder (.agent/ or a candidate's files/) holds a link, a FIFO, a socket or a device; only plain files and folders are copied"),
   agent_dir_too_large: ran("an agent folder (.agent/ or a candidate's files/) holds more files or bytes than evolve copies"),
@@ -157,10 +158,6 @@ export const ERROR_CODES = {
   round_record_invalid: ran("a round record (evolve/rounds/<n>/round.json) cannot be read as a round"),
   install_nothing_to_undo: ran("no install is left to undo: every backup under evolve/backups has been restored"),
   genebank_entry_invalid: env("an entry offered to the gene bank does not match the gene bank's shape"),
-
-  // The evolver: `harness diagnose` (engine/evolve/diagnose.ts)
-  agent_root_missing: env("the project has no agent directory (.agent/) to read episodic memory from"),
-  episodes_unreadable: ran("the episodic memory file (.agent/memory/episodes.jsonl) is a link, a FIFO, a device or cannot be read"),
 
   // The gateway
   gateway_config_invalid: env("the gateway's upstreams or prices file cannot be read"),

@@ -128,7 +128,7 @@ describe("runsFromEpisodes", () => {
   });
 
   it("refuses a link, a FIFO or a folder where the file should be, and a missing agent directory", async () => {
-    await expectCode(() => runsFromEpisodes(join(dir, "nope")), "agent_root_missing");
+    await expectCode(() => runsFromEpisodes(join(dir, "nope")), "agent_dir_missing");
     write("");
     rmSync(join(memory(), "episodes.jsonl"));
     writeFileSync(join(dir, "elsewhere.jsonl"), `${JSON.stringify(episode("e1"))}\n`);
@@ -282,6 +282,6 @@ describe("evolve harness diagnose", () => {
     expect([both.code, both.stderr.split("\n")[0]]).toEqual([2, "error[usage]: harness diagnose takes --job or --project, not both"]);
     const none = evolve(["--project", join(dir, "nothing")], join(dir, "home"));
     expect(none.code).toBe(2);
-    expect(none.stderr).toMatch(/^error\[agent_root_missing\]: .*nothing\/\.agent does not exist\n/);
+    expect(none.stderr).toMatch(/^error\[agent_dir_missing\]: .*nothing\/\.agent does not exist\n/);
   });
 });

@@ -169,7 +169,7 @@ function descriptorProblem(d: Record<string, unknown>, id: string): string | nul
  * one → candidate_invalid.
  */
 export function readCandidate(project: string, id: string): { descriptor: Descriptor; filesDir: string } {
-  const unknown = () => new EvolveError("candidate_unknown", `no candidate ${JSON.stringify(id)} in ${projectPaths(project).candidates}`, "`evolve evolve scaffold` makes one; list them with `evolve evolve candidates`");
+  const unknown = () => new EvolveError("candidate_unknown", `no candidate ${JSON.stringify(id)} in ${projectPaths(project).candidates}`, "`evolve harness scaffold` makes one; each is a folder of evolve/candidates/");
   if (typeof id !== "string" || !isCandidateId(id)) throw unknown();
   const dir = projectPaths(project).candidate(id);
   const st = lstatOrNone(dir);

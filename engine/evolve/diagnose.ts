@@ -190,7 +190,7 @@ function episodeRun(line: string): RunEvidence | undefined {
 /**
  * The runs of a `.agent/`'s episodic memory (`memory/episodes.jsonl`), oldest first. No file: no runs. The file and
  * its `memory/` folder are never followed as links, and a FIFO or device there is refused (`episodes_unreadable`);
- * a folder that is no agent directory is `agent_root_missing`. Lines that are not episodes are counted and skipped.
+ * a folder that is no agent directory is `agent_dir_missing`. Lines that are not episodes are counted and skipped.
  * Only the newest `maxBytes` (default {@link MAX_EPISODE_BYTES}) are read.
  */
 export function runsFromEpisodes(agentRoot: string, opts: { maxBytes?: number } = {}): EpisodeRuns {
@@ -199,9 +199,9 @@ export function runsFromEpisodes(agentRoot: string, opts: { maxBytes?: number } 
   try {
     st = lstatSync(agentRoot);
   } catch {
-    throw new EvolveError("agent_root_missing", `${agentRoot} does not exist`, "run it in a project folder holding .agent/, or pass --project DIR");
+    throw new EvolveError("agent_dir_missing", `${agentRoot} does not exist`, "run it in a project folder holding .agent/, or pass --project DIR");
   }
-  if (!st.isDirectory() && !st.isSymbolicLink()) throw new EvolveError("agent_root_missing", `${agentRoot} is not a folder`, "an agent directory (.agent/) is a folder; pass --project DIR");
+  if (!st.isDirectory() && !st.isSymbolicLink()) throw new EvolveError("agent_dir_missing", `${agentRoot} is not a folder`, "an agent directory (.agent/) is a folder; pass --project DIR");
   const path = agentPath(agentRoot, AGENT_PATHS.episodes);
   try {
     if (lstatSync(dirname(path)).isSymbolicLink()) throw unreadable(path, `${dirname(path)} is a symbolic link`);

@@ -124,7 +124,7 @@ export function prepareInstall(
   const rounds = readRounds(project);
   const confirmedIn = rounds.filter((r) => r.confirmed.includes(id)).pop();
   if (!confirmedIn && !o.force) {
-    throw new EvolveError("candidate_not_confirmed", `candidate ${id} is confirmed in no round`, "run a round that confirms it (`evolve evolve round`), or pass --force to install it anyway");
+    throw new EvolveError("candidate_not_confirmed", `candidate ${id} is confirmed in no round`, "run a round that confirms it (`evolve harness round`), or pass --force to install it anyway");
   }
   const notHeld = rounds.filter((r) => r.holdout?.results?.[id]?.held === false).pop();
   if (notHeld && !o.overrideHoldout) {
@@ -232,7 +232,7 @@ export function listInstalls(project: string): InstallRecord[] {
  */
 export function undoInstall(project: string): InstallRecord {
   const rec = listInstalls(project).find((r) => !r.undone_at);
-  if (!rec) throw new EvolveError("install_nothing_to_undo", "no install is left to undo", "`evolve evolve install` backs up what it replaces; every backup has been restored");
+  if (!rec) throw new EvolveError("install_nothing_to_undo", "no install is left to undo", "every backup `evolve harness install` made has been restored already");
   const paths = projectPaths(project);
   const agent = paths.agent;
   const backupDir = join(paths.backups, rec.backup);
