@@ -3,13 +3,13 @@
  * live `.agent/` and `evolve/` beside it). These parse flags and print; the engine (engine/evolve) does the work.
  * `harness diagnose` is commands/harness-diagnose.ts.
  */
-import { resolve } from "node:path";
+import { join, resolve } from "node:path";
 import { loadConfig } from "../engine/config.ts";
 import { openEngine } from "../engine/driver/select.ts";
 import { EvolveError } from "../engine/errors.ts";
 import { scaffoldCandidate } from "../engine/evolve/candidate.ts";
 import { datasetEvaluator } from "../engine/evolve/dataset-eval.ts";
-import { cardsEvaluator, loadCards, loadRunner } from "../engine/evolve/evals.ts";
+import { appendOverlayEpisodes, cardsEvaluator, loadCards, loadRunner } from "../engine/evolve/evals.ts";
 import { geneBankCells, readGeneBankLines } from "../engine/evolve/genebank.ts";
 import { installCandidate, undoInstall } from "../engine/evolve/install.ts";
 import { openLocalGateway, type LocalGateway } from "../engine/evolve/local-gateway.ts";
@@ -261,11 +261,12 @@ export async function evalCommand(opts: { project?: string; model?: string; json
   const id = `eval-${new Date().toISOString().replace(/[-:]/g, "").replace(/\.\d+Z$/, "Z")}`;
   const dir = projectPaths(project).screen(id);
   const run = await withEvaluator(project, opts, (ev) => interruptible((signal) => runHarnessCached({ project, dir, harness: "live", marker: null, tasks: ev.tasks(), evaluator: ev, signal }), "the eval"));
+  const episodes = appendOverlayEpisodes(join(dir, "overlays", "live", ".agent"), projectPaths(project).agent);
   const passed = run.attempts.filter((a) => a.score !== null && a.score >= 1).length;
   const utility = run.attempts.length === 0 ? 0 : passed / run.attempts.length;
   const invalid = run.attempts.filter((a) => !a.valid).length;
-  if (opts.json) return outJson({ id, utility, passed, tasks: run.attempts.length, invalid, attempts: run.attempts, cost_usd: run.attempts.reduce((s, a) => s + a.cost_usd, 0), wall_s: run.wall_s }), 0;
+  if (opts.json) return outJson({ id, utility, passed, tasks: run.attempts.length, invalid, episodes, attempts: run.attempts, cost_usd: run.attempts.reduce((s, a) => s + a.cost_usd, 0), wall_s: run.wall_s }), 0;
   outTable(["CARD", "SCORE", "VALID", "EXIT", "WALL", "COST"], run.attempts.map((a) => [a.task, a.score === null ? "–" : a.score.toFixed(3), a.valid ? "yes" : style.red(a.invalid_reason ?? "no"), a.exit_code ?? "–", `${a.wall_s.toFixed(1)}s`, `$${a.cost_usd.toFixed(4)}`]));
-  out(`live pass@1 ${utility.toFixed(3)} (${passed}/${run.attempts.length})${invalid ? `, ${invalid} invalid` : ""}; logs under ${dir}`);
+  out(`live pass@1 ${utility.toFixed(3)} (${passed}/${run.attempts.length})${invalid ? `, ${invalid} invalid` : ""}; logs under ${dir}${episodes ? `; ${episodes} episodes appended to the live memory` : ""}`);
   return 0;
 }

@@ -2,12 +2,12 @@
  * Task cards and the runner (engine/evolve/evals.ts): what a user's bad card or runner.json is told, each check
  * kind, and the command runner (its quoting of a hostile prompt, its log, a timeout making the attempt invalid).
  */
-import { chmodSync, mkdirSync, mkdtempSync, readFileSync, symlinkSync, writeFileSync } from "node:fs";
+import { chmodSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { beforeEach, describe, expect, it } from "vitest";
 import { EvolveError } from "../engine/errors.ts";
-import { cardsEvaluator, CARD_MAX_BYTES, checkCard, fillTemplate, loadCards, loadRunner } from "../engine/evolve/evals.ts";
+import { appendOverlayEpisodes, cardsEvaluator, CARD_MAX_BYTES, checkCard, fillTemplate, loadCards, loadRunner } from "../engine/evolve/evals.ts";
 import type { TaskCard } from "../engine/evolve/types.ts";
 
 let project: string;
@@ -183,5 +183,26 @@ describe("the command runner", () => {
     const { attempts } = await ev.run({ harnessId: "live", agentRoot: project, tasks: ["a"], marker: null, outDir: join(project, "out", "a", "live") });
     // sh reports the missing program with 127: a complete log with an exit code, scored by the check (no output: fail)
     expect(attempts[0]).toMatchObject({ valid: true, score: 0, exit_code: 127 });
+  });
+});
+
+describe("appendOverlayEpisodes", () => {
+  it("appends the overlay's episodes to the live memory, and refuses a linked memory folder", () => {
+    const overlay = join(project, "ov", ".agent");
+    const live = join(project, ".agent");
+    mkdirSync(join(overlay, "memory"), { recursive: true });
+    expect(appendOverlayEpisodes(overlay, live)).toBe(0);
+    writeFileSync(join(overlay, "memory", "episodes.jsonl"), '{"id":"e1"}\n\n{"id":"e2"}\n');
+    mkdirSync(join(live, "memory"), { recursive: true });
+    writeFileSync(join(live, "memory", "episodes.jsonl"), '{"id":"old"}\n');
+    expect(appendOverlayEpisodes(overlay, live)).toBe(2);
+    expect(readFileSync(join(live, "memory", "episodes.jsonl"), "utf8")).toBe('{"id":"old"}\n{"id":"e1"}\n{"id":"e2"}\n');
+    const other = join(project, "elsewhere");
+    mkdirSync(other);
+    const linked = join(project, "linked", ".agent");
+    mkdirSync(linked, { recursive: true });
+    symlinkSync(other, join(linked, "memory"));
+    expect(() => appendOverlayEpisodes(overlay, linked)).toThrow(expect.objectContaining({ code: "episodes_unreadable" }));
+    expect(readdirSync(other)).toEqual([]);
   });
 });

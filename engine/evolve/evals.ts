@@ -4,9 +4,10 @@
  * {@link Attempt} recorded with its log. A card is a smoke-sized task: utilities are only as good as the cards.
  */
 import { spawn } from "node:child_process";
-import { closeSync, constants, createWriteStream, fstatSync, lstatSync, mkdirSync, openSync, readdirSync, readFileSync, type WriteStream } from "node:fs";
+import { closeSync, constants, createWriteStream, fstatSync, lstatSync, mkdirSync, openSync, readdirSync, readFileSync, writeSync, type WriteStream } from "node:fs";
 import { dirname, join, relative } from "node:path";
 import { agentEnv } from "../../gateway/credentials.ts";
+import { AGENT_PATHS } from "../conductor/layout.ts";
 import { EvolveError, firstLine } from "../errors.ts";
 import { projectPaths } from "./project.ts";
 import type { Attempt, CardCheck, Evaluator, EvaluatorRun, RunnerConfig, TaskCard } from "./types.ts";
@@ -334,6 +335,8 @@ export type ConductorCardRunner = (o: { card: TaskCard; agentRoot: string; workd
   exitCode: number | null;
   timedOut: boolean;
   error?: string;
+  /** Records the run's episode in the overlay's memory once the check has scored it (null: invalid, unscored). */
+  record?: (score: number | null) => void;
 }>;
 
 /** Options of {@link cardsEvaluator}. */
@@ -392,7 +395,7 @@ async function runCard(o: CardsEvaluatorOptions, card: TaskCard, r: Parameters<E
   const spentBefore = o.gateway?.spent() ?? 0;
   let transcript = "";
   const base = { task: card.id, log: logRel, cost_usd: 0 };
-  let outcome: { output: string; exitCode: number | null; timedOut: boolean; invalid?: string };
+  let outcome: { output: string; exitCode: number | null; timedOut: boolean; invalid?: string; record?: (score: number | null) => void };
   try {
     if (o.runner.agent === "command") {
       const cmd = fillTemplate(o.runner.command!, { agent_root: r.agentRoot, prompt: card.prompt });
@@ -421,7 +424,7 @@ async function runCard(o: CardsEvaluatorOptions, card: TaskCard, r: Parameters<E
       const c = await o.conductor!({ card, agentRoot: r.agentRoot, workdir, model: o.runner.model!, gateway: o.gateway!, timeoutMs, signal: r.signal, log });
       r.signal?.throwIfAborted();
       transcript = "";
-      outcome = { output: c.output, exitCode: c.exitCode, timedOut: c.timedOut, invalid: c.timedOut ? `timed out after ${timeoutMs / 1000}s` : c.error };
+      outcome = { output: c.output, exitCode: c.exitCode, timedOut: c.timedOut, invalid: c.timedOut ? `timed out after ${timeoutMs / 1000}s` : c.error, record: c.record };
     }
   } finally {
     await new Promise<void>((done) => log.end(done));
@@ -432,9 +435,11 @@ async function runCard(o: CardsEvaluatorOptions, card: TaskCard, r: Parameters<E
   const marker_seen = r.marker !== null && transcript.includes(r.marker);
   const wall_s = (Date.now() - started) / 1000;
   if (outcome.invalid) {
+    outcome.record?.(null);
     return { ...base, score: null, valid: false, invalid_reason: outcome.invalid, exit_code: outcome.exitCode, timed_out: outcome.timedOut, wall_s, cost_usd: cost, marker_seen };
   }
   const check = await checkCard(card, outcome.output, { signal: r.signal, cwd: workdir });
+  outcome.record?.(check.error ? null : check.passed ? 1 : 0);
   if (check.error) {
     return { ...base, score: null, valid: false, invalid_reason: check.error, exit_code: outcome.exitCode, timed_out: false, wall_s, cost_usd: cost, marker_seen };
   }
@@ -444,4 +449,44 @@ async function runCard(o: CardsEvaluatorOptions, card: TaskCard, r: Parameters<E
 /** The variables an agent CLI finds its model by: the gateway under each family's names, plus EVOLVE_GATEWAY_*. */
 function gatewayEnv(g: CardsGateway): Record<string, string> {
   return { ...agentEnv(g.key, g.url), EVOLVE_GATEWAY_URL: g.url.replace(/\/+$/, ""), EVOLVE_GATEWAY_KEY: g.key };
+}
+
+/** The most bytes of an overlay's episodes carried back to the live memory. */
+const EPISODES_MAX_BYTES = 32 * 1024 * 1024;
+
+/**
+ * Appends the episodes a run left in an overlay's memory (the conductor writes one per card) to the live harness's
+ * `memory/episodes.jsonl`, in one append, never through a link; returns how many. An overlay starts with no
+ * memory (buildOverlay leaves the live one out), so what it holds is exactly that run's.
+ */
+export function appendOverlayEpisodes(overlayRoot: string, liveRoot: string): number {
+  const from = join(overlayRoot, AGENT_PATHS.episodes);
+  let text: string;
+  try {
+    text = readSmallFile(from, EPISODES_MAX_BYTES, (why) => new EvolveError("episodes_unreadable", `${from} ${why}`));
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code === "ENOENT") return 0;
+    throw e;
+  }
+  const lines = text.split("\n").filter((l) => l.trim() !== "");
+  if (lines.length === 0) return 0;
+  const dir = join(liveRoot, dirname(AGENT_PATHS.episodes));
+  const st = lstatOrUndefined(dir);
+  if (st && !st.isDirectory()) throw new EvolveError("episodes_unreadable", `${dir} is not a folder (a link or a file)`, "make memory/ a plain folder of the live .agent/");
+  mkdirSync(dir, { recursive: true });
+  const fd = openSync(join(liveRoot, AGENT_PATHS.episodes), constants.O_WRONLY | constants.O_APPEND | constants.O_CREAT | constants.O_NOFOLLOW, 0o644);
+  try {
+    writeSync(fd, lines.join("\n") + "\n");
+  } finally {
+    closeSync(fd);
+  }
+  return lines.length;
+}
+
+function lstatOrUndefined(p: string) {
+  try {
+    return lstatSync(p);
+  } catch {
+    return undefined;
+  }
 }
