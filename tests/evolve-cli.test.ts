@@ -1,0 +1,89 @@
+/**
+ * The evolver's verbs as a user types them (`evolve harness scaffold|screen|round|install|genebank show|eval`): the
+ * table of gates and statistics, the dry run's counts, the limits, one-line errors with their codes, and the help
+ * texts carrying the honest limits. A project whose runner is a shell command answering from PLANNING.md.
+ */
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { cliHost } from "./support/cli-host.ts";
+
+
+const host = cliHost();
+afterAll(() => host.close());
+let home: string;
+let project: string;
+
+const evolve = (...args: string[]) => host.run(args, { cwd: project, env: { ...process.env, EVOLVE_HOME: home, NO_COLOR: "1" }, timeoutMs: 60_000 });
+
+beforeAll(() => {
+  home = mkdtempSync(join(tmpdir(), "evolve-cli-home-"));
+  project = mkdtempSync(join(tmpdir(), "evolve-cli-project-"));
+  mkdirSync(join(project, ".agent", "harness"), { recursive: true });
+  writeFileSync(join(project, ".agent", "harness", "PLANNING.md"), "Be careful.\n");
+  mkdirSync(join(project, "evolve", "evals"), { recursive: true });
+  for (const i of [1, 2, 3]) writeFileSync(join(project, "evolve", "evals", `t${i}.json`), JSON.stringify({ id: `t${i}`, domain: "echo", prompt: `say ok${i}`, check: { contains: `ok${i}` } }));
+  // answers the card (the prompt's second word) only when PLANNING.md says FIX; prints PLANNING.md as its transcript
+  const agent = join(project, "agent.sh");
+  writeFileSync(agent, `#!/bin/sh\ncat "$1/harness/PLANNING.md" >&2\nif grep -q FIX "$1/harness/PLANNING.md"; then echo "$2" | cut -d' ' -f2; else echo nope; fi\n`);
+  writeFileSync(join(project, "evolve", "runner.json"), JSON.stringify({ agent: "command", command: `sh ${agent} {agent_root} {prompt}`, timeout_s: 30 }));
+});
+
+describe("evolve harness", () => {
+  it("help texts state the honest limits", () => {
+    for (const cmd of ["screen", "round", "scaffold", "eval"]) {
+      const r = evolve("harness", cmd, "--help");
+      const text = r.stdout.replace(/\s+/g, " ");
+      expect(text, cmd).toContain("two cards are a smoke test, not evidence");
+      expect(text, cmd).toContain("anything a task writes outside .agent/ leaks between runs");
+      expect(text, cmd).toContain("The evolver proposes nothing by itself");
+    }
+  });
+
+  it("scaffold, dry run, round with its table, gene bank, install and undo", () => {
+    const s = evolve("harness", "scaffold", "--where", "prompt", "--pathology", "wrong", "--hypothesis", "say FIX", "--marker", "FIX");
+    expect(s.code, s.stderr).toBe(0);
+    const id = /candidate (c-\S+)/.exec(s.stdout)![1];
+    writeFileSync(join(project, "evolve", "candidates", id, "files", "harness", "PLANNING.md"), "Be careful. FIX\n");
+
+    const dry = evolve("harness", "round", "--dry-run");
+    expect(dry.code, dry.stderr).toBe(0);
+    expect(dry.stdout).toMatch(/round 1 would run 6 rollouts at most/);
+    expect(dry.stdout).toMatch(/screen\s+6\s+\(1 candidates \+ 1 parents\) × 3 tasks/);
+    expect(readdirSync(join(project, "evolve"))).not.toContain("rounds");
+
+    const r = evolve("harness", "round");
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout).toMatch(/CANDIDATE\s+PARENT\s+VALID\s+ACTIVE\s+GAIN\s+t\s+MEAN\s+95% CI\s+SIGN p\s+RESULT\s+ROLLOUTS\s+WALL\s+COST/);
+    expect(r.stdout).toMatch(new RegExp(`${id}\\s+live\\s+pass\\s+pass\\s+pass\\s+\\+inf\\s+1\\.000\\s+\\[1\\.000, 1\\.000\\]\\s+0\\.2500\\s+passed\\s+3`));
+    expect(r.stdout).toContain(`confirmed ${id}`);
+    expect(r.stdout).toContain("limit: overlays are copies of .agent/");
+
+    const gb = evolve("harness", "genebank", "show");
+    expect(gb.stdout).toMatch(new RegExp(`prompt\\s+wrong\\s+${id}\\s+1\\.000\\s+1\\s+live → ${id}`));
+
+    expect(evolve("harness", "install", id).code).toBe(0);
+    expect(readFileSync(join(project, ".agent", "harness", "PLANNING.md"), "utf8")).toBe("Be careful. FIX\n");
+    const ev = evolve("harness", "eval");
+    expect(ev.stdout).toMatch(/live pass@1 1\.000 \(3\/3\)/);
+    expect(evolve("harness", "install", "--undo").code).toBe(0);
+    expect(readFileSync(join(project, ".agent", "harness", "PLANNING.md"), "utf8")).toBe("Be careful.\n");
+  });
+
+  it("says what is wrong in one line with a stable code", () => {
+    const none = evolve("harness", "round");
+    expect([none.code, none.stderr.split("\n")[0]]).toEqual([2, expect.stringMatching(/^error\[screen_no_candidates\]: /)]);
+    writeFileSync(join(project, "evolve", "evals", "bad.json"), JSON.stringify({ id: "bad", domain: "d", prompt: "p", check: { regex: "(" } }));
+    const bad = evolve("harness", "eval");
+    expect(bad.code).toBe(1);
+    expect(bad.stderr.split("\n")[0]).toMatch(/^error\[card_invalid\]: .*bad\.json: check\.regex is not a valid regular expression/);
+    rmSync(join(project, "evolve", "evals", "bad.json"));
+    const rounds = evolve("harness", "round", "--max-rounds", "0");
+    expect([rounds.code, rounds.stderr.split("\n")[0]]).toEqual([2, "error[usage]: --max-rounds must be a whole number ≥ 1, got \"0\""]);
+    const unknown = evolve("harness", "screen", "c-nope");
+    expect(unknown.stderr.split("\n")[0]).toMatch(/^error\[candidate_unknown\]: /);
+  });
+});
+
+
