@@ -8,6 +8,7 @@ import { loadConfig } from "../engine/config.ts";
 import { openEngine } from "../engine/driver/select.ts";
 import { EvolveError } from "../engine/errors.ts";
 import { scaffoldCandidate } from "../engine/evolve/candidate.ts";
+import { conductorCardRunner } from "../engine/evolve/conductor-runner.ts";
 import { datasetEvaluator } from "../engine/evolve/dataset-eval.ts";
 import { appendOverlayEpisodes, cardsEvaluator, loadCards, loadRunner } from "../engine/evolve/evals.ts";
 import { geneBankCells, readGeneBankLines } from "../engine/evolve/genebank.ts";
@@ -74,7 +75,7 @@ async function withEvaluator<T>(project: string, o: { dataset?: string; model?: 
       const cards = (dir?: string): Evaluator => {
         const runner = loadRunner(project);
         if (o.model) runner.model = o.model;
-        return cardsEvaluator({ project, cards: loadCards(project, dir), runner, gateway, conductor: undefined });
+        return cardsEvaluator({ project, cards: loadCards(project, dir), runner, gateway, conductor: conductorCardRunner });
       };
       const dataset = (ref: string) => datasetFor(store, home, ref, o, warn);
       if (needCards) gateway = await openLocalGateway({ home, store, warn });

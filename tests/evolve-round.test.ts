@@ -12,6 +12,8 @@ import { ScriptedUpstream, type RecordedRequest } from "../fixtures/upstream/ser
 import { buildUpstreams } from "../gateway/upstreams.ts";
 import { scaffoldCandidate } from "../engine/evolve/candidate.ts";
 import { cardsEvaluator, loadCards, loadRunner } from "../engine/evolve/evals.ts";
+import { conductorCardRunner } from "../engine/evolve/conductor-runner.ts";
+import { initAgentDir } from "../engine/conductor/init.ts";
 import { geneBankCells, readGeneBank } from "../engine/evolve/genebank.ts";
 import { installCandidate, undoInstall } from "../engine/evolve/install.ts";
 import { openLocalGateway, type LocalGateway } from "../engine/evolve/local-gateway.ts";
@@ -63,8 +65,9 @@ let agentScript: string;
 
 /** Correct on task 1 always; on the others only with BOOST; never with SLOPPY; held-out tasks are hurt by BOOST. */
 function respond(req: RecordedRequest) {
-  const system = String(req.body?.system ?? "");
-  const prompt = String(req.body?.messages?.[0]?.content ?? "");
+  // the shell agent sends strings, the conductor content blocks: both read as text
+  const system = JSON.stringify(req.body?.system ?? "");
+  const prompt = JSON.stringify(req.body?.messages?.[0]?.content ?? "");
   const m = /(task|holdout) (\d+)/.exec(prompt);
   if (!m) return { text: "?" };
   const n = Number(m[2]);
@@ -121,6 +124,50 @@ function candidate(project: string, add: string, o: { marker?: string; pathology
 }
 
 const evaluatorOf = (project: string, dir?: string): Evaluator => cardsEvaluator({ project, cards: loadCards(project, dir), runner: loadRunner(project), gateway });
+
+describe("a round with the conductor", () => {
+  it("confirms a better candidate: the conductor runs each card in the overlay, its trace the log, its episodes the overlay's", async () => {
+    const project = makeProject();
+    rmSync(join(project, ".agent"), { recursive: true });
+    initAgentDir(project);
+    writeFileSync(join(project, ".agent", "harness", "PLANNING.md"), "You are a careful agent.\n");
+    writeFileSync(join(project, "evolve", "runner.json"), JSON.stringify({ agent: "conductor", model: `anthropic/${MODEL}`, timeout_s: 20 }));
+    const better = candidate(project, BOOST, { marker: "step by step" });
+    // the conductor's model answers with the finish tool, right or wrong as respond() decides
+    upstream.responder = (req) => {
+      const r = respond(req) as { text: string };
+      return { toolCall: { name: "finish", input: { answer: r.text } } };
+    };
+    const ev = cardsEvaluator({ project, cards: loadCards(project), runner: loadRunner(project), gateway, conductor: conductorCardRunner });
+    const r = await round({ project, evaluator: ev });
+    const rec = r.rounds[0];
+    expect(rec).toMatchObject({ confirmed: [better], utility: { live: 0.25, [better]: 1 } });
+    const c = r.screens[rec.screen_id!].candidates[0];
+    expect(c.gates.activation.status).toBe("pass");
+    expect(c.attempts.candidate.map((a) => [a.score, a.exit_code, a.valid])).toEqual([[1, 0, true], [1, 0, true], [1, 0, true], [1, 0, true]]);
+    const screenDir = join(project, "evolve", "screens", rec.screen_id!);
+    const firstLine = JSON.parse(readFileSync(join(screenDir, c.attempts.candidate[0].log), "utf8").split("\n")[0]);
+    expect(firstLine.type).toBe("prompt");
+    // one episode per card in the candidate's overlay, none in the live memory
+    const episodes = readFileSync(join(screenDir, "overlays", better, ".agent", "memory", "episodes.jsonl"), "utf8").trim().split("\n").map((l) => JSON.parse(l));
+    expect(episodes.map((e) => [e.task, e.domain, e.outcome, e.score])).toEqual(["t1", "t2", "t3", "t4"].map((t) => [t, "codes", "finished", 1]));
+    expect(existsSync(join(project, ".agent", "memory", "episodes.jsonl"))).toBe(false);
+  });
+
+  it("a candidate whose seats.json cannot load fails validity instead of stopping the screen", async () => {
+    const project = makeProject({ cards: 3 });
+    rmSync(join(project, ".agent"), { recursive: true });
+    initAgentDir(project);
+    writeFileSync(join(project, "evolve", "runner.json"), JSON.stringify({ agent: "conductor", model: `anthropic/${MODEL}`, timeout_s: 20 }));
+    const d = scaffoldCandidate(project, { where: "runtime", pathology: "p", hypothesis: "h", files: ["harness/seats.json"] });
+    writeFileSync(join(project, "evolve", "candidates", d.id, "files", "harness", "seats.json"), "{not json");
+    upstream.responder = () => ({ toolCall: { name: "finish", input: { answer: "x" } } });
+    const ev = cardsEvaluator({ project, cards: loadCards(project), runner: loadRunner(project), gateway, conductor: conductorCardRunner });
+    const r = await round({ project, evaluator: ev });
+    const c = r.screens[r.rounds[0].screen_id!].candidates[0];
+    expect(c.gates.validity).toMatchObject({ status: "fail", detail: expect.stringMatching(/3 of 3 attempts invalid \(t1: the conductor did not start: seats_invalid: /) });
+  });
+});
 
 describe("a round", () => {
   it("confirms a better candidate: screen gates and stats, utility, gene bank, cost", async () => {

@@ -336,7 +336,7 @@ export type ConductorCardRunner = (o: { card: TaskCard; agentRoot: string; workd
   timedOut: boolean;
   error?: string;
   /** Records the run's episode in the overlay's memory once the check has scored it (null: invalid, unscored). */
-  record?: (score: number | null) => void;
+  record?: (score: number | null) => void | Promise<void>;
 }>;
 
 /** Options of {@link cardsEvaluator}. */
@@ -395,7 +395,7 @@ async function runCard(o: CardsEvaluatorOptions, card: TaskCard, r: Parameters<E
   const spentBefore = o.gateway?.spent() ?? 0;
   let transcript = "";
   const base = { task: card.id, log: logRel, cost_usd: 0 };
-  let outcome: { output: string; exitCode: number | null; timedOut: boolean; invalid?: string; record?: (score: number | null) => void };
+  let outcome: { output: string; exitCode: number | null; timedOut: boolean; invalid?: string; record?: (score: number | null) => void | Promise<void> };
   try {
     if (o.runner.agent === "command") {
       const cmd = fillTemplate(o.runner.command!, { agent_root: r.agentRoot, prompt: card.prompt });
@@ -435,11 +435,11 @@ async function runCard(o: CardsEvaluatorOptions, card: TaskCard, r: Parameters<E
   const marker_seen = r.marker !== null && transcript.includes(r.marker);
   const wall_s = (Date.now() - started) / 1000;
   if (outcome.invalid) {
-    outcome.record?.(null);
+    await outcome.record?.(null);
     return { ...base, score: null, valid: false, invalid_reason: outcome.invalid, exit_code: outcome.exitCode, timed_out: outcome.timedOut, wall_s, cost_usd: cost, marker_seen };
   }
   const check = await checkCard(card, outcome.output, { signal: r.signal, cwd: workdir });
-  outcome.record?.(check.error ? null : check.passed ? 1 : 0);
+  await outcome.record?.(check.error ? null : check.passed ? 1 : 0);
   if (check.error) {
     return { ...base, score: null, valid: false, invalid_reason: check.error, exit_code: outcome.exitCode, timed_out: false, wall_s, cost_usd: cost, marker_seen };
   }

@@ -1,0 +1,55 @@
+/**
+ * Cards run by the built-in conductor, in-process on the host, reaching its model through the cards gateway: the
+ * trace goes to the attempt's log as JSON lines (`{type, data}`, as `evolve conductor run` prints it), so the
+ * activation marker is looked for in what the model was actually sent (the prompt event carries the system prompt),
+ * and each run's episode is appended to the overlay's memory, never the live one.
+ */
+import type { WireApi } from "../harness/cli-types.ts";
+import { episodeOf, appendEpisode } from "../conductor/episodes.ts";
+import { runConductor } from "../conductor/loop.ts";
+import { EvolveError, firstLine } from "../errors.ts";
+import type { ConductorCardRunner } from "./evals.ts";
+
+/** The wire API the conductor speaks for a `provider/model` (the provider's own). */
+export function apiOfProvider(provider: string): WireApi {
+  if (provider === "openai") return "openai-responses";
+  if (provider === "gemini" || provider === "google") return "gemini";
+  return "anthropic";
+}
+
+/** The {@link ConductorCardRunner} of cardsEvaluator for `agent: "conductor"`. */
+export const conductorCardRunner: ConductorCardRunner = async (o) => {
+  const slash = o.model.indexOf("/");
+  const provider = o.model.slice(0, slash);
+  const endpoint = { api: apiOfProvider(provider), baseUrl: o.gateway.url, key: o.gateway.key, model: o.model.slice(slash + 1) };
+  let result;
+  try {
+    result = await runConductor({
+      agentRoot: o.agentRoot,
+      instruction: o.card.prompt,
+      workdir: o.workdir,
+      endpoint,
+      timeoutMs: o.timeoutMs,
+      signal: o.signal,
+      onTrace: (u) => o.log.write(JSON.stringify(u) + "\n"),
+    });
+  } catch (e) {
+    // a candidate whose seats.json or config.json cannot be loaded never ran: its attempt is a launch failure
+    if (e instanceof EvolveError) {
+      o.log.write(`[evolve: the conductor did not start: error[${e.code}]: ${e.message}]\n`);
+      return { output: "", outcome: "launch_failed", exitCode: null, timedOut: false, error: `the conductor did not start: ${e.code}: ${firstLine(e)}` };
+    }
+    throw e;
+  }
+  if (result.outcome === "aborted") o.signal?.throwIfAborted();
+  const timedOut = result.outcome === "timeout";
+  // the conductor ran to an end it chose (finished, max_turns, model_error): an exit code as `conductor run` gives it
+  const exitCode = timedOut ? null : result.outcome === "finished" ? 0 : 1;
+  return {
+    output: result.output,
+    outcome: result.outcome,
+    exitCode,
+    timedOut,
+    record: (score) => appendEpisode(o.agentRoot, episodeOf(result, { task: o.card.id, domain: o.card.domain, score })),
+  };
+};
