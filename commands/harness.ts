@@ -16,7 +16,7 @@ import { installCandidate, undoInstall } from "../engine/evolve/install.ts";
 import { openLocalGateway, type LocalGateway } from "../engine/evolve/local-gateway.ts";
 import { projectPaths } from "../engine/evolve/project.ts";
 import { round, unscreenedCandidates, type RoundsResult } from "../engine/evolve/round.ts";
-import { parentCost, screen, screenToJson } from "../engine/evolve/screen.ts";
+import { newScreenId, parentCost, screen, screenToJson } from "../engine/evolve/screen.ts";
 import { statsToJson } from "../engine/evolve/stats.ts";
 import type { Evaluator, ScreenRecord } from "../engine/evolve/types.ts";
 import type { Store } from "../engine/store/index.ts";
@@ -34,7 +34,7 @@ function intFlag(name: string, v: string | undefined, min = 1): number | undefin
 }
 
 /** An AbortSignal raised by SIGINT/SIGTERM for the duration of `fn`, so a killed screen stops between records. */
-async function interruptible<T>(fn: (signal: AbortSignal) => Promise<T>, what: string): Promise<T> {
+async function interruptible<T>(fn: (signal: AbortSignal) => Promise<T>, what: string, again = "run the same command again: it resumes where it stopped"): Promise<T> {
   const ctl = new AbortController();
   const stop = () => ctl.abort();
   process.once("SIGINT", stop);
@@ -42,7 +42,7 @@ async function interruptible<T>(fn: (signal: AbortSignal) => Promise<T>, what: s
   try {
     return await fn(ctl.signal);
   } catch (e) {
-    if (ctl.signal.aborted) throw new EvolveError("evolve_interrupted", `${what} interrupted; finished runs are recorded`, `run the same command again: it resumes where it stopped`);
+    if (ctl.signal.aborted) throw new EvolveError("evolve_interrupted", `${what} interrupted; finished runs are recorded`, again);
     throw e;
   } finally {
     process.off("SIGINT", stop);
@@ -147,6 +147,7 @@ export async function screenCommand(candidates: string[], opts: RunOpts & { id?:
   const project = projectOf(opts.project);
   const ids = candidates.length > 0 ? candidates : unscreenedCandidates(project);
   if (ids.length === 0) throw new EvolveError("screen_no_candidates", "no candidate to screen: none named, and every scaffolded one was screened in a round", "scaffold one with `evolve harness scaffold`");
+  const id = opts.id ?? newScreenId();
   const rec = await withEvaluator(project, opts, (ev) =>
     interruptible(
       (signal) =>
@@ -158,10 +159,11 @@ export async function screenCommand(candidates: string[], opts: RunOpts & { id?:
           seed: opts.seed,
           noActivationGate: opts.activationGate === false,
           signal,
-          id: opts.id,
+          id,
           onHarness: opts.json ? undefined : (e) => e.phase !== "start" && process.stderr.write(style.dim(`${e.harness}: ${e.phase === "reused" ? "re-used its finished run" : `${e.attempts?.length ?? 0} attempts`}\n`)),
         }),
-      "the screen",
+      `screen ${id}`,
+      `run it again with --id ${id}: it re-uses the finished runs`,
     ),
   );
   if (opts.json) outJson(screenJson(project, rec));

@@ -81,6 +81,8 @@ describe("evolve harness", () => {
     rmSync(join(project, "evolve", "evals", "bad.json"));
     const rounds = evolve("harness", "round", "--max-rounds", "0");
     expect([rounds.code, rounds.stderr.split("\n")[0]]).toEqual([2, "error[usage]: --max-rounds must be a whole number ≥ 1, got \"0\""]);
+    const badId = evolve("harness", "screen", "--id", "../../etc", "c-nope");
+    expect(badId.stderr.split("\n")[0]).toMatch(/^error\[usage\]: --id must be/);
     const unknown = evolve("harness", "screen", "c-nope");
     expect(unknown.stderr.split("\n")[0]).toMatch(/^error\[candidate_unknown\]: /);
   });

@@ -70,6 +70,11 @@ export async function runHarnessCached(o: {
   return run;
 }
 
+/** A new screen id, `s-<UTC time to the second>`. */
+export function newScreenId(now = new Date()): string {
+  return `s-${now.toISOString().replace(/[-:]/g, "").replace(/\.\d+Z$/, "Z")}`;
+}
+
 /** Options of {@link screen}. */
 export interface ScreenOptions {
   project: string;
@@ -208,7 +213,8 @@ function costOf(attempts: Attempt[], wall_s: number): CandidateScreen["cost"] {
  */
 export async function screen(o: ScreenOptions): Promise<ScreenRecord> {
   if (o.candidates.length === 0) throw new EvolveError("screen_no_candidates", "no candidate to screen", "scaffold one with `evolve harness scaffold`, or name one");
-  const id = o.id ?? `s-${new Date().toISOString().replace(/[-:]/g, "").replace(/\.\d+Z$/, "Z")}`;
+  const id = o.id ?? newScreenId();
+  if (!/^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/.test(id)) throw new EvolveError("usage", `--id must be 1-128 letters, digits, . _ - (starting with a letter or digit), got ${JSON.stringify(id)}`);
   const dir = projectPaths(o.project).screen(id);
   const recordFile = join(dir, "screen.json");
   const descs = o.candidates.map((c) => readCandidate(o.project, c).descriptor);
