@@ -42,7 +42,7 @@ async function interruptible<T>(fn: (signal: AbortSignal) => Promise<T>, what: s
   try {
     return await fn(ctl.signal);
   } catch (e) {
-    if (ctl.signal.aborted) throw new EvolveError("evolve_interrupted", `${what} interrupted; finished runs are recorded`, again);
+    if (ctl.signal.aborted) throw new EvolveError("evolve_interrupted", `${what} was interrupted; its finished runs are recorded`, again);
     throw e;
   } finally {
     process.off("SIGINT", stop);

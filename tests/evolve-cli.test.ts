@@ -4,12 +4,14 @@
  * texts carrying the honest limits. A project whose runner is a shell command answering from PLANNING.md.
  */
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { spawn } from "node:child_process";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { join, resolve } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { cliHost } from "./support/cli-host.ts";
 
 
+const repo = resolve(__dirname, "..");
 const host = cliHost();
 afterAll(() => host.close());
 let home: string;
@@ -86,6 +88,34 @@ describe("evolve harness", () => {
     const unknown = evolve("harness", "screen", "c-nope");
     expect(unknown.stderr.split("\n")[0]).toMatch(/^error\[candidate_unknown\]: /);
   });
-});
 
+  it("a round stopped by SIGINT says so, and running it again resumes with the finished runs", async () => {
+    const p2 = mkdtempSync(join(tmpdir(), "evolve-cli-int-"));
+    mkdirSync(join(p2, ".agent", "harness"), { recursive: true });
+    writeFileSync(join(p2, ".agent", "harness", "PLANNING.md"), "Be careful.\n");
+    mkdirSync(join(p2, "evolve", "evals"), { recursive: true });
+    for (const i of [1, 2, 3]) writeFileSync(join(p2, "evolve", "evals", `t${i}.json`), JSON.stringify({ id: `t${i}`, domain: "echo", prompt: `say ok${i}`, check: { contains: `ok${i}` } }));
+    const agent = join(p2, "agent.sh");
+    writeFileSync(agent, `#!/bin/sh\ngrep -q SLOW "$1/harness/PLANNING.md" && sleep 5\necho "$2" | cut -d' ' -f2\n`);
+    writeFileSync(join(p2, "evolve", "runner.json"), JSON.stringify({ agent: "command", command: `sh ${agent} {agent_root} {prompt}`, timeout_s: 30 }));
+    const env = { ...process.env, EVOLVE_HOME: home, NO_COLOR: "1" };
+    const s = host.run(["harness", "scaffold", "--project", p2, "--where", "prompt", "--pathology", "p", "--hypothesis", "h"], { env, cwd: p2 });
+    const id = /candidate (c-\S+)/.exec(s.stdout)![1];
+    writeFileSync(join(p2, "evolve", "candidates", id, "files", "harness", "PLANNING.md"), "SLOW\n");
+    const child = spawn(join(repo, "node_modules", ".bin", "bun"), [join(repo, "main.ts"), "harness", "round", "--project", p2], { env, stdio: ["ignore", "pipe", "pipe"] });
+    let stderr = "";
+    child.stderr.on("data", (b) => (stderr += b));
+    const t0 = Date.now();
+    while (!stderr.includes("live ran") && Date.now() - t0 < 20_000) await new Promise((d) => setTimeout(d, 50));
+    child.kill("SIGINT");
+    const code = await new Promise((d) => child.on("close", d));
+    expect(code).toBe(2);
+    expect(stderr).toMatch(/error\[evolve_interrupted\]: the round was interrupted; its finished runs are recorded/);
+    // (the candidate made quick, so the resumed run of it takes no 15 s)
+    writeFileSync(join(p2, "evolve", "candidates", id, "files", "harness", "PLANNING.md"), "fast now\n");
+    const again = host.run(["harness", "round", "--project", p2], { env, cwd: p2 });
+    expect(again.stderr).toContain("round 1 screen: live re-used");
+    expect(again.stdout).toContain("round 1");
+  }, 30_000);
+});
 
