@@ -18,6 +18,7 @@ import { geneBankCells, readGeneBank } from "../engine/evolve/genebank.ts";
 import { installCandidate, undoInstall } from "../engine/evolve/install.ts";
 import { openLocalGateway, type LocalGateway } from "../engine/evolve/local-gateway.ts";
 import { round, readRounds } from "../engine/evolve/round.ts";
+import { drawSample } from "../engine/evolve/screen.ts";
 import type { Evaluator } from "../engine/evolve/types.ts";
 import { openStore, type Store } from "../engine/store/index.ts";
 
@@ -241,6 +242,7 @@ describe("a round", () => {
     expect(c.gates.validity).toMatchObject({ status: "fail", detail: "2 of 2 attempts invalid (t1: timed out after 0.6s)" });
     expect(c.attempts.candidate.every((a) => a.timed_out && !a.valid && a.exit_code === null)).toBe(true);
     expect(r.rounds[0].rejected[hangs]).toMatch(/^validity: /);
+    expect(r.screens[r.rounds[0].screen_id!].limits).toContain("n = 2: a smoke test, not evidence");
   }, 30_000);
 
   it("refuses the winner whose held-out gain does not hold", async () => {
@@ -290,6 +292,31 @@ describe("a round", () => {
     // the parent's finished run was re-used; only the candidate's interrupted run ran again
     expect(liveRequests()).toBe(4);
     expect(upstream.requests.length - before).toBe(4);
+  });
+
+  it("screens a drawn sample, then gives the survivor and its parent utility over every card, as the dry run counted", async () => {
+    const project = makeProject();
+    const better = candidate(project, BOOST, { marker: "step by step" });
+    const ev = evaluatorOf(project);
+    const plan = (await round({ project, evaluator: ev, dryRun: true, sampleSize: 3, seed: "s1" })).plan!;
+    expect(plan).toMatchObject({ screen_rollouts: 6, utility_rollouts: 8, total_rollouts: 14 });
+    const r = await round({ project, evaluator: ev, sampleSize: 3, seed: "s1" });
+    const scr = r.screens[r.rounds[0].screen_id!];
+    expect(scr.sample).toEqual(drawSample(["t1", "t2", "t3", "t4"], 3, "s1"));
+    expect(scr.seed).toBe("s1");
+    expect(r.rounds[0]).toMatchObject({ confirmed: [better], utility: { live: 0.25, [better]: 1 } });
+    expect(upstream.requests.length).toBe(plan.total_rollouts);
+  });
+
+  it("draws the same sample from the same seed, in the tasks' order", () => {
+    const tasks = Array.from({ length: 20 }, (_, i) => `t${String(i).padStart(2, "0")}`);
+    const a = drawSample(tasks, 5, "seed-a");
+    expect(a).toEqual(drawSample(tasks, 5, "seed-a"));
+    expect(a).toHaveLength(5);
+    expect([...a].sort()).toEqual(a);
+    expect(drawSample(tasks, 5, "seed-b")).not.toEqual(a);
+    expect(drawSample(tasks, undefined, "x")).toEqual(tasks);
+    expect(drawSample(tasks, 50, "x")).toEqual(tasks);
   });
 
   it("--dry-run counts the rollouts and runs nothing", async () => {
