@@ -43,6 +43,7 @@ export async function runConductor(opts: ConductorRunOptions & { tuning?: LoopTu
   let output = "";
   let lastText = "";
   let turns = 0;
+  const seenIds = new Set<string>();
   let outcome: ConductorOutcome | undefined;
   let error: string | undefined;
 
@@ -105,7 +106,9 @@ export async function runConductor(opts: ConductorRunOptions & { tuning?: LoopTu
         break;
       }
 
-      const messageId = reply.id || `conductor-turn-${turn}`;
+      // one ATIF step per message id: an id the provider gave twice (a proxy's fixed one) is made the turn's own
+      const messageId = reply.id && !seenIds.has(reply.id) ? reply.id : `${reply.id || "conductor"}-turn${turn}`;
+      seenIds.add(messageId);
       if (reply.text) {
         emit(chunkEvent("agent_message_chunk", reply.text, messageId));
         lastText = reply.text;
