@@ -23,6 +23,7 @@ export const ENGINE_TESTS = [
   "tests/doctor.test.ts",
   "tests/driver.test.ts",
   "tests/evolve-dataset.test.ts",
+  "tests/evolve-screen-dataset.test.ts",
   "tests/run-cli.test.ts",
   "tests/run-interrupt.test.ts",
   "tests/trial-agents.test.ts",
