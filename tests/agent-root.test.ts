@@ -148,6 +148,13 @@ describe("the conductor parser", () => {
     expect(out).toEqual([promptEvent("the instruction"), ...good]);
   });
 
+  it("takes the system prompt (and _meta) of the conductor's own first prompt event into the instruction's", () => {
+    const own = { type: "prompt", data: { _prompt: { text: "the instruction", system: "You are… MARKER-1" }, _meta: { seats: { planning: "default" } } } };
+    expect(parse([JSON.stringify({ ...own, data: { ...own.data, _prompt: { ...own.data._prompt, text: "the file's copy" } } }), JSON.stringify(good[1])], "the instruction")).toEqual([own, good[1]]);
+    // a prompt after other lines is an echo: the instruction was stored first
+    expect(parse([JSON.stringify(good[1]), JSON.stringify(own)], "given")).toEqual([promptEvent("given"), good[1]]);
+  });
+
   it("keeps the stream's prompt when it was given no instruction (trace convert)", () => {
     expect(parse([JSON.stringify(promptEvent("from the stream")), JSON.stringify(good[1])])).toEqual([promptEvent("from the stream"), good[1]]);
   });
