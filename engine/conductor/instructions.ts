@@ -22,14 +22,21 @@ export interface InstructionFile {
 
 /**
  * The `.agent/` files that are the agent's instructions, in the order it is given them: `harness/PLANNING.md`
- * (when present), then every `knowledge/*.md` in name order (code-unit order, so the same on every host). Files
- * that are absent are left out; one that is present but cannot be read throws (a trial refuses such a `.agent/`
- * before this is asked, see {@link agentRootProblem}).
+ * (when present), then every `knowledge/*.md` in name order (code-unit order, so the same on every host). A file
+ * that is absent, not a regular file (a link) or unreadable is left out, as if absent: the conductor on the host
+ * reads a live folder; a trial's copy was checked whole before (see {@link agentRootProblem}).
  */
 export function agentInstructionFiles(root: string): InstructionFile[] {
   const out: InstructionFile[] = [];
-  const planning = join(root, AGENT_PATHS.planning);
-  if (isFile(planning)) out.push({ path: AGENT_PATHS.planning, text: readFileSync(planning, "utf8") });
+  const read = (p: string): string | undefined => {
+    try {
+      return isFile(p) ? readFileSync(p, "utf8") : undefined;
+    } catch {
+      return undefined;
+    }
+  };
+  const planning = read(join(root, AGENT_PATHS.planning));
+  if (planning !== undefined) out.push({ path: AGENT_PATHS.planning, text: planning });
   const kdir = join(root, AGENT_PATHS.knowledge);
   let names: string[] = [];
   try {
@@ -38,8 +45,8 @@ export function agentInstructionFiles(root: string): InstructionFile[] {
     names = [];
   }
   for (const name of names.filter((n) => n.endsWith(".md")).sort((a, b) => (a < b ? -1 : a > b ? 1 : 0))) {
-    const p = join(kdir, name);
-    if (isFile(p)) out.push({ path: `${AGENT_PATHS.knowledge}/${name}`, text: readFileSync(p, "utf8") });
+    const text = read(join(kdir, name));
+    if (text !== undefined) out.push({ path: `${AGENT_PATHS.knowledge}/${name}`, text });
   }
   return out;
 }
