@@ -194,6 +194,6 @@ export function snapshotAgentRoot(root: string, dest: string): void {
 export function checkAgentRoot(dir: string): string {
   const abs = resolve(dir);
   const bad = agentRootProblem(abs);
-  if (bad) throw new EvolveError("agent_root_invalid", `--agent-root ${dir}: ${bad}`, "give a .agent/ folder of plain files and folders (evolve conductor init writes one)");
+  if (bad) throw new EvolveError("agent_root_invalid", `--agent-root ${dir}: ${bad}`, "give a .agent/ folder of plain files and folders (`evolve harness init DIR` writes one)");
   return abs;
 }
