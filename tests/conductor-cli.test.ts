@@ -99,6 +99,12 @@ describe("evolve harness init + conductor run", () => {
     const badModel = await evolve([...base, "-m", "claude"], { EVOLVE_GATEWAY_KEY: "k" });
     expect(badModel.code).toBe(2);
     expect(badModel.stderr).toMatch(/^error\[usage\]: -m "claude" is not provider\/model/);
+    const env = { EVOLVE_GATEWAY_KEY: "k" };
+    const noWork = await evolve([...base, "-m", "anthropic/x", "--base-url", gw.url, "--workdir", join(dir, "nope")], env);
+    expect(noWork.stderr).toMatch(/^error\[usage\]: --workdir .*nope does not exist or is not a folder/);
+    const noRoot = await evolve(["conductor", "run", "--agent-root", join(dir, "missing"), "--prompt", "hi", "-m", "anthropic/x", "--base-url", gw.url], env);
+    expect(noRoot.code).toBe(2);
+    expect(noRoot.stderr).toMatch(/^error\[agent_root_missing\]: the agent directory .*missing does not exist/);
     expect(gw.upstream.requests).toHaveLength(0);
   });
 });
