@@ -148,6 +148,7 @@ export const ERROR_CODES = {
 
   // The conductor and its .agent/ (engine/conductor)
   conductor_config_invalid: ran("the agent directory's harness/config.json is not JSON, has an unknown key, or a value of the wrong type"),
+  agent_root_missing: env("the conductor's agent directory (--agent-root) does not exist or is not a folder"),
   seats_invalid: ran("harness/seats.json is not JSON, names an unknown seat, or a module (inside .agent/) or function that cannot be loaded"),
   tool_schema_invalid: ran("a file in protocols/tool_schemas/ is not a {name, description, input_schema} object for one of the conductor's tools"),
   seat_failed: ran("a seat function from harness/seats.json threw during the run"),

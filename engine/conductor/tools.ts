@@ -112,6 +112,9 @@ export async function runTool(call: ToolCall, ctx: ToolContext): Promise<ToolRes
 
 class ArgError extends Error {}
 
+/** What goes between output and a note after it: nothing when the output already ends its line. */
+const sepOf = (text: string): string => (text === "" || text.endsWith("\n") ? "" : "\n");
+
 function str(input: Record<string, unknown>, key: string, allowEmpty = false): string {
   const v = input[key];
   if (typeof v !== "string" || (!allowEmpty && v === "")) throw new ArgError(`argument "${key}" must be a${allowEmpty ? "" : " non-empty"} string`);
@@ -201,16 +204,16 @@ function shell(command: string, ctx: ToolContext): Promise<ToolResult> {
       let text = out.text();
       let isError = false;
       if (error) {
-        text += `${text ? "\n" : ""}[cannot run the command: ${error.message}]`;
+        text += `${sepOf(text)}[cannot run the command: ${error.message}]`;
         isError = true;
       } else if (killedFor === "timeout") {
-        text += `${text ? "\n" : ""}[killed: the command ran past shell_timeout_s (${timeoutS} s)]`;
+        text += `${sepOf(text)}[killed: the command ran past shell_timeout_s (${timeoutS} s)]`;
         isError = true;
       } else if (killedFor === "abort") {
-        text += `${text ? "\n" : ""}[killed: the run ended]`;
+        text += `${sepOf(text)}[killed: the run ended]`;
         isError = true;
       } else if (code !== 0) {
-        text += `${text ? "\n" : ""}[exit code ${code ?? `signal ${sig}`}]`;
+        text += `${sepOf(text)}[exit code ${code ?? `signal ${sig}`}]`;
         isError = true;
       }
       resolveResult({ text: text || "(no output)", isError });
