@@ -170,6 +170,33 @@ describe.skipIf(!conductor.bin)(`-a conductor with a .agent/${conductor.bin ? ""
     }
   });
 
+  const conductorTrial = async (dir: string, name: string) =>
+    runTrial(
+      { trialId: newId(), jobId: "JOB-DATASET-EVAL", home, task: { dir, digest: await taskDigest(dir), name }, agent: { name: "conductor", model: "anthropic/claude-sonnet-4-5" }, timeoutMultiplier: 1, secrets: {} },
+      { engine, store },
+    );
+
+  it("is refused in a musl box before any model call (AgentRuntimeIncompatibleError), and without a binary (AgentNotInstalledError)", async () => {
+    upstream.reset();
+    const musl = await conductorTrial(join(ROOT, "fixtures/tasks/agent-trials/cli-agent-musl"), "cli-agent-musl");
+    expect(musl.status).toBe("INFRASTRUCTURE_ERROR");
+    expect(musl.exception?.type).toBe("AgentRuntimeIncompatibleError");
+    expect(musl.exception?.message).toMatch(/^the evolve binary \(conductor\) needs \/lib64\/ld-linux-x86-64\.so\.2 \(a glibc system\).*musl-based/);
+    expect(musl.failed_phase).toBe("install");
+    const was = process.env.EVOLVE_BINARY;
+    process.env.EVOLVE_BINARY = join(dir, "no-such-evolve");
+    try {
+      const none = await conductorTrial(join(DATASET, "write-alpha"), "write-alpha");
+      expect(none.exception?.type).toBe("AgentNotInstalledError");
+      expect(none.exception?.message).toMatch(/runs the evolve binary in the box, and there is none at .*no-such-evolve: run `npm run build`/);
+      expect(none.failed_phase).toBe("prepare");
+    } finally {
+      if (was === undefined) delete process.env.EVOLVE_BINARY;
+      else process.env.EVOLVE_BINARY = was;
+    }
+    expect(upstream.requests).toEqual([]);
+  }, 120_000);
+
   it("runs on its built-in defaults when the job has no .agent/", async () => {
     upstream.reset();
     upstream.responder = (req) => {
@@ -179,11 +206,7 @@ describe.skipIf(!conductor.bin)(`-a conductor with a .agent/${conductor.bin ? ""
       if (JSON.stringify(req.body?.system ?? "").includes(MARKER)) return { text: "unexpected marker" };
       return { toolCall: { name: "shell", input: { command: "printf alpha > /app/out.txt" } } };
     };
-    const task = join(DATASET, "write-alpha");
-    const rec = await runTrial(
-      { trialId: newId(), jobId: "JOB-DATASET-EVAL", home, task: { dir: task, digest: await taskDigest(task), name: "write-alpha" }, agent: { name: "conductor", model: "anthropic/claude-sonnet-4-5" }, timeoutMultiplier: 1, secrets: {} },
-      { engine, store },
-    );
+    const rec = await conductorTrial(join(DATASET, "write-alpha"), "write-alpha");
     expect(rec.status, readFileSync(join(home, "trials", rec.id, "trial.log"), "utf8").slice(-2000)).toBe("SCORED");
     expect(rec.reward).toBe(1);
     expect(rec.agent_exit).toEqual({ exit_code: 0, timed_out: false });
