@@ -325,8 +325,40 @@ export function buildProgram(version: string, setExit: (code: number) => void): 
     .addHelpText("after", examples(["evolve agent register ./mytool.toml && evolve agent pull mytool"]))
     .action(async (file: string, opts) => setExit(await (await import("./agent.ts")).registerCommand(file, opts)));
 
-  // ---- harness diagnose (wt-diagnose): the evolver's `harness` group; merge with commands/harness.ts's commands ----
-  const harness = program.commands.find((c) => c.name() === "harness") ?? program.command("harness").description("evolve the harness around a frozen model: diagnose failures, screen candidates");
+  const conductor = program.command("conductor").description("evolve's built-in agent: runs a .agent/ policy against a model through the gateway");
+  conductor
+    .command("run")
+    .description("run the conductor on one instruction; print its trace as JSON lines; exit 0 when it finished, 1 otherwise")
+    .requiredOption("--agent-root <dir>", "the agent directory (.agent/) whose policy runs")
+    .option("--prompt <text>", "the instruction")
+    .option("--prompt-file <file>", "read the instruction from a file")
+    .requiredOption("-m, --model <provider/model>", "the model, as provider/model")
+    .addOption(new Option("--api <api>", "the wire API (default: anthropic → anthropic, openai → openai-responses, gemini → gemini, others → openai-chat)").choices(["anthropic", "openai-responses", "openai-chat", "gemini"]))
+    .option("--base-url <url>", "the gateway's URL (default: $ANTHROPIC_BASE_URL, $OPENAI_BASE_URL or $GOOGLE_GEMINI_BASE_URL by API)")
+    .option("--key-env <name>", "the environment variable holding the gateway key (default EVOLVE_GATEWAY_KEY, then the provider's *_API_KEY)")
+    .option("--workdir <dir>", "where tools run (default: the current directory)")
+    .option("--timeout-s <n>", "wall-clock limit for the whole run, in seconds", numberFlag("--timeout-s", POSITIVE))
+    .option("--output-file <file>", "write the final answer (finish's answer) to this file")
+    .option("--episode", "append the run's episode to <agent-root>/memory/episodes.jsonl")
+    .addHelpText(
+      "after",
+      "\nstdout is the run's trace, one {type, data} update per line (the parsed-trace vocabulary); the outcome is on stderr.\n" +
+        examples([
+          "evolve harness init . && evolve conductor run --agent-root .agent --prompt 'list the files' -m anthropic/claude-sonnet-4-5 --base-url http://127.0.0.1:4000",
+          "EVOLVE_GATEWAY_KEY=evk-… evolve conductor run --agent-root .agent --prompt-file task.md -m openai/gpt-5 --workdir /app --output-file answer.txt",
+          "evolve conductor run --agent-root .agent --prompt 'hi' -m gemini/gemini-2.5-flash --timeout-s 300 | jq -c 'select(.type==\"tool_call\")'",
+        ]),
+    )
+    .action(async (opts) => setExit(await (await import("./conductor.ts")).conductorRunCommand(opts)));
+
+  const harness = program.command("harness").description("the .agent/ directory the conductor runs and the evolver changes");
+  harness
+    .command("init")
+    .description("write a working default .agent/ in a directory (refused when one exists and is not empty)")
+    .argument("<dir>", "the directory to write .agent/ in (created if needed)")
+    .option("--json", "print {agent_root, files} as JSON")
+    .addHelpText("after", examples(["evolve harness init .", "evolve harness init my-agent --json"]))
+    .action(async (dir: string, opts) => setExit(await (await import("./conductor.ts")).harnessInitCommand(dir, opts)));
   harness
     .command("diagnose")
     .description("failed runs (episodic memory, or a job's trials) as (skill, pathology) diagnoses with the trace events that show them (docs/pathologies.md)")
@@ -335,7 +367,6 @@ export function buildProgram(version: string, setExit: (code: number) => void): 
     .option("--json", "print the diagnoses as one JSON document")
     .addHelpText("after", examples(["evolve harness diagnose", "evolve harness diagnose --job 01JB... --json | jq '.diagnoses[] | {skill, pathology, count}'"]))
     .action(async (opts) => setExit(await (await import("./harness-diagnose.ts")).diagnoseCommand(opts)));
-  // ---- end harness diagnose ----
 
   program
     .command("doctor")

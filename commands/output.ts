@@ -66,6 +66,15 @@ export function outJsonLine(value: unknown): void {
   process.stdout.write(JSON.stringify(jsonKeys(value)) + "\n");
 }
 
+/**
+ * Writes one parsed-trace update as a JSON line exactly as the trace vocabulary spells it (`{type, data}`, camelCase
+ * inside, as ACP has it): `conductor run`'s stdout, which the conductor's trace parser reads back. Not through
+ * jsonKeys, which would re-case the vocabulary.
+ */
+export function outTraceLine(update: unknown): void {
+  process.stdout.write(JSON.stringify(update) + "\n");
+}
+
 const ANSI = /\x1b\[[0-9;]*m/g;
 
 /** How many columns a string takes on a terminal: its ANSI colour codes take none. */

@@ -143,7 +143,7 @@ export const ERROR_CODES = {
 
   // Harness evolution (engine/evolve)
   episodes_unreadable: ran("the episodic memory file (.agent/memory/episodes.jsonl) is a link, a FIFO, a device or cannot be read"),
-  agent_dir_missing: env("the evolution project has no .agent/ folder (the live harness) where the command looks for one"),
+  agent_dir_missing: env("the .agent/ folder a command reads (the project's live harness, or the conductor's --agent-root) does not exist or is not a folder"),
   agent_dir_unsafe: ran("an agent folder (.agent/ or a candidate's files/) holds a link, a FIFO, a socket or a device; only plain files and folders are copied"),
   agent_dir_too_large: ran("an agent folder (.agent/ or a candidate's files/) holds more files or bytes than evolve copies"),
   candidate_where_invalid: env("a candidate's where is not one of prompt, knowledge, runtime, config"),
@@ -159,6 +159,17 @@ export const ERROR_CODES = {
 
   // The gateway
   gateway_config_invalid: env("the gateway's upstreams or prices file cannot be read"),
+
+  // The conductor and its .agent/ (engine/conductor)
+  conductor_config_invalid: ran("the agent directory's harness/config.json is not JSON, has an unknown key, or a value of the wrong type"),
+  seats_invalid: ran("harness/seats.json is not JSON, names an unknown seat, or a module (inside .agent/) or function that cannot be loaded"),
+  tool_schema_invalid: ran("a file in protocols/tool_schemas/ is not a {name, description, input_schema} object for one of the conductor's tools"),
+  seat_failed: ran("a seat function from harness/seats.json threw during the run"),
+  conductor_endpoint_missing: env("`conductor run` has no gateway URL or key: give --base-url and --key-env, or set the provider's *_BASE_URL and key"),
+  episode_write_failed: env("an episode cannot be appended to memory/episodes.jsonl (not writable, or a link)"),
+  episode_read_failed: ran("memory/episodes.jsonl is a link or not a regular file"),
+  agent_dir_exists: env("`harness init` was given a directory whose .agent/ exists and is not empty"),
+  agent_dir_unwritable: env("`harness init` cannot write the .agent/ files"),
 } as const satisfies Record<string, ErrorCodeInfo>;
 
 /** A code an EvolveError can carry. */

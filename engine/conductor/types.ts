@@ -24,6 +24,11 @@ export interface ToolCall {
   input: Record<string, unknown>;
   /** Why the arguments could not be read, when they could not. */
   malformed?: string;
+  /**
+   * What the provider needs back with this call on the next request, opaque to everything but engine/conductor/model.ts
+   * (Gemini's `thoughtSignature`, without which a thinking model refuses its own function call).
+   */
+  providerData?: Record<string, unknown>;
 }
 
 /** One entry of the run's history, in order: what the memory seat chooses from. */

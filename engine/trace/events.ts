@@ -57,7 +57,12 @@ export interface UpdateMeta {
 
 /** `prompt`: the instruction the agent received. */
 export interface PromptData {
-  _prompt: { text: string };
+  /**
+   * `system`: the system prompt the agent assembled for its first model call, when the harness says (the conductor
+   * does, so a marker placed in `.agent/` instructions shows in the transcript).
+   */
+  _prompt: { text: string; system?: string };
+  _meta?: UpdateMeta;
 }
 
 /** `user_message_chunk`, `agent_message_chunk`, `agent_thought_chunk`. */

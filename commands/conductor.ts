@@ -1,0 +1,114 @@
+/**
+ * `evolve conductor run` (the command a trial box runs: keep its flags stable) and `evolve harness init`.
+ */
+import { readFileSync, statSync, writeFileSync } from "node:fs";
+import { resolve } from "node:path";
+import type { WireApi } from "../engine/harness/cli-types.ts";
+import { EvolveError } from "../engine/errors.ts";
+import { out, outJson, outTraceLine } from "./output.ts";
+
+const APIS: readonly WireApi[] = ["anthropic", "openai-responses", "openai-chat", "gemini"];
+
+export interface ConductorRunOpts {
+  agentRoot: string;
+  prompt?: string;
+  promptFile?: string;
+  model: string;
+  api?: string;
+  baseUrl?: string;
+  keyEnv?: string;
+  workdir?: string;
+  timeoutS?: number;
+  outputFile?: string;
+  episode?: boolean;
+}
+
+/** The API a provider speaks by default: its own, else OpenAI's chat completions (what OpenAI-compatible servers serve). */
+function defaultApi(provider: string): WireApi {
+  return provider === "anthropic" ? "anthropic" : provider === "openai" ? "openai-responses" : provider === "gemini" ? "gemini" : "openai-chat";
+}
+
+/** A base URL as its root: OPENAI_BASE_URL and GOOGLE_GEMINI_BASE_URL usually carry the API's version path. */
+function rootUrl(url: string): string {
+  return url.replace(/\/+$/, "").replace(/\/(v1|v1beta)$/, "");
+}
+
+/** Runs the conductor once; prints the trace as JSON lines. Exit 0 when it finished, 1 otherwise. */
+export async function conductorRunCommand(opts: ConductorRunOpts): Promise<number> {
+  if ((opts.prompt === undefined) === (opts.promptFile === undefined)) throw new EvolveError("usage", "give the instruction as exactly one of --prompt TEXT or --prompt-file FILE", "see `evolve conductor run --help`");
+  const slash = opts.model.indexOf("/");
+  if (slash <= 0 || slash === opts.model.length - 1) throw new EvolveError("usage", `-m ${JSON.stringify(opts.model)} is not provider/model`, "e.g. -m anthropic/claude-sonnet-4-5");
+  const provider = opts.model.slice(0, slash);
+  if (opts.api !== undefined && !(APIS as readonly string[]).includes(opts.api)) throw new EvolveError("usage", `--api ${opts.api} is none of ${APIS.join(", ")}`, "see `evolve conductor run --help`");
+  const api = (opts.api as WireApi | undefined) ?? defaultApi(provider);
+  // the three providers the gateway knows by name take the bare model; any other upstream is named with it
+  const model = ["anthropic", "openai", "gemini"].includes(provider) ? opts.model.slice(slash + 1) : opts.model;
+  const env = process.env;
+  const baseEnv = api === "anthropic" ? "ANTHROPIC_BASE_URL" : api === "gemini" ? "GOOGLE_GEMINI_BASE_URL" : "OPENAI_BASE_URL";
+  const base = opts.baseUrl ?? env[baseEnv];
+  if (!base) throw new EvolveError("conductor_endpoint_missing", `no gateway URL: give --base-url or set ${baseEnv}`, "e.g. --base-url http://127.0.0.1:4000 (evolve gateway serve prints it)");
+  const providerKey = api === "anthropic" ? "ANTHROPIC_API_KEY" : api === "gemini" ? "GEMINI_API_KEY" : "OPENAI_API_KEY";
+  const keyEnv = opts.keyEnv ?? "EVOLVE_GATEWAY_KEY";
+  const key = env[keyEnv] || env[providerKey];
+  if (!key) throw new EvolveError("conductor_endpoint_missing", `no gateway key: ${keyEnv} and ${providerKey} are both unset`, `export ${keyEnv}=<the key evolve gateway serve printed>, or pass --key-env NAME`);
+  let instruction = opts.prompt;
+  if (opts.promptFile !== undefined) {
+    try {
+      instruction = readFileSync(opts.promptFile, "utf8");
+    } catch (e) {
+      throw new EvolveError("usage", `cannot read --prompt-file ${opts.promptFile}: ${(e as Error).message}`);
+    }
+  }
+
+  const agentRoot = resolve(opts.agentRoot);
+  const workdir = resolve(opts.workdir ?? process.cwd());
+  if (!isDir(workdir)) throw new EvolveError("usage", `--workdir ${workdir} does not exist or is not a folder`, "give the folder the tools should run in");
+  const ctl = new AbortController();
+  const stop = () => ctl.abort(new Error("signal"));
+  process.once("SIGTERM", stop);
+  process.once("SIGINT", stop);
+  try {
+    const { runConductor } = await import("../engine/conductor/loop.ts");
+    const result = await runConductor({
+      agentRoot,
+      instruction: instruction!,
+      workdir,
+      endpoint: { api, baseUrl: rootUrl(base), key, model },
+      onTrace: outTraceLine,
+      ...(opts.timeoutS !== undefined ? { timeoutMs: opts.timeoutS * 1000 } : {}),
+      signal: ctl.signal,
+    });
+    if (opts.outputFile !== undefined) writeFileSync(opts.outputFile, result.output);
+    if (opts.episode) {
+      const { appendEpisode, episodeOf } = await import("../engine/conductor/episodes.ts");
+      await appendEpisode(agentRoot, episodeOf(result, { score: null }));
+    }
+    process.stderr.write(`conductor: ${result.outcome} after ${result.turns} turn${result.turns === 1 ? "" : "s"}${result.error ? `: ${result.error}` : ""}\n`);
+    return result.outcome === "finished" ? 0 : 1;
+  } finally {
+    process.off("SIGTERM", stop);
+    process.off("SIGINT", stop);
+  }
+}
+
+/** Writes a default `.agent/` in `dir`; prints what was written. */
+export async function harnessInitCommand(dir: string, opts: { json?: boolean }): Promise<number> {
+  const { initAgentDir } = await import("../engine/conductor/init.ts");
+  const r = initAgentDir(resolve(dir));
+  if (opts.json) {
+    outJson({ agentRoot: r.agentRoot, files: r.files });
+    return 0;
+  }
+  out(`wrote ${r.agentRoot}:`);
+  for (const f of r.files) out(`  ${f}`);
+  out(`run it: evolve conductor run --agent-root ${r.agentRoot} --prompt '…' -m anthropic/<model> --base-url <gateway>`);
+  return 0;
+}
+
+function isDir(p: string): boolean {
+  try {
+    return statSync(p).isDirectory();
+  } catch {
+    return false;
+  }
+}
