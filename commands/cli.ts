@@ -360,6 +360,14 @@ export function buildProgram(version: string, setExit: (code: number) => void): 
     .option("--json", "print {agent_root, files} as JSON")
     .addHelpText("after", examples(["evolve harness init .", "evolve harness init my-agent --json"]))
     .action(async (dir: string, opts) => setExit(await (await import("./conductor.ts")).harnessInitCommand(dir, opts)));
+  harness
+    .command("diagnose")
+    .description("failed runs (episodic memory, or a job's trials) as (skill, pathology) diagnoses with the trace events that show them (docs/pathologies.md)")
+    .option("--job <id>", "diagnose this job's trials (an id, or a unique start of one) instead of the project's episodic memory")
+    .option("--project <dir>", "the project folder holding .agent/ (default: the working folder)")
+    .option("--json", "print the diagnoses as one JSON document")
+    .addHelpText("after", examples(["evolve harness diagnose", "evolve harness diagnose --job 01JB... --json | jq '.diagnoses[] | {skill, pathology, count}'"]))
+    .action(async (opts) => setExit(await (await import("./harness-diagnose.ts")).diagnoseCommand(opts)));
 
   program
     .command("doctor")

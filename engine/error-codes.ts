@@ -143,12 +143,27 @@ export const ERROR_CODES = {
   // Trajectories (ATIF)
   trajectory_unreadable: env("the trajectory file cannot be read as JSON: missing, not a regular file, over the size limit, or not JSON"),
 
+  // Harness evolution (engine/evolve)
+  episodes_unreadable: ran("the episodic memory file (.agent/memory/episodes.jsonl) is a link, a FIFO, a device or cannot be read"),
+  agent_dir_missing: env("the .agent/ folder a command reads (the project's live harness, or the conductor's --agent-root) does not exist or is not a folder"),
+  agent_dir_unsafe: ran("an agent folder (.agent/ or a candidate's files/) holds a link, a FIFO, a socket or a device; only plain files and folders are copied"),
+  agent_dir_too_large: ran("an agent folder (.agent/ or a candidate's files/) holds more files or bytes than evolve copies"),
+  candidate_where_invalid: env("a candidate's where is not one of prompt, knowledge, runtime, config"),
+  candidate_field_empty: env("a candidate needs a non-empty pathology and hypothesis"),
+  candidate_path_invalid: env("a candidate's file path is empty, absolute, climbs out of .agent/, or names memory/ (episodes stay with the live harness)"),
+  candidate_unknown: env("no candidate by that id is in evolve/candidates (or the id is not a candidate id)"),
+  candidate_invalid: ran("a candidate's descriptor.json is not JSON, does not match the descriptor's shape, or its lineage loops"),
+  candidate_not_confirmed: ran("the candidate is confirmed in no round record, so install refuses it without --force"),
+  holdout_not_held: ran("the candidate's gain did not hold on the holdout, so install refuses it without --override-holdout"),
+  round_record_invalid: ran("a round record (evolve/rounds/<n>/round.json) cannot be read as a round"),
+  install_nothing_to_undo: ran("no install is left to undo: every backup under evolve/backups has been restored"),
+  genebank_entry_invalid: env("an entry offered to the gene bank does not match the gene bank's shape"),
+
   // The gateway
   gateway_config_invalid: env("the gateway's upstreams or prices file cannot be read"),
 
   // The conductor and its .agent/ (engine/conductor)
   conductor_config_invalid: ran("the agent directory's harness/config.json is not JSON, has an unknown key, or a value of the wrong type"),
-  agent_root_missing: env("the conductor's agent directory (--agent-root) does not exist or is not a folder"),
   seats_invalid: ran("harness/seats.json is not JSON, names an unknown seat, or a module (inside .agent/) or function that cannot be loaded"),
   tool_schema_invalid: ran("a file in protocols/tool_schemas/ is not a {name, description, input_schema} object for one of the conductor's tools"),
   seat_failed: ran("a seat function from harness/seats.json threw during the run"),

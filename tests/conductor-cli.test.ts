@@ -104,7 +104,7 @@ describe("evolve harness init + conductor run", () => {
     expect(noWork.stderr).toMatch(/^error\[usage\]: --workdir .*nope does not exist or is not a folder/);
     const noRoot = await evolve(["conductor", "run", "--agent-root", join(dir, "missing"), "--prompt", "hi", "-m", "anthropic/x", "--base-url", gw.url], env);
     expect(noRoot.code).toBe(2);
-    expect(noRoot.stderr).toMatch(/^error\[agent_root_missing\]: the agent directory .*missing does not exist/);
+    expect(noRoot.stderr).toMatch(/^error\[agent_dir_missing\]: the agent directory .*missing does not exist/);
     expect(gw.upstream.requests).toHaveLength(0);
   });
 });

@@ -38,13 +38,22 @@ const trace: TraceUpdate[] = [
 ];
 
 describe("episodes", () => {
-  it("an episode keeps each failed call with its result (cut), and the errors; nothing of the clean calls", () => {
+  it("a failed run's episode keeps its whole trace but usage, texts cut, so diagnose sees how it went wrong", () => {
     const ep = episodeOf({ outcome: "max_turns", turns: 3, trace }, { task: "card-1", domain: "python", score: 0, at: new Date("2026-01-02T03:04:05Z") });
-    expect(ep).toMatchObject({ at: "2026-01-02T03:04:05.000Z", task: "card-1", domain: "python", outcome: "max_turns", score: 0, turns: 3 });
+    expect(ep).toMatchObject({ at: "2026-01-02T03:04:05.000Z", task: "card-1", domain: "python", outcome: "max_turns", score: 0, turns: 3, trace: "full" });
+    expect(ep.failures.map((f) => f.type)).toEqual(["prompt", "tool_call", "tool_call_update", "tool_call", "tool_call_update", "tool_call", "tool_call_update", "error"]);
+    expect(ep.failures[4]).toEqual(trace[5]);
+    const cut = ep.failures[6] as Extract<TraceUpdate, { type: "tool_call_update" }>;
+    expect(cut.data.update.content![0]!.content.text.length).toBeLessThan(2100);
+    // a finished run the check failed is a failed run too
+    expect(episodeOf({ outcome: "finished", turns: 1, trace: trace.slice(0, 4) }, { score: 0 }).failures.map((f) => f.type)).toEqual(["prompt", "tool_call", "tool_call_update"]);
+  });
+
+  it("a passing run's episode keeps each failed call with its result, and the errors; nothing of the clean calls", () => {
+    const ep = episodeOf({ outcome: "finished", turns: 3, trace }, { score: 1 });
+    expect(ep.trace).toBe("failures");
     expect(ep.failures.map((f) => f.type)).toEqual(["tool_call", "tool_call_update", "tool_call", "tool_call_update", "error"]);
     expect(ep.failures[1]).toEqual(trace[5]);
-    const cut = ep.failures[3] as Extract<TraceUpdate, { type: "tool_call_update" }>;
-    expect(cut.data.update.content![0]!.content.text.length).toBeLessThan(2100);
     expect(episodeOf({ outcome: "finished", turns: 1, trace: trace.slice(0, 4) }, { score: 1 }).failures).toEqual([]);
   });
 

@@ -13,7 +13,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { cliHost } from "./support/cli-host.ts";
 import { buildProgram } from "../commands/cli.ts";
 import { compareKeys, readDocs, sectionFor, type DocSection } from "./support/json-docs.ts";
-import { makeJsonStore, type JsonStoreIds } from "./support/json-store.ts";
+import { makeJsonStore, writeEpisodes, type JsonStoreIds } from "./support/json-store.ts";
 
 const root = resolve(__dirname, "..");
 const sections = readDocs();
@@ -62,6 +62,7 @@ const RUNS: { command: string; args: () => string[]; exit?: number }[] = [
   { command: "agent show", args: () => ["agent", "show", "mytool", "--verify"] },
   { command: "agent export", args: () => ["agent", "export", join(home, "agents.tar"), "mytool"] },
   { command: "agent import", args: () => ["agent", "import", join(home, "agents.tar")] },
+  { command: "harness diagnose", args: () => ["harness", "diagnose", "--project", join(home, "project")] },
 ];
 
 /** `trial files ls` for every command of the CLI that takes `--json`. */
@@ -81,6 +82,7 @@ const describeDiff = (s: DocSection, d: { undocumented: string[]; missing: strin
 beforeAll(async () => {
   home = mkdtempSync(join(tmpdir(), "evolve-json-docs-"));
   ids = await makeJsonStore(home);
+  writeEpisodes(join(home, "project"));
 });
 
 describe("docs/json.md", () => {

@@ -25,7 +25,7 @@ export interface LoopTuning {
 
 /** Runs the conductor on one instruction; see the module comment for what ends a run. */
 export async function runConductor(opts: ConductorRunOptions & { tuning?: LoopTuning }): Promise<ConductorResult> {
-  if (!isDir(opts.agentRoot)) throw new EvolveError("agent_root_missing", `the agent directory ${opts.agentRoot} does not exist or is not a folder`, "give the .agent/ folder (`evolve harness init <dir>` writes one)");
+  if (!isDir(opts.agentRoot)) throw new EvolveError("agent_dir_missing", `the agent directory ${opts.agentRoot} does not exist or is not a folder`, "give the .agent/ folder (`evolve harness init <dir>` writes one)");
   const config = readConductorConfig(opts.agentRoot);
   const seats = await loadSeats(opts.agentRoot);
   const trace: TraceUpdate[] = [];

@@ -62,6 +62,11 @@ export interface Descriptor {
   hypothesis: string;
   activation: { marker: string | null };
   created_at: string;
+  /**
+   * `.agent/`-relative paths (files or folders) this candidate removes from its parent's harness, applied before its
+   * `files/` are laid over; absent means none (candidate.ts).
+   */
+  deleted?: string[];
 }
 
 /** One run of one task under one harness (a card on the host, or a trial of a job). */

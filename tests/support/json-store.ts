@@ -98,3 +98,18 @@ export async function makeJsonStore(home: string): Promise<JsonStoreIds> {
     await store.close();
   }
 }
+
+/**
+ * A project folder whose episodic memory (`.agent/memory/episodes.jsonl`) holds a pass and a failure with a vetoed
+ * call, for `harness diagnose --project`.
+ */
+export function writeEpisodes(project: string): void {
+  const dir = join(project, ".agent", "memory");
+  mkdirSync(dir, { recursive: true });
+  const episode = (id: string, score: number, failures: unknown[]) => JSON.stringify({ id, at: at(9), task: `card-${id}`, domain: "files", outcome: "finished", score, turns: 3, failures });
+  const vetoed = [
+    { type: "tool_call", data: { update: { sessionUpdate: "tool_call", toolCallId: "c1", name: "shell", title: "rm -rf /app", kind: "execute", status: "pending", rawInput: { command: "rm -rf /app" } } } },
+    { type: "tool_call_update", data: { update: { sessionUpdate: "tool_call_update", toolCallId: "c1", status: "failed", content: [{ type: "content", content: { type: "text", text: "refused: rm -rf is not allowed" } }], _meta: { vetoed: true } } } },
+  ];
+  writeFileSync(join(dir, "episodes.jsonl"), `${episode("e1", 1, [])}\n${episode("e2", 0, vetoed)}\n`);
+}
