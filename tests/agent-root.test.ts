@@ -125,6 +125,15 @@ describe("the trial's copy of the .agent/", () => {
     expect(statSync(join(dest, "hooks/pre_tool_call")).mode & 0o777).toBe(0o755);
     expect(statSync(join(dest, "harness")).mode & 0o777).toBe(0o755);
   });
+
+  it("leaves out memory/ (the host's episodes), which is neither checked nor copied", () => {
+    const root = agentRoot({ "knowledge/a.md": "a", "memory/episodes.jsonl": "{}\n".repeat(10) });
+    symlinkSync("/etc/passwd", join(root, "memory/linked"));
+    expect(agentRootProblem(root)).toBeUndefined();
+    snapshotAgentRoot(root, join(dir, "copy"));
+    expect(existsSync(join(dir, "copy", "memory"))).toBe(false);
+    expect(existsSync(join(dir, "copy", "knowledge", "a.md"))).toBe(true);
+  });
 });
 
 describe("the conductor parser", () => {

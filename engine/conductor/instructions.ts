@@ -14,6 +14,12 @@ export const MAX_AGENT_ROOT_FILES = 2000;
 /** The most bytes of them. */
 export const MAX_AGENT_ROOT_BYTES = 32 * 1024 * 1024;
 
+/**
+ * The folder of a `.agent/` a trial is not given: episodic memory is the host's record of its runs (a trial's own
+ * record is the trial), and can grow to tens of MiB, copied for nothing into every trial.
+ */
+export const TRIAL_SKIPS_DIR = AGENT_PATHS.episodes.split("/")[0]!;
+
 /** One file of the instructions: its path relative to the `.agent/`, and its text. */
 export interface InstructionFile {
   path: string;
@@ -86,7 +92,8 @@ function isFile(p: string): boolean {
  * Why `root` cannot be handed to a trial, or undefined when it can: it must be an absolute path to a real directory
  * (not a link), and everything under it plain directories and regular readable files (no links, FIFOs or devices:
  * a link could reach out of it once mounted), at most {@link MAX_AGENT_ROOT_FILES} files and
- * {@link MAX_AGENT_ROOT_BYTES} bytes. The one check `evolve run --agent-root` and a trial's prepare both make.
+ * {@link MAX_AGENT_ROOT_BYTES} bytes. `memory/` is neither checked nor copied ({@link TRIAL_SKIPS_DIR}). The one check
+ * `evolve run --agent-root` and a trial's prepare both make.
  */
 export function agentRootProblem(root: string): string | undefined {
   if (!isAbsolute(root)) return `${root} is not an absolute path`;
@@ -108,6 +115,7 @@ export function agentRootProblem(root: string): string | undefined {
       return `${rel(root, dir)}: cannot list (${(e as NodeJS.ErrnoException).code ?? "unreadable"})`;
     }
     for (const name of names) {
+      if (dir === root && name === TRIAL_SKIPS_DIR) continue;
       const p = join(dir, name);
       const s = lstatSync(p, { throwIfNoEntry: false });
       if (!s) return `${rel(root, p)} vanished while it was checked`;
@@ -144,7 +152,7 @@ function unreadable(p: string): string | undefined {
 }
 
 /**
- * Copies a checked `.agent/` to `dest` (made here, must not exist) as plain files any user can read: 0755 folders,
+ * Copies a checked `.agent/` but its `memory/` to `dest` (made here, must not exist) as plain files any user can read: 0755 folders,
  * 0644 files (0755 where the owner could execute, so a hook stays runnable). A trial mounts the copy, never the
  * user's folder: the box sees what the trial started with even if the folder changes meanwhile, a box running in a
  * user namespace can read it whatever the folder's own modes, and the trial keeps a record of what ran. Every file
@@ -157,6 +165,7 @@ export function snapshotAgentRoot(root: string, dest: string): void {
     // the umask may have taken bits the box needs
     chmodSync(to, 0o755);
     for (const name of readdirSync(from).sort()) {
+      if (from === root && name === TRIAL_SKIPS_DIR) continue;
       const src = join(from, name);
       const dst = join(to, name);
       const s = lstatSync(src);
