@@ -7,12 +7,11 @@
 import { chmodSync, closeSync, constants, fstatSync, lstatSync, mkdirSync, openSync, readdirSync, readFileSync, readSync, writeFileSync } from "node:fs";
 import { isAbsolute, join, relative, resolve } from "node:path";
 import { EvolveError } from "../errors.ts";
-import { AGENT_PATHS } from "./layout.ts";
+import { AGENT_PATHS, MAX_AGENT_BYTES, MAX_AGENT_FILES } from "./layout.ts";
 
-/** The most files a `.agent/` handed to a trial may hold (it is copied into every trial). */
-export const MAX_AGENT_ROOT_FILES = 2000;
-/** The most bytes of them. */
-export const MAX_AGENT_ROOT_BYTES = 32 * 1024 * 1024;
+/** The most files and bytes a `.agent/` handed to a trial may hold (it is copied into every trial): layout.ts's. */
+export const MAX_AGENT_ROOT_FILES = MAX_AGENT_FILES;
+export const MAX_AGENT_ROOT_BYTES = MAX_AGENT_BYTES;
 
 /**
  * The folder of a `.agent/` a trial is not given: episodic memory is the host's record of its runs (a trial's own
