@@ -9,6 +9,7 @@ import { agentSpec, loadRegistered, registerAgent } from "../engine/harness/mani
 import { agentsDir, defaultVersion, needsVendoring, exportAgents, importAgents, listVendored, pullAgent, verifyVendored, type Vendored, type VerifyProblem } from "../engine/harness/vendor.ts";
 import { EvolveError } from "../engine/errors.ts";
 import { out, outJson, outTable, style } from "./output.ts";
+import pkg from "../package.json" with { type: "json" };
 
 /** The providers `agent show` reports an API for. */
 const PROVIDERS = ["anthropic", "openai", "gemini"];
@@ -99,7 +100,8 @@ export async function showCommand(name: string, opts: { json?: boolean; verify?:
   const doc = {
     name: spec.name,
     kind: registered ? "registered" : "cli",
-    version: registered ? registered.manifest.version : defaultVersion(spec),
+    // the conductor is this evolve: its version is evolve's
+    version: registered ? registered.manifest.version : spec.vendor.selfBinary ? pkg.version : defaultVersion(spec),
     packages: spec.vendor.packages.map((p) => ({ name: p.name, version: p.version })),
     entry: spec.vendor.entry,
     via_node: spec.vendor.viaNode,
@@ -123,7 +125,8 @@ export async function showCommand(name: string, opts: { json?: boolean; verify?:
   const bad = checks.filter((c) => c.problems.length > 0);
   if (opts.json) return outJson(doc), bad.length ? 1 : 0;
   out(`${style.bold(doc.name)} ${style.dim(`(${doc.kind}, version ${doc.version})`)}`);
-  out(`  packages  ${doc.packages.map((p) => `${p.name}@${p.version}`).join(" ") || "(installed in the box by its script)"}`);
+  const none = spec.vendor.selfBinary ? "none: the evolve binary itself, mounted read-only in the box" : "(installed in the box by its script)";
+  out(`  packages  ${doc.packages.map((p) => `${p.name}@${p.version}`).join(" ") || none}`);
   if (doc.entry) out(`  entry     ${doc.entry}${doc.via_node ? ` on Node ≥ ${doc.node_min ?? "?"}` : ""}`);
   out(`  api       ${PROVIDERS.map((p) => `${p}: ${api[p] ?? "—"}`).join(", ")}`);
   out(`  key env   ${doc.key_env}`);
@@ -134,7 +137,8 @@ export async function showCommand(name: string, opts: { json?: boolean; verify?:
     out("  options (--ak KEY=VALUE):");
     for (const o of options) out(`    ${o.key.padEnd(18)} ${o.description}${o.values ? ` (${o.values.join(" | ")})` : o.pattern ? ` (/${o.pattern}/)` : ""}`);
   }
-  if (trees.length === 0) out(`  vendored  none: evolve agent pull ${name}`);
+  if (spec.vendor.selfBinary) out("  vendored  never: the box runs this evolve binary (or $EVOLVE_BINARY, or dist/evolve)");
+  else if (trees.length === 0) out(`  vendored  none: evolve agent pull ${name}`);
   for (const t of doc.vendored) {
     const c = checks.find((x) => x.version === t.version);
     const verdict = c ? (c.problems.length ? style.red(` ${c.problems.length} problem(s)`) : style.green(" verified")) : "";

@@ -360,8 +360,6 @@ export function buildProgram(version: string, setExit: (code: number) => void): 
     .option("--json", "print {agent_root, files} as JSON")
     .addHelpText("after", examples(["evolve harness init .", "evolve harness init my-agent --json"]))
     .action(async (dir: string, opts) => setExit(await (await import("./conductor.ts")).harnessInitCommand(dir, opts)));
-
-  // ---- harness diagnose (wt-diagnose): the evolver's `harness` group; merge with commands/harness.ts's commands ----
   harness
     .command("diagnose")
     .description("failed runs (episodic memory, or a job's trials) as (skill, pathology) diagnoses with the trace events that show them (docs/pathologies.md)")
@@ -370,8 +368,7 @@ export function buildProgram(version: string, setExit: (code: number) => void): 
     .option("--json", "print the diagnoses as one JSON document")
     .addHelpText("after", examples(["evolve harness diagnose", "evolve harness diagnose --job 01JB... --json | jq '.diagnoses[] | {skill, pathology, count}'"]))
     .action(async (opts) => setExit(await (await import("./harness-diagnose.ts")).diagnoseCommand(opts)));
-  // ---- end harness diagnose ----
-  // ---- the evolver's verbs (wt-screen): commands/harness.ts ----
+  // the evolver's verbs: commands/harness.ts
   const harnessCmd = () => import("./harness.ts");
   const limits = `
 Honest limits:
@@ -458,7 +455,6 @@ Honest limits:
     .option("--json", "print the attempts and utility as JSON")
     .addHelpText("after", examples(["evolve harness eval", "evolve harness eval --json | jq .utility"]) + limits)
     .action(async (opts) => setExit(await (await harnessCmd()).evalCommand(opts)));
-  // ---- end the evolver's verbs ----
 
   program
     .command("doctor")

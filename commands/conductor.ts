@@ -1,7 +1,7 @@
 /**
  * `evolve conductor run` (the command a trial box runs: keep its flags stable) and `evolve harness init`.
  */
-import { readFileSync, writeFileSync } from "node:fs";
+import { readFileSync, statSync, writeFileSync } from "node:fs";
 import { resolve } from "node:path";
 import type { WireApi } from "../engine/harness/cli-types.ts";
 import { EvolveError } from "../engine/errors.ts";
@@ -61,6 +61,8 @@ export async function conductorRunCommand(opts: ConductorRunOpts): Promise<numbe
   }
 
   const agentRoot = resolve(opts.agentRoot);
+  const workdir = resolve(opts.workdir ?? process.cwd());
+  if (!isDir(workdir)) throw new EvolveError("usage", `--workdir ${workdir} does not exist or is not a folder`, "give the folder the tools should run in");
   const ctl = new AbortController();
   const stop = () => ctl.abort(new Error("signal"));
   process.once("SIGTERM", stop);
@@ -70,7 +72,7 @@ export async function conductorRunCommand(opts: ConductorRunOpts): Promise<numbe
     const result = await runConductor({
       agentRoot,
       instruction: instruction!,
-      workdir: resolve(opts.workdir ?? process.cwd()),
+      workdir,
       endpoint: { api, baseUrl: rootUrl(base), key, model },
       onTrace: outTraceLine,
       ...(opts.timeoutS !== undefined ? { timeoutMs: opts.timeoutS * 1000 } : {}),
@@ -101,4 +103,12 @@ export async function harnessInitCommand(dir: string, opts: { json?: boolean }):
   for (const f of r.files) out(`  ${f}`);
   out(`run it: evolve conductor run --agent-root ${r.agentRoot} --prompt '…' -m anthropic/<model> --base-url <gateway>`);
   return 0;
+}
+
+function isDir(p: string): boolean {
+  try {
+    return statSync(p).isDirectory();
+  } catch {
+    return false;
+  }
 }

@@ -145,7 +145,7 @@ export const ERROR_CODES = {
 
   // Harness evolution (engine/evolve)
   episodes_unreadable: ran("the episodic memory file (.agent/memory/episodes.jsonl) is a link, a FIFO, a device or cannot be read"),
-  agent_dir_missing: env("the evolution project has no .agent/ folder (the live harness) where the command looks for one"),
+  agent_dir_missing: env("the .agent/ folder a command reads (the project's live harness, or the conductor's --agent-root) does not exist or is not a folder"),
   agent_dir_unsafe: ran("an agent folder (.agent/ or a candidate's files/) holds a link, a FIFO, a socket or a device; only plain files and folders are copied"),
   agent_dir_too_large: ran("an agent folder (.agent/ or a candidate's files/) holds more files or bytes than evolve copies"),
   candidate_where_invalid: env("a candidate's where is not one of prompt, knowledge, runtime, config"),

@@ -125,6 +125,15 @@ describe("the trial's copy of the .agent/", () => {
     expect(statSync(join(dest, "hooks/pre_tool_call")).mode & 0o777).toBe(0o755);
     expect(statSync(join(dest, "harness")).mode & 0o777).toBe(0o755);
   });
+
+  it("leaves out memory/ (the host's episodes), which is neither checked nor copied", () => {
+    const root = agentRoot({ "knowledge/a.md": "a", "memory/episodes.jsonl": "{}\n".repeat(10) });
+    symlinkSync("/etc/passwd", join(root, "memory/linked"));
+    expect(agentRootProblem(root)).toBeUndefined();
+    snapshotAgentRoot(root, join(dir, "copy"));
+    expect(existsSync(join(dir, "copy", "memory"))).toBe(false);
+    expect(existsSync(join(dir, "copy", "knowledge", "a.md"))).toBe(true);
+  });
 });
 
 describe("the conductor parser", () => {
@@ -146,6 +155,13 @@ describe("the conductor parser", () => {
   it("stores each vocabulary line as it came, after the instruction it was given (the stream's own prompt is its echo)", () => {
     const out = parse([JSON.stringify(promptEvent("echoed")), ...good.map((u) => JSON.stringify(u)), ""], "the instruction");
     expect(out).toEqual([promptEvent("the instruction"), ...good]);
+  });
+
+  it("takes the system prompt (and _meta) of the conductor's own first prompt event into the instruction's", () => {
+    const own = { type: "prompt", data: { _prompt: { text: "the instruction", system: "You are… MARKER-1" }, _meta: { seats: { planning: "default" } } } };
+    expect(parse([JSON.stringify({ ...own, data: { ...own.data, _prompt: { ...own.data._prompt, text: "the file's copy" } } }), JSON.stringify(good[1])], "the instruction")).toEqual([own, good[1]]);
+    // a prompt after other lines is an echo: the instruction was stored first
+    expect(parse([JSON.stringify(good[1]), JSON.stringify(own)], "given")).toEqual([promptEvent("given"), good[1]]);
   });
 
   it("keeps the stream's prompt when it was given no instruction (trace convert)", () => {

@@ -10,6 +10,8 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { initAgentDir } from "../engine/conductor/init.ts";
 import { runConductor } from "../engine/conductor/loop.ts";
 import type { WireApi } from "../engine/harness/cli-types.ts";
+import { buildTrajectory } from "../engine/trace/atif.ts";
+import { validateTrajectory } from "../engine/trace/atif-validate.ts";
 import type { TraceUpdate } from "../engine/trace/events.ts";
 import { startConductorGateway, type ConductorGateway } from "./support/conductor-gateway.ts";
 
@@ -106,6 +108,28 @@ describe("the conductor in each wire API", () => {
     expect(anth!.headers["anthropic-version"]).toBe("2023-06-01");
     expect(chat!.headers.authorization).toBe("Bearer sk-openai-real");
     expect(gem!.headers["x-goog-api-key"]).toBe("AIza-real");
+  });
+});
+
+describe("the trace as every reader takes it", () => {
+  it("builds a valid ATIF trajectory: one agent step per model call, each tool call with its observation", async () => {
+    const a = agent();
+    gw.upstream.push(
+      { text: "Looking.", toolCall: { id: "c1", name: "shell", input: { command: "echo one" } } },
+      { toolCall: { id: "c2", name: "read_file", input: { path: "missing.txt" } } },
+      { toolCall: { id: "c3", name: "finish", input: { answer: "done" } } },
+    );
+    const r = await run(a, "anthropic");
+    const doc = buildTrajectory(r.trace, { agent: { name: "conductor", version: "test", model_name: "claude-sonnet-4-5" } });
+    expect(validateTrajectory(doc)).toEqual([]);
+    const agentSteps = doc.steps.filter((s) => s.source === "agent");
+    expect(agentSteps).toHaveLength(3);
+    expect(agentSteps[0]!.message).toBe("Looking.");
+    expect(agentSteps[0]!.tool_calls).toEqual([{ tool_call_id: "c1", function_name: "shell", arguments: { command: "echo one" } }]);
+    expect(agentSteps[0]!.observation!.results[0]).toMatchObject({ source_call_id: "c1", content: "one\n" });
+    expect(String(agentSteps[1]!.observation!.results[0]!.content)).toMatch(/^no such file/);
+    expect(doc.steps[0]).toMatchObject({ source: "user", message: "say hello into a file" });
+    expect(doc.final_metrics).toMatchObject({ total_prompt_tokens: 75, total_completion_tokens: 36 });
   });
 });
 

@@ -135,7 +135,7 @@ describe.skipIf(!conductor.bin)(`-a conductor with a .agent/${conductor.bin ? ""
       if (req.path !== "/messages") return undefined;
       const system = JSON.stringify(req.body?.system ?? "");
       if (!system.includes(MARKER)) return { text: "I was not told how to plan." };
-      if (requestText(req).includes("tool_result")) return { text: `Done (${MARKER}).` };
+      if (requestText(req).includes("tool_result")) return { text: "Done." };
       const word = wordOf(req);
       return word ? { toolCall: { name: "shell", input: { command: `printf ${word} > /app/out.txt` } } } : { text: "no task" };
     };
@@ -155,14 +155,63 @@ describe.skipIf(!conductor.bin)(`-a conductor with a .agent/${conductor.bin ? ""
     for (const a of run.attempts) expect(a.cost_usd).toBeGreaterThan(0);
   });
 
-  it("stores the conductor's stdout as its trace: its shell call, no line lost", () => {
+  it("stores the conductor's stdout as its trace: the instruction with the system prompt made of the .agent/, its shell call, no line lost", () => {
     for (const a of run.attempts) {
       const events = [...readTrace(home, a.log)];
+      expect(events[0]).toMatchObject({ seq: 0, type: "prompt", data: { _prompt: { text: expect.stringMatching(/^Write the word (alpha|beta)/) } } });
+      const system = (events[0].data as { _prompt: { system?: string } })._prompt.system ?? "";
+      expect(system).toContain(`Plan the work, then do it. Activation: ${MARKER}`);
+      expect(system).toContain("## Knowledge: files.md\n\nWrite files with printf, never echo.");
+      // the marker is seen only where the .agent/ put it: nothing else in the run says it
+      expect(events.slice(1).some((e) => JSON.stringify(e.data).includes(MARKER))).toBe(false);
       expect(events.filter((e) => e.type === "tool_call").map((e) => (e.data as { update: { name: string } }).update.name)).toContain("shell");
       expect(events.filter((e) => e.type === "trace_loss")).toEqual([]);
       expect(JSON.parse(readFileSync(join(home, "trials", a.log, "result.json"), "utf8")).agent_info).toMatchObject({ name: "conductor", agent_root: root });
     }
   });
+
+  const conductorTrial = async (dir: string, name: string) =>
+    runTrial(
+      { trialId: newId(), jobId: "JOB-DATASET-EVAL", home, task: { dir, digest: await taskDigest(dir), name }, agent: { name: "conductor", model: "anthropic/claude-sonnet-4-5" }, timeoutMultiplier: 1, secrets: {} },
+      { engine, store },
+    );
+
+  it("is refused in a musl box before any model call (AgentRuntimeIncompatibleError), and without a binary (AgentNotInstalledError)", async () => {
+    upstream.reset();
+    const musl = await conductorTrial(join(ROOT, "fixtures/tasks/agent-trials/cli-agent-musl"), "cli-agent-musl");
+    expect(musl.status).toBe("INFRASTRUCTURE_ERROR");
+    expect(musl.exception?.type).toBe("AgentRuntimeIncompatibleError");
+    expect(musl.exception?.message).toMatch(/^the evolve binary \(conductor\) needs \/lib64\/ld-linux-x86-64\.so\.2 \(a glibc system\).*musl-based/);
+    expect(musl.failed_phase).toBe("install");
+    const was = process.env.EVOLVE_BINARY;
+    process.env.EVOLVE_BINARY = join(dir, "no-such-evolve");
+    try {
+      const none = await conductorTrial(join(DATASET, "write-alpha"), "write-alpha");
+      expect(none.exception?.type).toBe("AgentNotInstalledError");
+      expect(none.exception?.message).toMatch(/runs the evolve binary in the box, and there is none at .*no-such-evolve: run `npm run build`/);
+      expect(none.failed_phase).toBe("prepare");
+    } finally {
+      if (was === undefined) delete process.env.EVOLVE_BINARY;
+      else process.env.EVOLVE_BINARY = was;
+    }
+    expect(upstream.requests).toEqual([]);
+  }, 120_000);
+
+  it("runs on its built-in defaults when the job has no .agent/", async () => {
+    upstream.reset();
+    upstream.responder = (req) => {
+      if (req.path !== "/messages") return undefined;
+      if (requestText(req).includes("tool_result")) return { text: "Done." };
+      // the built-in planning, not a .agent/'s
+      if (JSON.stringify(req.body?.system ?? "").includes(MARKER)) return { text: "unexpected marker" };
+      return { toolCall: { name: "shell", input: { command: "printf alpha > /app/out.txt" } } };
+    };
+    const rec = await conductorTrial(join(DATASET, "write-alpha"), "write-alpha");
+    expect(rec.status, readFileSync(join(home, "trials", rec.id, "trial.log"), "utf8").slice(-2000)).toBe("SCORED");
+    expect(rec.reward).toBe(1);
+    expect(rec.agent_exit).toEqual({ exit_code: 0, timed_out: false });
+    expect(existsSync(join(home, "trials", rec.id, "agent-root"))).toBe(false);
+  }, 120_000);
 });
 
 describe.skipIf(!hasClaude)(`claude-code with a .agent/${hasClaude ? "" : " (skipped: claude-code is not vendored under $EVOLVE_AGENTS_DIR)"}`, () => {

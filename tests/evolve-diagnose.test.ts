@@ -34,6 +34,21 @@ beforeEach(() => {
 });
 afterEach(() => rmSync(dir, { recursive: true, force: true }));
 
+describe("diagnose from the conductor's episodes", () => {
+  it("a failed run's episode holds its trace, so a premature finish is diagnosed from memory alone", async () => {
+    const { appendEpisode, episodeOf } = await import("../engine/conductor/episodes.ts");
+    const root = join(dir, ".agent");
+    mkdirSync(root);
+    const finish = toolCallEvent({ toolCallId: "f1", name: "finish", title: "finish", kind: "other", status: "pending", rawInput: { answer: "done" } });
+    const trace = [promptEvent("fix it"), chunkEvent("agent_message_chunk", "All done, the bug is fixed.", "m1"), finish, toolResultEvent("f1", "completed", "done")];
+    await appendEpisode(root, episodeOf({ outcome: "finished", turns: 1, trace }, { task: "card-1", domain: "python", score: 0 }));
+    const { runs } = await runsFromEpisodes(root);
+    const ids = diagnose(runs).map((d) => d.pathology);
+    expect(ids).toContain("premature_finish");
+    expect(ids).toContain("verifier_disagreement");
+  });
+});
+
 describe("diagnose", () => {
   it("gives one diagnosis per (skill, pathology), most runs first, naming every run", () => {
     const ds = diagnose([

@@ -55,6 +55,7 @@ const RUNS: { command: string; args: () => string[]; exit?: number }[] = [
   { command: "gateway status", args: () => ["gateway", "status"] },
   { command: "dataset delete", args: () => ["dataset", "delete", "demo@1.0", "--yes"] },
   { command: "trajectory validate", args: () => ["trajectory", "validate", "fixtures/atif/invalid/step-gap.json"], exit: 1 },
+  { command: "harness init", args: () => ["harness", "init", join(home, "agent-project")] },
   { command: "agent register", args: () => ["agent", "register", "fixtures/vendor/mytool.toml"] },
   { command: "agent pull", args: () => ["agent", "pull", "mytool", "--from", "fixtures/vendor/mytool-install"] },
   { command: "agent list", args: () => ["agent", "list"] },

@@ -78,7 +78,7 @@ describe("an unknown agent is a usage error before anything is recorded", () => 
     const r = evolve(["run", "-p", TASK, "-a", "aider"]);
     expect(r.code).toBe(2);
     // the shipped CLIs follow the built-ins in the list
-    expect(r.stderr).toMatch(/^error\[agent_unknown\]: no agent named "aider" \(known agents: oracle, nop, claude-code, codex, gemini-cli, qwen-code, opencode, droid, kimi-code\)/);
+    expect(r.stderr).toMatch(/^error\[agent_unknown\]: no agent named "aider" \(known agents: oracle, nop, claude-code, codex, gemini-cli, qwen-code, opencode, droid, kimi-code, conductor\)/);
     expect(r.stdout).toBe("");
     expect(JSON.parse(evolve(["job", "list", "--json"]).stdout)).toEqual([]);
   });

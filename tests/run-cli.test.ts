@@ -3,7 +3,7 @@
  * trial show, and crash safety (SIGKILL of `evolve run`, then `job resume` finishes every trial exactly once).
  */
 import { spawn, spawnSync } from "node:child_process";
-import { existsSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -46,6 +46,25 @@ afterAll(() => {
 });
 
 describe.skipIf(!hasPodman)("evolve run (needs podman and the local debian:bookworm-slim image)", () => {
+  it("records --agent-root (from a run config, relative to it) in the job config, config.json and result.json, and copies it into the trial", () => {
+    const task = makeTask("with-agent-root");
+    // a home of its own: the tests below count the jobs of theirs
+    const own = { EVOLVE_HOME: mkdtempSync(join(tmpdir(), "evolve-run-root-home-")) };
+    const cfg = join(work, "agent-root-cfg");
+    mkdirSync(join(cfg, ".agent", "knowledge"), { recursive: true });
+    writeFileSync(join(cfg, ".agent", "knowledge", "a.md"), "know a\n");
+    writeFileSync(join(cfg, "run.toml"), `path = "${task}"\nagent = "oracle"\nagent-root = ".agent"\njob-name = "with-root"\n`);
+    const r = evolve(["run", "-c", join(cfg, "run.toml")], own);
+    expect(r.code, r.stderr).toBe(0);
+    const show = JSON.parse(evolve(["job", "show", "with-root", "--json"], own).stdout);
+    expect(show.config.agent).toEqual({ name: "oracle", root: join(cfg, ".agent") });
+    const trial = JSON.parse(evolve(["trial", "show", show.trials[0].id, "--json"], own).stdout);
+    expect(JSON.parse(readFileSync(join(trial.dir, "config.json"), "utf8")).agent.root).toBe(join(cfg, ".agent"));
+    expect(JSON.parse(readFileSync(join(trial.dir, "result.json"), "utf8")).agent_info.agent_root).toBe(join(cfg, ".agent"));
+    expect(readFileSync(join(trial.dir, "agent-root", "knowledge", "a.md"), "utf8")).toBe("know a\n");
+    rmSync(own.EVOLVE_HOME, { recursive: true, force: true });
+  });
+
   it("runs the oracle to a reward of 1 and records job and trial", () => {
     const task = makeTask("hello");
     const r = evolve(["run", "-p", task, "-a", "oracle", "--job-name", "first-run"]);

@@ -395,7 +395,7 @@ describe("built-in agents", () => {
     const r = await trial(join(FIXTURES, "oracle-ok"), { agent: "no-such-agent" });
     expect(r.rec.status).toBe("INFRASTRUCTURE_ERROR");
     expect(r.rec.exception?.type).toBe("UnknownAgentError");
-    expect(r.rec.exception?.message).toBe("no agent named no-such-agent (known agents: oracle, nop, claude-code, codex, gemini-cli, qwen-code, opencode, droid, kimi-code)");
+    expect(r.rec.exception?.message).toBe("no agent named no-such-agent (known agents: oracle, nop, claude-code, codex, gemini-cli, qwen-code, opencode, droid, kimi-code, conductor)");
     expect(r.phases).toEqual(["prepare", "persist"]);
   });
 });

@@ -12,8 +12,10 @@ import type { TraceUpdate } from "../trace/events.ts";
 import { AGENT_PATHS, agentPath } from "./layout.ts";
 import type { ConductorOutcome, ConductorResult, Episode } from "./types.ts";
 
-/** The most failure events one episode keeps (the first ones: where a run went wrong first is what a diagnosis needs). */
+/** The most failure events a passing run's episode keeps (the first ones). */
 export const MAX_EPISODE_FAILURES = 50;
+/** The most trace events a failed run's episode keeps (its newest: how a run ended is what most pathologies show). */
+export const MAX_EPISODE_EVENTS = 400;
 /** The most text one kept failure event carries; the rest of a long tool output is cut. */
 const MAX_FAILURE_TEXT = 2000;
 /** The most of episodes.jsonl read (its end, the newest runs). */
@@ -21,18 +23,30 @@ export const MAX_EPISODES_BYTES = 32 * 1024 * 1024;
 
 const OUTCOMES: readonly ConductorOutcome[] = ["finished", "max_turns", "model_error", "timeout", "aborted"];
 
-/** A failure event with its text cut to {@link MAX_FAILURE_TEXT}. */
+/** An event with its text cut to {@link MAX_FAILURE_TEXT} (the prompt's system text left out: the `.agent/` has it). */
 function trimmed(u: TraceUpdate): TraceUpdate {
+  const cut = (t: string) => (t.length > MAX_FAILURE_TEXT ? `${t.slice(0, MAX_FAILURE_TEXT)}…` : t);
+  if (u.type === "prompt") return { type: "prompt", data: { _prompt: { text: cut(u.data._prompt.text) } } };
+  if (u.type === "agent_message_chunk" || u.type === "agent_thought_chunk" || u.type === "user_message_chunk") {
+    return { type: u.type, data: { update: { ...u.data.update, content: { type: "text", text: cut(u.data.update.content.text) } } } } as TraceUpdate;
+  }
   if (u.type !== "tool_call_update" || !u.data.update.content) return u;
   const content = u.data.update.content.map((c) => (c.content.text.length > MAX_FAILURE_TEXT ? { ...c, content: { ...c.content, text: `${c.content.text.slice(0, MAX_FAILURE_TEXT)}…` } } : c));
   return { type: u.type, data: { update: { ...u.data.update, content } } };
 }
 
 /**
- * The episode of a run: its outcome, the score a check gave (null when none did) and its failures: each failed or
- * vetoed tool call (the call and its result), every error event and every trace loss.
+ * The episode of a run: its outcome, the score a check gave (null when none did) and the trace events of its failure.
+ * A failed run (not finished, or scored below 1) keeps its whole trace, newest {@link MAX_EPISODE_EVENTS} events,
+ * usage left out and texts cut: a premature finish or a claim the check disproves shows only in the run's own
+ * messages. A passing run keeps each failed or vetoed tool call (the call and its result), every error and trace loss.
  */
 export function episodeOf(result: Pick<ConductorResult, "outcome" | "turns" | "trace">, opts: { task?: string; domain?: string; score: number | null; id?: string; at?: Date }): Episode {
+  const failed = result.outcome !== "finished" || (opts.score !== null && opts.score < 1);
+  if (failed) {
+    const events = result.trace.filter((u) => u.type !== "usage").map(trimmed);
+    return withTask({ id: opts.id ?? randomUUID(), at: (opts.at ?? new Date()).toISOString(), outcome: result.outcome, score: opts.score, turns: result.turns, failures: events.slice(-MAX_EPISODE_EVENTS), trace: "full" }, opts);
+  }
   const calls = new Map<string, TraceUpdate>();
   const failures: TraceUpdate[] = [];
   for (const u of result.trace) {
@@ -50,7 +64,12 @@ export function episodeOf(result: Pick<ConductorResult, "outcome" | "turns" | "t
     score: opts.score,
     turns: result.turns,
     failures: failures.slice(0, MAX_EPISODE_FAILURES),
+    trace: "failures",
   };
+  return withTask(ep, opts);
+}
+
+function withTask(ep: Episode, opts: { task?: string; domain?: string }): Episode {
   if (opts.task !== undefined) ep.task = opts.task;
   if (opts.domain !== undefined) ep.domain = opts.domain;
   return ep;

@@ -7,12 +7,17 @@
 import { chmodSync, closeSync, constants, fstatSync, lstatSync, mkdirSync, openSync, readdirSync, readFileSync, readSync, writeFileSync } from "node:fs";
 import { isAbsolute, join, relative, resolve } from "node:path";
 import { EvolveError } from "../errors.ts";
-import { AGENT_PATHS } from "./layout.ts";
+import { AGENT_PATHS, MAX_AGENT_BYTES, MAX_AGENT_FILES } from "./layout.ts";
 
-/** The most files a `.agent/` handed to a trial may hold (it is copied into every trial). */
-export const MAX_AGENT_ROOT_FILES = 2000;
-/** The most bytes of them. */
-export const MAX_AGENT_ROOT_BYTES = 32 * 1024 * 1024;
+/** The most files and bytes a `.agent/` handed to a trial may hold (it is copied into every trial): layout.ts's. */
+export const MAX_AGENT_ROOT_FILES = MAX_AGENT_FILES;
+export const MAX_AGENT_ROOT_BYTES = MAX_AGENT_BYTES;
+
+/**
+ * The folder of a `.agent/` a trial is not given: episodic memory is the host's record of its runs (a trial's own
+ * record is the trial), and can grow to tens of MiB, copied for nothing into every trial.
+ */
+export const TRIAL_SKIPS_DIR = AGENT_PATHS.episodes.split("/")[0]!;
 
 /** One file of the instructions: its path relative to the `.agent/`, and its text. */
 export interface InstructionFile {
@@ -22,14 +27,21 @@ export interface InstructionFile {
 
 /**
  * The `.agent/` files that are the agent's instructions, in the order it is given them: `harness/PLANNING.md`
- * (when present), then every `knowledge/*.md` in name order (code-unit order, so the same on every host). Files
- * that are absent are left out; one that is present but cannot be read throws (a trial refuses such a `.agent/`
- * before this is asked, see {@link agentRootProblem}).
+ * (when present), then every `knowledge/*.md` in name order (code-unit order, so the same on every host). A file
+ * that is absent, not a regular file (a link) or unreadable is left out, as if absent: the conductor on the host
+ * reads a live folder; a trial's copy was checked whole before (see {@link agentRootProblem}).
  */
 export function agentInstructionFiles(root: string): InstructionFile[] {
   const out: InstructionFile[] = [];
-  const planning = join(root, AGENT_PATHS.planning);
-  if (isFile(planning)) out.push({ path: AGENT_PATHS.planning, text: readFileSync(planning, "utf8") });
+  const read = (p: string): string | undefined => {
+    try {
+      return isFile(p) ? readFileSync(p, "utf8") : undefined;
+    } catch {
+      return undefined;
+    }
+  };
+  const planning = read(join(root, AGENT_PATHS.planning));
+  if (planning !== undefined) out.push({ path: AGENT_PATHS.planning, text: planning });
   const kdir = join(root, AGENT_PATHS.knowledge);
   let names: string[] = [];
   try {
@@ -38,8 +50,8 @@ export function agentInstructionFiles(root: string): InstructionFile[] {
     names = [];
   }
   for (const name of names.filter((n) => n.endsWith(".md")).sort((a, b) => (a < b ? -1 : a > b ? 1 : 0))) {
-    const p = join(kdir, name);
-    if (isFile(p)) out.push({ path: `${AGENT_PATHS.knowledge}/${name}`, text: readFileSync(p, "utf8") });
+    const text = read(join(kdir, name));
+    if (text !== undefined) out.push({ path: `${AGENT_PATHS.knowledge}/${name}`, text });
   }
   return out;
 }
@@ -79,7 +91,8 @@ function isFile(p: string): boolean {
  * Why `root` cannot be handed to a trial, or undefined when it can: it must be an absolute path to a real directory
  * (not a link), and everything under it plain directories and regular readable files (no links, FIFOs or devices:
  * a link could reach out of it once mounted), at most {@link MAX_AGENT_ROOT_FILES} files and
- * {@link MAX_AGENT_ROOT_BYTES} bytes. The one check `evolve run --agent-root` and a trial's prepare both make.
+ * {@link MAX_AGENT_ROOT_BYTES} bytes. `memory/` is neither checked nor copied ({@link TRIAL_SKIPS_DIR}). The one check
+ * `evolve run --agent-root` and a trial's prepare both make.
  */
 export function agentRootProblem(root: string): string | undefined {
   if (!isAbsolute(root)) return `${root} is not an absolute path`;
@@ -101,6 +114,7 @@ export function agentRootProblem(root: string): string | undefined {
       return `${rel(root, dir)}: cannot list (${(e as NodeJS.ErrnoException).code ?? "unreadable"})`;
     }
     for (const name of names) {
+      if (dir === root && name === TRIAL_SKIPS_DIR) continue;
       const p = join(dir, name);
       const s = lstatSync(p, { throwIfNoEntry: false });
       if (!s) return `${rel(root, p)} vanished while it was checked`;
@@ -137,7 +151,7 @@ function unreadable(p: string): string | undefined {
 }
 
 /**
- * Copies a checked `.agent/` to `dest` (made here, must not exist) as plain files any user can read: 0755 folders,
+ * Copies a checked `.agent/` but its `memory/` to `dest` (made here, must not exist) as plain files any user can read: 0755 folders,
  * 0644 files (0755 where the owner could execute, so a hook stays runnable). A trial mounts the copy, never the
  * user's folder: the box sees what the trial started with even if the folder changes meanwhile, a box running in a
  * user namespace can read it whatever the folder's own modes, and the trial keeps a record of what ran. Every file
@@ -150,6 +164,7 @@ export function snapshotAgentRoot(root: string, dest: string): void {
     // the umask may have taken bits the box needs
     chmodSync(to, 0o755);
     for (const name of readdirSync(from).sort()) {
+      if (from === root && name === TRIAL_SKIPS_DIR) continue;
       const src = join(from, name);
       const dst = join(to, name);
       const s = lstatSync(src);
@@ -187,6 +202,6 @@ export function snapshotAgentRoot(root: string, dest: string): void {
 export function checkAgentRoot(dir: string): string {
   const abs = resolve(dir);
   const bad = agentRootProblem(abs);
-  if (bad) throw new EvolveError("agent_root_invalid", `--agent-root ${dir}: ${bad}`, "give a .agent/ folder of plain files and folders (evolve conductor init writes one)");
+  if (bad) throw new EvolveError("agent_root_invalid", `--agent-root ${dir}: ${bad}`, "give a .agent/ folder of plain files and folders (`evolve harness init DIR` writes one)");
   return abs;
 }

@@ -66,6 +66,14 @@ export const DEFAULT_CONDUCTOR_CONFIG: ConductorConfig = {
   max_output_tokens: 4096,
 };
 
+/**
+ * The most files a `.agent/` (memory/ aside) may hold, and their bytes: the one limit for every copy of one (a trial's
+ * snapshot, an overlay, a scaffold, an install's backup), so what the evolver builds a trial can always take. A harness
+ * is text a person edits; more than this is a mistake (a checkout, a dataset) rather than a policy.
+ */
+export const MAX_AGENT_FILES = 2000;
+export const MAX_AGENT_BYTES = 32 * 1024 * 1024;
+
 /** The absolute path of `rel` (an AGENT_PATHS entry) inside the agent directory `root`. */
 export function agentPath(root: string, rel: string): string {
   return join(root, rel);

@@ -8,6 +8,7 @@
  * `max_turns` with what it had. Only a broken `.agent/` (config, seats.json, a tool schema) or a seat function that
  * throws is an EvolveError, since no model call could fix those.
  */
+import { statSync } from "node:fs";
 import { EvolveError } from "../errors.ts";
 import { chunkEvent, errorEvent, toolCallEvent, toolResultEvent, usageEvent, type TraceUpdate } from "../trace/events.ts";
 import { readConductorConfig } from "./config.ts";
@@ -24,6 +25,7 @@ export interface LoopTuning {
 
 /** Runs the conductor on one instruction; see the module comment for what ends a run. */
 export async function runConductor(opts: ConductorRunOptions & { tuning?: LoopTuning }): Promise<ConductorResult> {
+  if (!isDir(opts.agentRoot)) throw new EvolveError("agent_dir_missing", `the agent directory ${opts.agentRoot} does not exist or is not a folder`, "give the .agent/ folder (`evolve harness init <dir>` writes one)");
   const config = readConductorConfig(opts.agentRoot);
   const seats = await loadSeats(opts.agentRoot);
   const trace: TraceUpdate[] = [];
@@ -47,7 +49,8 @@ export async function runConductor(opts: ConductorRunOptions & { tuning?: LoopTu
   let outcome: ConductorOutcome | undefined;
   let error: string | undefined;
 
-  const inputFor = (turn: number): SeatInput => ({ agentRoot: opts.agentRoot, workdir: opts.workdir, instruction: opts.instruction, config, turn, history });
+  // a copy each turn: a seat from seats.json may keep or change what it is shown, never the run's own history
+  const inputFor = (turn: number): SeatInput => ({ agentRoot: opts.agentRoot, workdir: opts.workdir, instruction: opts.instruction, config: { ...config, disabled_tools: [...config.disabled_tools] }, turn, history: history.slice() });
   const seat = async <T>(name: string, f: () => T | Promise<T>): Promise<T> => {
     try {
       return await f();
@@ -180,4 +183,12 @@ export async function runConductor(opts: ConductorRunOptions & { tuning?: LoopTu
 function finishAnswer(call: ToolCall): string {
   const a = call.input.answer;
   return typeof a === "string" ? a : a === undefined ? "" : JSON.stringify(a);
+}
+
+function isDir(p: string): boolean {
+  try {
+    return statSync(p).isDirectory();
+  } catch {
+    return false;
+  }
 }

@@ -14,6 +14,7 @@ import { isAbsolute, join, relative, resolve, sep } from "node:path";
 import { pathToFileURL } from "node:url";
 import { EvolveError } from "../errors.ts";
 import { AGENT_PATHS, agentPath, SEAT_NAMES, TOOL_NAMES, type SeatName } from "./layout.ts";
+import { agentInstructionFiles } from "./instructions.ts";
 import { DEFAULT_TOOL_SCHEMAS } from "./tools.ts";
 import type { ActionSeat, ActionVerdict, CapabilitySeat, HistoryEntry, MemorySeat, PlanningSeat, SeatInput, Seats, ToolCall, ToolSchema } from "./types.ts";
 
@@ -76,39 +77,20 @@ export const defaultMemory: MemorySeat = (input: SeatInput): HistoryEntry[] => {
   return out;
 };
 
-/** The knowledge files (`knowledge/*.md`, name order) as one section each. */
-function knowledgeOf(root: string): string[] {
-  const dir = agentPath(root, AGENT_PATHS.knowledge);
-  let names: string[];
-  try {
-    names = readdirSync(dir).filter((n) => n.endsWith(".md")).sort();
-  } catch {
-    return [];
-  }
-  const out: string[] = [];
-  for (const n of names) {
-    const file = join(dir, n);
-    try {
-      if (!statSync(file).isFile()) continue;
-      const text = readFileSync(file, "utf8").trim();
-      if (text) out.push(`## Knowledge: ${n}\n\n${text}`);
-    } catch {
-      // unreadable knowledge is left out, as an absent file would be
-    }
-  }
-  return out;
-}
-
-/** The default planning seat's prompt for `root`: the frame, PLANNING.md (or the built-in planning) and the knowledge. */
+/**
+ * The default planning seat's prompt for `root`: the frame, PLANNING.md (or the built-in planning) and the knowledge,
+ * one section each. Which files and in which order is instructions.ts's rule, the one the installed CLIs get too.
+ */
 export function planningPrompt(root: string): string {
   let planning = BUILTIN_PLANNING;
-  try {
-    const text = readFileSync(agentPath(root, AGENT_PATHS.planning), "utf8").trim();
-    if (text) planning = text;
-  } catch {
-    // no PLANNING.md: the built-in frame
+  const knowledge: string[] = [];
+  for (const f of agentInstructionFiles(root)) {
+    const text = f.text.trim();
+    if (!text) continue;
+    if (f.path === AGENT_PATHS.planning) planning = text;
+    else knowledge.push(`## Knowledge: ${f.path.slice(AGENT_PATHS.knowledge.length + 1)}\n\n${text}`);
   }
-  return [BUILTIN_FRAME, planning, ...knowledgeOf(root)].join("\n\n");
+  return [BUILTIN_FRAME, planning, ...knowledge].join("\n\n");
 }
 
 /**

@@ -113,7 +113,7 @@ export interface ConductorResult {
 
 /**
  * One record of episodic memory (`memory/episodes.jsonl`): a run's outcome, its score when a check gave one, and the
- * trace events of its failures (failed/vetoed tool calls, errors, trace loss) so `harness diagnose` needs no other file.
+ * trace events of each failure (a failed run's trace; a passing run's failed calls) so `harness diagnose` needs no other file.
  */
 export interface Episode {
   /** Opaque id of the run. */
@@ -128,6 +128,11 @@ export interface Episode {
   /** 0..1 when checked, null when nothing scored the run. */
   score: number | null;
   turns: number;
-  /** The trace events that show what went wrong (empty for a clean pass). */
+  /**
+   * The trace events that show what went wrong: a failed run's whole trace (bounded, usage left out), so every
+   * pathology a trace shows can be read from memory alone; a passing run's failed tool calls only (empty when clean).
+   */
   failures: TraceUpdate[];
+  /** `full`: `failures` is the run's trace; `failures`: only its failure events (a passing run, or an older record). */
+  trace?: "full" | "failures";
 }

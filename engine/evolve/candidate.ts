@@ -14,7 +14,7 @@ import { join } from "node:path";
 import { AGENT_PATHS } from "../conductor/layout.ts";
 import { EvolveError, firstLine } from "../errors.ts";
 import { projectPaths } from "./project.ts";
-import { copyEntry, copyTreeOver, ensureDir, lstatOrNone, newBudget, readPlainFile, unsafe, writeFileAtomic } from "./tree.ts";
+import { copyEntry, copyTreeOver, ensureDir, lstatOrNone, MAX_TREE_BYTES, newBudget, readPlainFile, unsafe, writeFileAtomic } from "./tree.ts";
 import { type Descriptor, WHERE, type Where } from "./types.ts";
 
 /** The `.agent/` files (and folders) each kind of candidate edits by default: what `scaffold` copies into `files/`. */
@@ -177,7 +177,8 @@ export function readCandidate(project: string, id: string): { descriptor: Descri
   if (!st.isDirectory()) throw new EvolveError("candidate_invalid", `candidate ${id}: ${dir} is not a folder`);
   const descPath = join(dir, "descriptor.json");
   if (!lstatOrNone(descPath)) throw new EvolveError("candidate_invalid", `candidate ${id} has no descriptor.json`, `write ${descPath} or remove the folder`);
-  const budget = { files: 0, bytes: 256 * 1024 * 1024 - MAX_DESCRIPTOR_BYTES };
+  // a budget with room for one descriptor only: a huge descriptor.json is refused before it is read whole
+  const budget = { files: 0, bytes: MAX_TREE_BYTES - MAX_DESCRIPTOR_BYTES };
   let raw: unknown;
   try {
     raw = JSON.parse(readPlainFile(descPath, budget).data.toString("utf8"));

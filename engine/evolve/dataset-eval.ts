@@ -125,8 +125,8 @@ function seconds(from?: string, to?: string): number {
 
 /**
  * One trial as an Attempt. Valid only when the trial SCORED a primary reward and recorded how its agent ended, not
- * by a timeout: a trial that failed to run (an infrastructure error, a budget, a cancel) or whose agent was cut off
- * has no complete run to compare, and says why.
+ * by a timeout or the spend cap: a trial that failed to run (an infrastructure error, a budget, a cancel) or whose
+ * agent was cut off has no complete run to compare, and says why. A non-zero exit is a complete run (valid).
  */
 export async function attemptOf(home: string, t: TrialRecord, marker: string | null, stdoutName?: string): Promise<Attempt> {
   const exit = t.agent_exit;
@@ -137,6 +137,8 @@ export async function attemptOf(home: string, t: TrialRecord, marker: string | n
   if (t.status !== "SCORED") invalid = `the trial ended ${t.status}${t.exception ? ` (${why(t.exception)})` : ""}`;
   else if (timedOut) invalid = t.exception?.type === "AgentTimeoutError" ? why(t.exception) : "AgentTimeoutError: the agent ran past its timeout";
   else if (!exit) invalid = "the trial recorded no exit code of its agent";
+  // cut off by the trial's spend cap: the run stopped where the money did, not where the agent did
+  else if (t.exception?.type === "AgentSpendCapError") invalid = why(t.exception);
   else if (score === null) invalid = "the trial scored no primary reward (metrics only)";
   const agent = t.phase_timings.agent;
   return {

@@ -183,7 +183,8 @@ function episodeRun(line: string): RunEvidence | undefined {
     outcome: v.outcome,
     score,
     events,
-    trace: "failures",
+    // an episode says whether it holds the run's trace (a failed run's) or only its failure events
+    trace: v.trace === "full" ? "full" : "failures",
   };
 }
 

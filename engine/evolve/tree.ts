@@ -7,12 +7,12 @@
 import { randomBytes } from "node:crypto";
 import { chmodSync, closeSync, constants, fstatSync, lstatSync, mkdirSync, openSync, readdirSync, readSync, renameSync, rmSync, writeSync, type Stats } from "node:fs";
 import { basename, dirname, join } from "node:path";
+import { MAX_AGENT_BYTES, MAX_AGENT_FILES } from "../conductor/layout.ts";
 import { EvolveError, diskFullError } from "../errors.ts";
 
-/** The most files one copy (an overlay, a scaffold, an install) takes. */
-export const MAX_TREE_FILES = 20_000;
-/** The most bytes one copy takes. */
-export const MAX_TREE_BYTES = 256 * 1024 * 1024;
+/** The most files and bytes one copy (an overlay, a scaffold, an install) takes: a `.agent/`'s limit (layout.ts), so a trial can take any overlay. */
+export const MAX_TREE_FILES = MAX_AGENT_FILES;
+export const MAX_TREE_BYTES = MAX_AGENT_BYTES;
 
 const READ_FLAGS = constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK;
 

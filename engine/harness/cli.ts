@@ -254,11 +254,11 @@ export function cliHarness(spec: CliSpec): Harness {
       const s = state(ctx);
       if (!s.program) throw new Error(`${spec.name} runs before its install`);
       if (!ctx.gatewayKey || !ctx.gatewayUrl) throw new TrialFailure("GatewayConfigError", `${spec.name} calls a model, and the trial has no gateway credential for it`);
-      // the .agent/'s instructions reach every CLI before the task's; the conductor reads the folder itself, and its
-      // trace's prompt shows the same text, so what the agent was given is in the transcript either way
-      const given = s.agentPolicyRoot !== undefined ? withAgentInstructions(s.agentPolicyRoot, ctx.instruction) : ctx.instruction;
+      // the .agent/'s instructions reach every CLI before the task's, so its prompt event shows them; the conductor
+      // reads the folder itself, and its prompt event carries the system prompt it made of them
+      const given = s.agentPolicyRoot !== undefined && !spec.vendor.selfBinary ? withAgentInstructions(s.agentPolicyRoot, ctx.instruction) : ctx.instruction;
       const input: InvocationInput = {
-        instruction: spec.vendor.selfBinary ? ctx.instruction : given,
+        instruction: given,
         model: s.model,
         provider: s.provider,
         api: s.api,

@@ -6,7 +6,7 @@
  */
 import { TOOL_KINDS, TOOL_STATUSES, TRACE_KINDS, promptEvent, type TraceParser, type TraceUpdate } from "../events.ts";
 import type { ParserSpec } from "./index.ts";
-import { LineLoss, obj, type Obj, readJsonLine } from "./toolkit.ts";
+import { isBlank, jsonObject, LineLoss, obj, type Obj, readJsonLine } from "./toolkit.ts";
 
 const isStr = (v: unknown): v is string => typeof v === "string";
 const isNum = (v: unknown): v is number => typeof v === "number" && Number.isFinite(v);
@@ -25,7 +25,11 @@ export function vocabularyProblem(ev: Obj): string | undefined {
   if (!oneOf(TRACE_KINDS, type)) return `unknown event type ${JSON.stringify(type)}`;
   const data = obj(ev.data);
   if (!data) return `${type}: data is not an object`;
-  if (type === "prompt") return isStr(obj(data._prompt)?.text) ? undefined : "prompt: no _prompt.text";
+  if (type === "prompt") {
+    const p = obj(data._prompt);
+    if (!isStr(p?.text) || (p.system !== undefined && !isStr(p.system))) return "prompt: _prompt.text (and system) must be strings";
+    return data._meta === undefined || obj(data._meta) ? undefined : "prompt: _meta is not an object";
+  }
   const u = obj(data.update);
   if (!u) return `${type}: data.update is not an object`;
   if (u.sessionUpdate !== type) return `${type}: update.sessionUpdate is ${JSON.stringify(u.sessionUpdate)}`;
@@ -69,10 +73,21 @@ export function vocabularyProblem(ev: Obj): string | undefined {
 function create(opts: { instruction?: string }): TraceParser {
   const loss = new LineLoss();
   let prompted = false;
-  const start = (): TraceUpdate[] => {
-    if (prompted || opts.instruction === undefined) return [];
+  /**
+   * The prompt event, once: in a trial the instruction the agent was given, with the system prompt (and `_meta`) the
+   * conductor's own prompt event names when that is its first line; without an instruction, the stream's own.
+   */
+  const start = (stream?: Obj): TraceUpdate[] => {
+    if (prompted) return [];
+    if (opts.instruction === undefined) {
+      if (!stream) return [];
+      prompted = true;
+      return [{ type: "prompt", data: stream } as unknown as TraceUpdate];
+    }
     prompted = true;
-    return [promptEvent(opts.instruction)];
+    const system = obj(stream?._prompt)?.system;
+    const data = { _prompt: { text: opts.instruction, ...(isStr(system) ? { system } : {}) }, ...(obj(stream?._meta) ? { _meta: stream!._meta } : {}) };
+    return [{ type: "prompt", data } as TraceUpdate];
   };
   let problem = "";
   const read = (ev: Obj): TraceUpdate[] | undefined => {
@@ -81,16 +96,14 @@ function create(opts: { instruction?: string }): TraceParser {
       problem = bad;
       return undefined;
     }
-    const u = { type: ev.type, data: ev.data } as TraceUpdate;
-    if (u.type === "prompt") {
-      // in a trial the prompt is the instruction the agent was given, stored first: the stream's own is its echo
-      if (prompted || opts.instruction !== undefined) return [];
-      prompted = true;
-    }
-    return [u];
+    // a prompt after the first is an echo: the trace has one, first
+    if (ev.type === "prompt") return start(obj(ev.data));
+    return [{ type: ev.type, data: ev.data } as TraceUpdate];
   };
   return {
     line(text) {
+      const ev = prompted || isBlank(text) ? undefined : jsonObject(text);
+      if (ev?.type === "prompt" && vocabularyProblem(ev) === undefined) return [...start(obj(ev.data)), ...loss.flush()];
       return readJsonLine(text, start(), loss, read, () => `not a conductor trace event (${problem})`);
     },
     end() {
