@@ -188,6 +188,8 @@ function printRound(project: string, r: RoundsResult): void {
     const scr = rec.screen_id ? r.screens[rec.screen_id] : undefined;
     if (scr) printScreen(project, scr);
     for (const [h, u] of Object.entries(rec.utility)) out(`  utility ${h}: pass@1 ${u.toFixed(3)}`);
+    const costs = Object.entries(rec.cost ?? {}).map(([stage, c]) => `${stage} ${c.rollouts} rollouts, ${c.wall_s.toFixed(1)}s, $${c.cost_usd.toFixed(4)}`);
+    if (costs.length > 0) out(style.dim(`  cost: ${costs.join("; ")}`));
     for (const [id, why] of Object.entries(rec.rejected)) out(`  ${style.red("rejected")} ${id}: ${why}`);
     for (const id of rec.confirmed) {
       const h = rec.holdout?.results[id];

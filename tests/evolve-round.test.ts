@@ -306,6 +306,8 @@ describe("a round", () => {
     expect(scr.seed).toBe("s1");
     expect(r.rounds[0]).toMatchObject({ confirmed: [better], utility: { live: 0.25, [better]: 1 } });
     expect(upstream.requests.length).toBe(plan.total_rollouts);
+    expect(r.rounds[0].cost).toMatchObject({ screen: { rollouts: 6 }, utility: { rollouts: 8 } });
+    expect(r.rounds[0].cost!.utility!.cost_usd).toBeGreaterThan(0);
   });
 
   it("draws the same sample from the same seed, in the tasks' order", () => {

@@ -10,7 +10,7 @@ import { EvolveError, firstLine } from "../errors.ts";
 import { lineage, listCandidates, readCandidate } from "./candidate.ts";
 import { offerToGeneBank } from "./genebank.ts";
 import { projectPaths } from "./project.ts";
-import { judge, readScreen, runHarnessCached, screen, writeJsonAtomic } from "./screen.ts";
+import { judge, parentCost, readScreen, runHarnessCached, screen, writeJsonAtomic } from "./screen.ts";
 import { pairedGainGate, statsFromJson, statsToJson } from "./stats.ts";
 import type { Attempt, Evaluator, PairedStats, RoundRecord, ScreenRecord } from "./types.ts";
 
@@ -182,6 +182,19 @@ function save(project: string, rec: RoundRecord): void {
   writeJsonAtomic(join(dir, "round.json"), roundToJson(rec));
 }
 
+type StageCost = { rollouts: number; wall_s: number; cost_usd: number };
+
+/** The rollouts, wall time and spend of harness runs (a re-used run counts where it first ran, not again). */
+function costOfRuns(runs: { attempts: Attempt[]; wall_s: number }[]): StageCost {
+  const c = { rollouts: 0, wall_s: 0, cost_usd: 0 };
+  for (const r of runs) {
+    c.rollouts += r.attempts.length;
+    c.wall_s += r.wall_s;
+    c.cost_usd += r.attempts.reduce((s, a) => s + a.cost_usd, 0);
+  }
+  return { ...c, wall_s: Math.round(c.wall_s * 1000) / 1000 };
+}
+
 async function runStages(o: RoundOptions, rec: RoundRecord, result: RoundsResult): Promise<void> {
   const dir = projectPaths(o.project).round(rec.round);
   const ev = (stage: RoundRecord["stage"]) => (e: { harness: string; phase: "start" | "done" | "reused" }) => o.onEvent?.({ round: rec.round, stage, harness: e.harness, phase: e.phase });
@@ -197,6 +210,8 @@ async function runStages(o: RoundOptions, rec: RoundRecord, result: RoundsResult
   const survivors = scr.candidates.filter((c) => c.passed).map((c) => c.candidate);
   if (rec.stage === "screen") {
     rec.screen_id = scr.id;
+    const costs = [...scr.candidates.map((c) => c.cost), ...Object.values(parentCost(o.project, scr))];
+    rec.cost = { ...rec.cost, screen: sumCosts(costs) };
     for (const c of scr.candidates) {
       if (c.passed) continue;
       const g = c.gates;
@@ -213,6 +228,7 @@ async function runStages(o: RoundOptions, rec: RoundRecord, result: RoundsResult
     const all = o.evaluator.tasks();
     const reuse = sameOrder(scr.sample, all);
     const harnesses = [...new Set(survivors.flatMap((c) => [parentOf.get(c)!, c]))];
+    const ran: { attempts: Attempt[]; wall_s: number }[] = [];
     for (const h of harnesses) {
       let attempts: Attempt[];
       if (reuse) {
@@ -220,10 +236,13 @@ async function runStages(o: RoundOptions, rec: RoundRecord, result: RoundsResult
         attempts = sc.candidate === h ? sc.attempts.candidate : sc.attempts.parent;
       } else {
         const marker = survivors.includes(h) ? readCandidate(o.project, h).descriptor.activation.marker : null;
-        attempts = (await runHarnessCached({ project: o.project, dir: join(dir, "utility"), harness: h, marker, tasks: all, evaluator: o.evaluator, signal: o.signal, onHarness: ev("utility") })).attempts;
+        const run = await runHarnessCached({ project: o.project, dir: join(dir, "utility"), harness: h, marker, tasks: all, evaluator: o.evaluator, signal: o.signal, onHarness: ev("utility") });
+        ran.push(run);
+        attempts = run.attempts;
       }
       rec.utility[h] = passAt1(attempts);
     }
+    rec.cost = { ...rec.cost, utility: costOfRuns(ran) };
     const parents = [...new Set(survivors.map((c) => parentOf.get(c)!))];
     if (parents.length === 1) rec.parent_utility = rec.utility[parents[0]];
     for (const c of survivors) {
@@ -249,6 +268,7 @@ async function runStages(o: RoundOptions, rec: RoundRecord, result: RoundsResult
     // strict: the held-out gain must pass the same paired-gain gate as the screen, on valid pairs only
     const held = j.gates.validity.status === "pass" && pairedGainGate(j.stats).status === "pass";
     rec.holdout = { source: o.holdoutLabel ?? h.source, results: { [winner]: { ...j.stats, held } } };
+    rec.cost = { ...rec.cost, holdout: costOfRuns([par, cand]) };
     rec.stage = "genebank";
     save(o.project, rec);
   }
@@ -272,6 +292,12 @@ async function runStages(o: RoundOptions, rec: RoundRecord, result: RoundsResult
     save(o.project, rec);
   }
 }
+
+const sumCosts = (cs: StageCost[]): StageCost => ({
+  rollouts: cs.reduce((s, c) => s + c.rollouts, 0),
+  wall_s: Math.round(cs.reduce((s, c) => s + c.wall_s, 0) * 1000) / 1000,
+  cost_usd: cs.reduce((s, c) => s + c.cost_usd, 0),
+});
 
 const sameOrder = (a: readonly string[], b: readonly string[]) => a.length === b.length && a.every((x, i) => x === b[i]);
 const fmt = (v: number) => v.toFixed(3);

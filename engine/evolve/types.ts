@@ -164,6 +164,8 @@ export interface RoundRecord {
   holdout?: { source: string; results: Record<string, PairedStats & { held: boolean }> };
   confirmed: string[];
   rejected: Record<string, string>;
+  /** Rollouts, wall time and gateway spend of each stage that ran harnesses (screen, utility, holdout). */
+  cost?: Partial<Record<"screen" | "utility" | "holdout", { rollouts: number; wall_s: number; cost_usd: number }>>;
   /** What the gene bank said to each confirmed candidate offered to it (a held-out failure is not offered). */
   genebank?: Record<string, { accepted: boolean; reason: string }>;
   stop?: "stagnation" | "max_rounds" | null;
