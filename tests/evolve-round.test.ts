@@ -284,6 +284,8 @@ describe("a round", () => {
     };
     await expect(round({ project, evaluator: evaluatorOf(project), signal: ctl.signal })).rejects.toThrow();
     expect(readRounds(project)[0]).toMatchObject({ round: 1, stage: "screen" });
+    // what is left: the candidate's run (the parent's finished one is re-used)
+    expect((await round({ project, evaluator: evaluatorOf(project), dryRun: true })).plan).toMatchObject({ round: 1, screen_rollouts: 4, utility_rollouts: 0, total_rollouts: 4 });
     const before = upstream.requests.length;
     const liveRequests = () => upstream.requests.filter((q) => !String(q.body?.system).includes(BOOST)).length;
     expect(liveRequests()).toBe(4);

@@ -10,7 +10,7 @@ import { EvolveError, firstLine } from "../errors.ts";
 import { lineage, listCandidates, readCandidate } from "./candidate.ts";
 import { offerToGeneBank } from "./genebank.ts";
 import { projectPaths } from "./project.ts";
-import { judge, parentCost, readScreen, runHarnessCached, screen, writeJsonAtomic } from "./screen.ts";
+import { judge, parentCost, readRun, readScreen, runHarnessCached, screen, writeJsonAtomic } from "./screen.ts";
 import { pairedGainGate, statsFromJson, statsToJson } from "./stats.ts";
 import type { Attempt, Evaluator, PairedStats, RoundRecord, ScreenRecord } from "./types.ts";
 
@@ -123,6 +123,32 @@ export function planRound(o: { project: string; round: number; candidates: strin
 }
 
 /**
+ * The plan of an unfinished round: what is left of it. Stages it finished take nothing, and the screen's finished
+ * harness runs (of its recorded sample) are not counted again, since the resume re-uses them.
+ */
+function planResume(o: RoundOptions, rec: RoundRecord): RoundPlan {
+  const screenDir = projectPaths(o.project).screen(rec.screen_id ?? `round-${rec.round}`);
+  let recorded: string[] | undefined;
+  try {
+    recorded = (JSON.parse(readFileSync(join(screenDir, "screen.json"), "utf8")) as ScreenRecord).sample;
+  } catch {}
+  const plan = planRound({ project: o.project, round: rec.round, candidates: rec.candidates, evaluator: o.evaluator, holdout: o.holdout, sampleSize: recorded?.length ?? o.sampleSize });
+  const stages = ["screen", "utility", "holdout", "genebank", "done"];
+  const at = stages.indexOf(rec.stage);
+  if (at > 0) plan.screen_rollouts = 0;
+  else if (recorded) {
+    for (const h of [...plan.candidates, ...plan.parents]) {
+      const run = readRun(join(screenDir, "runs", `${h}.json`));
+      if (run && sameOrder(run.sample, recorded)) plan.screen_rollouts -= recorded.length;
+    }
+  }
+  if (at > 1) plan.utility_rollouts = 0;
+  if (at > 2 || (at === 2 && !o.holdout)) plan.holdout_rollouts = 0;
+  plan.total_rollouts = plan.screen_rollouts + plan.utility_rollouts + plan.holdout_rollouts;
+  return plan;
+}
+
+/**
  * Runs rounds until one confirms nothing (stagnation), `maxRounds` have run, or no unscreened candidate is left.
  * An unfinished round on disk is resumed first (unless `resume: false`).
  */
@@ -158,7 +184,7 @@ export async function round(o: RoundOptions): Promise<RoundsResult> {
       rec = { round: next++, stage: "screen", candidates, utility: {}, confirmed: [], rejected: {} };
     }
     if (o.dryRun) {
-      result.plan = planRound({ project: o.project, round: rec.round, candidates: rec.candidates, evaluator: o.evaluator, holdout: o.holdout, sampleSize: o.sampleSize });
+      result.plan = planResume(o, rec);
       return result;
     }
     await runStages(o, rec, result);
