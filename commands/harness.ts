@@ -122,6 +122,7 @@ function printScreen(project: string, rec: ScreenRecord): void {
     for (const [name, g] of Object.entries(c.gates)) if (g.status !== "pass") out(`  ${c.candidate} ${name}: ${g.detail}`);
   }
   for (const [p, cost] of Object.entries(parentCost(project, rec))) out(style.dim(`  parent ${p}: ${cost.rollouts} rollouts, ${cost.wall_s.toFixed(1)}s, $${cost.cost_usd.toFixed(4)}`));
+  for (const [h, job] of Object.entries(rec.jobs ?? {})) out(style.dim(`  job of ${h}: ${job} (evolve job show ${job})`));
   for (const l of rec.limits) out(style.dim(`  limit: ${l}`));
 }
 
