@@ -338,7 +338,7 @@ export function buildProgram(version: string, setExit: (code: number) => void): 
     .option("--base-url <url>", "the gateway's URL (default: $ANTHROPIC_BASE_URL, $OPENAI_BASE_URL or $GOOGLE_GEMINI_BASE_URL by API)")
     .option("--key-env <name>", "the environment variable holding the gateway key (default EVOLVE_GATEWAY_KEY, then the provider's *_API_KEY)")
     .option("--workdir <dir>", "where tools run (default: the current directory)")
-    .option("--timeout-s <n>", "wall-clock limit for the whole run, in seconds", numberFlag("--timeout-s", POSITIVE))
+    .option("--timeout-sec <n>", "wall-clock limit for the whole run, in seconds", numberFlag("--timeout-sec", POSITIVE))
     .option("--output-file <file>", "write the final answer (finish's answer) to this file")
     .option("--episode", "append the run's episode to <agent-root>/memory/episodes.jsonl")
     .addHelpText(
@@ -347,7 +347,7 @@ export function buildProgram(version: string, setExit: (code: number) => void): 
         examples([
           "evolve harness init . && evolve conductor run --agent-root .agent --prompt 'list the files' -m anthropic/claude-sonnet-4-5 --base-url http://127.0.0.1:4000",
           "EVOLVE_GATEWAY_KEY=evk-… evolve conductor run --agent-root .agent --prompt-file task.md -m openai/gpt-5 --workdir /app --output-file answer.txt",
-          "evolve conductor run --agent-root .agent --prompt 'hi' -m gemini/gemini-2.5-flash --timeout-s 300 | jq -c 'select(.type==\"tool_call\")'",
+          "evolve conductor run --agent-root .agent --prompt 'hi' -m gemini/gemini-2.5-flash --timeout-sec 300 | jq -c 'select(.type==\"tool_call\")'",
         ]),
     )
     .action(async (opts) => setExit(await (await import("./conductor.ts")).conductorRunCommand(opts)));

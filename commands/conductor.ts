@@ -18,7 +18,7 @@ export interface ConductorRunOpts {
   baseUrl?: string;
   keyEnv?: string;
   workdir?: string;
-  timeoutS?: number;
+  timeoutSec?: number;
   outputFile?: string;
   episode?: boolean;
 }
@@ -75,7 +75,7 @@ export async function conductorRunCommand(opts: ConductorRunOpts): Promise<numbe
       workdir,
       endpoint: { api, baseUrl: rootUrl(base), key, model },
       onTrace: outTraceLine,
-      ...(opts.timeoutS !== undefined ? { timeoutMs: opts.timeoutS * 1000 } : {}),
+      ...(opts.timeoutSec !== undefined ? { timeoutMs: opts.timeoutSec * 1000 } : {}),
       signal: ctl.signal,
     });
     if (opts.outputFile !== undefined) writeFileSync(opts.outputFile, result.output);

@@ -114,14 +114,14 @@ function printScreen(project: string, rec: ScreenRecord): void {
       num(c.stats.sign_test.p, 4),
       c.passed ? style.green("passed") : style.red("rejected"),
       c.cost.rollouts,
-      `${c.cost.wall_s.toFixed(1)}s`,
+      `${c.cost.wall_sec.toFixed(1)}s`,
       `$${c.cost.cost_usd.toFixed(4)}`,
     ]),
   );
   for (const c of rec.candidates) {
     for (const [name, g] of Object.entries(c.gates)) if (g.status !== "pass") out(`  ${c.candidate} ${name}: ${g.detail}`);
   }
-  for (const [p, cost] of Object.entries(parentCost(project, rec))) out(style.dim(`  parent ${p}: ${cost.rollouts} rollouts, ${cost.wall_s.toFixed(1)}s, $${cost.cost_usd.toFixed(4)}`));
+  for (const [p, cost] of Object.entries(parentCost(project, rec))) out(style.dim(`  parent ${p}: ${cost.rollouts} rollouts, ${cost.wall_sec.toFixed(1)}s, $${cost.cost_usd.toFixed(4)}`));
   for (const [h, job] of Object.entries(rec.jobs ?? {})) out(style.dim(`  job of ${h}: ${job} (evolve job show ${job})`));
   for (const l of rec.limits) out(style.dim(`  limit: ${l}`));
 }
@@ -189,7 +189,7 @@ function printRound(project: string, r: RoundsResult): void {
     const scr = rec.screen_id ? r.screens[rec.screen_id] : undefined;
     if (scr) printScreen(project, scr);
     for (const [h, u] of Object.entries(rec.utility)) out(`  utility ${h}: pass@1 ${u.toFixed(3)}`);
-    const costs = Object.entries(rec.cost ?? {}).map(([stage, c]) => `${stage} ${c.rollouts} rollouts, ${c.wall_s.toFixed(1)}s, $${c.cost_usd.toFixed(4)}`);
+    const costs = Object.entries(rec.cost ?? {}).map(([stage, c]) => `${stage} ${c.rollouts} rollouts, ${c.wall_sec.toFixed(1)}s, $${c.cost_usd.toFixed(4)}`);
     if (costs.length > 0) out(style.dim(`  cost: ${costs.join("; ")}`));
     for (const [id, why] of Object.entries(rec.rejected)) out(`  ${style.red("rejected")} ${id}: ${why}`);
     for (const id of rec.confirmed) {
@@ -271,8 +271,8 @@ export async function evalCommand(opts: { project?: string; model?: string; json
   const passed = run.attempts.filter((a) => a.score !== null && a.score >= 1).length;
   const utility = run.attempts.length === 0 ? 0 : passed / run.attempts.length;
   const invalid = run.attempts.filter((a) => !a.valid).length;
-  if (opts.json) return outJson({ id, utility, passed, tasks: run.attempts.length, invalid, episodes, attempts: run.attempts, cost_usd: run.attempts.reduce((s, a) => s + a.cost_usd, 0), wall_s: run.wall_s }), 0;
-  outTable(["CARD", "SCORE", "VALID", "EXIT", "WALL", "COST"], run.attempts.map((a) => [a.task, a.score === null ? "–" : a.score.toFixed(3), a.valid ? "yes" : style.red(a.invalid_reason ?? "no"), a.exit_code ?? "–", `${a.wall_s.toFixed(1)}s`, `$${a.cost_usd.toFixed(4)}`]));
+  if (opts.json) return outJson({ id, utility, passed, tasks: run.attempts.length, invalid, episodes, attempts: run.attempts, cost_usd: run.attempts.reduce((s, a) => s + a.cost_usd, 0), wall_sec: run.wall_sec }), 0;
+  outTable(["CARD", "SCORE", "VALID", "EXIT", "WALL", "COST"], run.attempts.map((a) => [a.task, a.score === null ? "–" : a.score.toFixed(3), a.valid ? "yes" : style.red(a.invalid_reason ?? "no"), a.exit_code ?? "–", `${a.wall_sec.toFixed(1)}s`, `$${a.cost_usd.toFixed(4)}`]));
   out(`live pass@1 ${utility.toFixed(3)} (${passed}/${run.attempts.length})${invalid ? `, ${invalid} invalid` : ""}; logs under ${dir}${episodes ? `; ${episodes} episodes appended to the live memory` : ""}`);
   return 0;
 }

@@ -166,7 +166,7 @@ export const ERROR_CODES = {
   card_invalid: ran("a task card (evolve/evals/*.json) is not JSON, is a link or too large, or a field is missing or malformed"),
   card_duplicate: ran("two task cards have the same id"),
   cards_none: env("the project's evolve/evals/ (or the --holdout folder) holds no task cards"),
-  runner_invalid: env("evolve/runner.json is not JSON or does not say how a card runs (agent, model, command, timeout_s)"),
+  runner_invalid: env("evolve/runner.json is not JSON or does not say how a card runs (agent, model, command, timeout_sec)"),
   screen_no_candidates: env("there is no candidate to screen or round: none named, or every scaffolded one was screened already"),
   screen_mismatch: env("a screen or round being resumed was started with other candidates, sample or evals"),
   evolve_interrupted: env("the screen or round was interrupted; running it again resumes where it stopped"),

@@ -171,7 +171,7 @@ describe("tool schemas and config.json", () => {
     expect((await expectCode(() => readConductorConfig(a.root), "conductor_config_invalid")).message).toMatch(/unknown key "max_turn"/);
     write(a.root, "harness/config.json", '{"max_turns": 2.5}');
     expect((await expectCode(() => readConductorConfig(a.root), "conductor_config_invalid")).message).toMatch(/max_turns must be a whole number/);
-    write(a.root, "harness/config.json", '{"shell_timeout_s": "10"}');
+    write(a.root, "harness/config.json", '{"shell_timeout_sec": "10"}');
     await expectCode(() => readConductorConfig(a.root), "conductor_config_invalid");
     write(a.root, "harness/config.json", "nope");
     expect((await expectCode(() => runConductor({ agentRoot: a.root, workdir: a.workdir, instruction: "x", endpoint: gw.endpoint("anthropic") }), "conductor_config_invalid")).message).toMatch(/is not JSON/);

@@ -40,10 +40,10 @@ describe("shell", () => {
   it("kills the whole process group on timeout, a child that ignores SIGTERM included", async () => {
     const pidFile = join(dir, "child.pid");
     const t0 = Date.now();
-    const r = await tool("shell", { command: `(trap '' TERM; exec sleep 30) & echo $! > ${pidFile}; echo started; wait` }, ctx({ shell_timeout_s: 0.5 }));
+    const r = await tool("shell", { command: `(trap '' TERM; exec sleep 30) & echo $! > ${pidFile}; echo started; wait` }, ctx({ shell_timeout_sec: 0.5 }));
     expect(Date.now() - t0).toBeLessThan(4000);
     expect(r.isError).toBe(true);
-    expect(r.text).toBe("started\n[killed: the command ran past shell_timeout_s (0.5 s)]");
+    expect(r.text).toBe("started\n[killed: the command ran past shell_timeout_sec (0.5 s)]");
     const pid = Number(readFileSync(pidFile, "utf8"));
     for (let i = 0; i < 50 && alive(pid); i++) await new Promise((res) => setTimeout(res, 20));
     expect(alive(pid)).toBe(false);

@@ -29,7 +29,7 @@ beforeAll(() => {
   // answers the card (the prompt's second word) only when PLANNING.md says FIX; prints PLANNING.md as its transcript
   const agent = join(project, "agent.sh");
   writeFileSync(agent, `#!/bin/sh\ncat "$1/harness/PLANNING.md" >&2\nif grep -q FIX "$1/harness/PLANNING.md"; then echo "$2" | cut -d' ' -f2; else echo nope; fi\n`);
-  writeFileSync(join(project, "evolve", "runner.json"), JSON.stringify({ agent: "command", command: `sh ${agent} {agent_root} {prompt}`, timeout_s: 30 }));
+  writeFileSync(join(project, "evolve", "runner.json"), JSON.stringify({ agent: "command", command: `sh ${agent} {agent_root} {prompt}`, timeout_sec: 30 }));
 });
 
 describe("evolve harness", () => {
@@ -97,7 +97,7 @@ describe("evolve harness", () => {
     for (const i of [1, 2, 3]) writeFileSync(join(p2, "evolve", "evals", `t${i}.json`), JSON.stringify({ id: `t${i}`, domain: "echo", prompt: `say ok${i}`, check: { contains: `ok${i}` } }));
     const agent = join(p2, "agent.sh");
     writeFileSync(agent, `#!/bin/sh\ngrep -q SLOW "$1/harness/PLANNING.md" && sleep 5\necho "$2" | cut -d' ' -f2\n`);
-    writeFileSync(join(p2, "evolve", "runner.json"), JSON.stringify({ agent: "command", command: `sh ${agent} {agent_root} {prompt}`, timeout_s: 30 }));
+    writeFileSync(join(p2, "evolve", "runner.json"), JSON.stringify({ agent: "command", command: `sh ${agent} {agent_root} {prompt}`, timeout_sec: 30 }));
     const env = { ...process.env, EVOLVE_HOME: home, NO_COLOR: "1" };
     const s = host.run(["harness", "scaffold", "--project", p2, "--where", "prompt", "--pathology", "p", "--hypothesis", "h"], { env, cwd: p2 });
     const id = /candidate (c-\S+)/.exec(s.stdout)![1];

@@ -30,7 +30,7 @@ const exc = (type: string, message: string) => ({ type, message, traceback: "", 
 describe("a trial as an attempt", () => {
   it("is valid with its primary reward, exit code, agent wall time and final spend", async () => {
     expect(await attemptOf(home, trial({}), null)).toEqual({
-      task: "t1", score: 1, valid: true, exit_code: 0, timed_out: false, wall_s: 12.5, cost_usd: 0.0125, log: "01TRIAL", marker_seen: false,
+      task: "t1", score: 1, valid: true, exit_code: 0, timed_out: false, wall_sec: 12.5, cost_usd: 0.0125, log: "01TRIAL", marker_seen: false,
     });
   });
 

@@ -241,7 +241,7 @@ describe.skipIf(!hasClaude)(`claude-code with a .agent/${hasClaude ? "" : " (ski
     ]);
     for (const a of run.attempts) {
       expect(a.cost_usd).toBeGreaterThan(0);
-      expect(a.wall_s).toBeGreaterThan(0);
+      expect(a.wall_sec).toBeGreaterThan(0);
     }
     const job = JSON.parse(readFileSync(join(dir, "screen", "cand-claude", "job.json"), "utf8"));
     expect(job).toMatchObject({ job_id: run.jobId, source: "evolve-eval@1", agent_root: root });

@@ -58,7 +58,7 @@ describe("loadCards", () => {
       [{ id: "x", domain: "d", prompt: "p" }, /x\.json: check is missing/],
       [{ ...ok("x"), check: { contains: "a", regex: "b" } }, /check must have exactly one of/],
       [{ ...ok("x"), check: { regex: "(" } }, /x\.json: check\.regex is not a valid regular expression/],
-      [{ ...ok("x"), check: { command: "true", timeout_s: -1 } }, /check\.timeout_s must be/],
+      [{ ...ok("x"), check: { command: "true", timeout_sec: -1 } }, /check\.timeout_sec must be/],
       [{ ...ok("x"), check: { contains: "a", flags: "i" } }, /check\.flags is not a field of a contains check/],
       [{ ...ok("x"), extra: 1 }, /x\.json: extra is not a card field/],
     ];
@@ -96,14 +96,14 @@ describe("loadRunner", () => {
   const runner = (body: unknown) => writeFileSync(join(project, "evolve", "runner.json"), JSON.stringify(body));
   it("defaults to the conductor and validates what is written", () => {
     expect(loadRunner(project)).toEqual({ agent: "conductor" });
-    runner({ agent: "command", command: "agent {prompt}", timeout_s: 5 });
-    expect(loadRunner(project)).toEqual({ agent: "command", command: "agent {prompt}", timeout_s: 5 });
+    runner({ agent: "command", command: "agent {prompt}", timeout_sec: 5 });
+    expect(loadRunner(project)).toEqual({ agent: "command", command: "agent {prompt}", timeout_sec: 5 });
     for (const [body, re] of [
       [{ agent: "codex" }, /agent must be "conductor" or "command"/],
       [{ agent: "command" }, /needs a non-empty command/],
       [{ agent: "conductor", model: "nomodel" }, /model must be provider\/model/],
       [{ agent: "command", command: "x", concurrency: 4 }, /concurrency must be 1/],
-      [{ agent: "command", command: "x", timeout_s: 0 }, /timeout_s must be/],
+      [{ agent: "command", command: "x", timeout_sec: 0 }, /timeout_sec must be/],
       [{ agent: "command", command: "x", retries: 2 }, /retries is not a runner field/],
     ] as const) {
       runner(body);
@@ -138,7 +138,7 @@ describe("checkCard", () => {
   it("a command check past its timeout cannot decide, and its process group is killed", async () => {
     const pidFile = join(project, "pid");
     const t0 = Date.now();
-    const r = await checkCard(c({ command: `sh -c 'trap "" TERM; echo $$ > ${pidFile}; sleep 30' & wait`, timeout_s: 0.5 }), "x");
+    const r = await checkCard(c({ command: `sh -c 'trap "" TERM; echo $$ > ${pidFile}; sleep 30' & wait`, timeout_sec: 0.5 }), "x");
     expect(r.error).toMatch(/ran past 0.5s/);
     expect(Date.now() - t0).toBeLessThan(5000);
     const pid = Number(readFileSync(pidFile, "utf8"));
@@ -166,7 +166,7 @@ describe("the command runner", () => {
     const script = join(project, "agent.sh");
     writeFileSync(script, `#!/bin/sh\ncase "$TASK_ID" in slow) sleep 30;; esac\necho "$TASK_ID"; exit 3\n`);
     chmodSync(script, 0o755);
-    const ev = cardsEvaluator({ project, cards: loadCards(project), runner: { agent: "command", command: `${script} {prompt}`, timeout_s: 0.5 } });
+    const ev = cardsEvaluator({ project, cards: loadCards(project), runner: { agent: "command", command: `${script} {prompt}`, timeout_sec: 0.5 } });
     const t0 = Date.now();
     const { attempts } = await ev.run({ harnessId: "live", agentRoot: project, tasks: ["fast", "slow"], marker: null, outDir: join(project, "out", "a", "live") });
     expect(Date.now() - t0).toBeLessThan(5000);

@@ -99,7 +99,7 @@ beforeEach(() => {
 });
 
 /** A project: live PLANNING.md, `n` cards (task 1..n), optional held-out cards, a command runner. */
-function makeProject(o: { cards?: number; holdout?: number; timeoutS?: number } = {}): string {
+function makeProject(o: { cards?: number; holdout?: number; timeoutSec?: number } = {}): string {
   const project = mkdtempSync(join(tmpdir(), "evolve-round-"));
   mkdirSync(join(project, ".agent", "harness"), { recursive: true });
   writeFileSync(join(project, ".agent", "harness", "PLANNING.md"), "You are a careful agent.\n");
@@ -113,7 +113,7 @@ function makeProject(o: { cards?: number; holdout?: number; timeoutS?: number } 
       writeFileSync(join(project, "holdout", `h${i}.json`), JSON.stringify({ id: `h${i}`, domain: "codes", prompt: `holdout ${i}: the code word?`, check: { contains: `code-holdout-${i}` } }));
     }
   }
-  writeFileSync(join(project, "evolve", "runner.json"), JSON.stringify({ agent: "command", command: `${agentScript} {agent_root} {prompt}`, timeout_s: o.timeoutS ?? 20 }));
+  writeFileSync(join(project, "evolve", "runner.json"), JSON.stringify({ agent: "command", command: `${agentScript} {agent_root} {prompt}`, timeout_sec: o.timeoutSec ?? 20 }));
   return project;
 }
 
@@ -132,7 +132,7 @@ describe("a round with the conductor", () => {
     rmSync(join(project, ".agent"), { recursive: true });
     initAgentDir(project);
     writeFileSync(join(project, ".agent", "harness", "PLANNING.md"), "You are a careful agent.\n");
-    writeFileSync(join(project, "evolve", "runner.json"), JSON.stringify({ agent: "conductor", model: `anthropic/${MODEL}`, timeout_s: 20 }));
+    writeFileSync(join(project, "evolve", "runner.json"), JSON.stringify({ agent: "conductor", model: `anthropic/${MODEL}`, timeout_sec: 20 }));
     const better = candidate(project, BOOST, { marker: "step by step" });
     // the conductor's model answers with the finish tool, right or wrong as respond() decides
     upstream.responder = (req) => {
@@ -159,7 +159,7 @@ describe("a round with the conductor", () => {
     const project = makeProject({ cards: 3 });
     rmSync(join(project, ".agent"), { recursive: true });
     initAgentDir(project);
-    writeFileSync(join(project, "evolve", "runner.json"), JSON.stringify({ agent: "conductor", model: `anthropic/${MODEL}`, timeout_s: 20 }));
+    writeFileSync(join(project, "evolve", "runner.json"), JSON.stringify({ agent: "conductor", model: `anthropic/${MODEL}`, timeout_sec: 20 }));
     const d = scaffoldCandidate(project, { where: "runtime", pathology: "p", hypothesis: "h", files: ["harness/seats.json"] });
     writeFileSync(join(project, "evolve", "candidates", d.id, "files", "harness", "seats.json"), "{not json");
     upstream.responder = () => ({ toolCall: { name: "finish", input: { answer: "x" } } });
@@ -235,7 +235,7 @@ describe("a round", () => {
   });
 
   it("fails the validity gate when a candidate's runs time out", async () => {
-    const project = makeProject({ cards: 2, timeoutS: 0.6 });
+    const project = makeProject({ cards: 2, timeoutSec: 0.6 });
     const hangs = candidate(project, `${BOOST} SLEEP`, { marker: "step by step" });
     const r = await round({ project, evaluator: evaluatorOf(project) });
     const c = r.screens[r.rounds[0].screen_id!].candidates[0];

@@ -37,9 +37,9 @@ export function parseConductorConfig(raw: unknown, where: string = AGENT_PATHS.c
     if (k === "disabled_tools") {
       if (!Array.isArray(v) || v.some((t) => typeof t !== "string")) throw invalid(`${where}: disabled_tools must be an array of tool names`);
       cfg.disabled_tools = [...v];
-    } else if (k === "shell_timeout_s") {
-      if (typeof v !== "number" || !Number.isFinite(v) || v <= 0) throw invalid(`${where}: shell_timeout_s must be a positive number of seconds`);
-      cfg.shell_timeout_s = v;
+    } else if (k === "shell_timeout_sec") {
+      if (typeof v !== "number" || !Number.isFinite(v) || v <= 0) throw invalid(`${where}: shell_timeout_sec must be a positive number of seconds`);
+      cfg.shell_timeout_sec = v;
     } else if (POSITIVE_INT.has(k)) {
       if (typeof v !== "number" || !Number.isInteger(v) || v < 1) throw invalid(`${where}: ${k} must be a whole number from 1`);
       (cfg as unknown as Record<string, number>)[k] = v;

@@ -49,7 +49,7 @@ export interface ConductorConfig {
   /** Tools left out of the capability seat's list. */
   disabled_tools: string[];
   /** Seconds one shell command may run before it is killed (its result says so). */
-  shell_timeout_s: number;
+  shell_timeout_sec: number;
   /** The largest tool output (characters) kept in the context; the rest is cut with a note. */
   max_observation_chars: number;
   /** The model's output limit per turn. */
@@ -61,7 +61,7 @@ export const DEFAULT_CONDUCTOR_CONFIG: ConductorConfig = {
   max_turns: 30,
   context_budget_tokens: 32_000,
   disabled_tools: [],
-  shell_timeout_s: 120,
+  shell_timeout_sec: 120,
   max_observation_chars: 16_000,
   max_output_tokens: 4096,
 };

@@ -182,11 +182,11 @@ function shell(command: string, ctx: ToolContext): Promise<ToolResult> {
         // already gone
       }
     };
-    const timeoutS = ctx.config.shell_timeout_s;
+    const timeoutSec = ctx.config.shell_timeout_sec;
     const timer = setTimeout(() => {
       killedFor = "timeout";
       killGroup();
-    }, timeoutS * 1000);
+    }, timeoutSec * 1000);
     const onAbort = () => {
       killedFor = "abort";
       killGroup();
@@ -207,7 +207,7 @@ function shell(command: string, ctx: ToolContext): Promise<ToolResult> {
         text += `${sepOf(text)}[cannot run the command: ${error.message}]`;
         isError = true;
       } else if (killedFor === "timeout") {
-        text += `${sepOf(text)}[killed: the command ran past shell_timeout_s (${timeoutS} s)]`;
+        text += `${sepOf(text)}[killed: the command ran past shell_timeout_sec (${timeoutSec} s)]`;
         isError = true;
       } else if (killedFor === "abort") {
         text += `${sepOf(text)}[killed: the run ended]`;

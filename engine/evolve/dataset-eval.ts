@@ -113,7 +113,7 @@ export function datasetEvaluator(o: DatasetEvaluatorOptions): Evaluator {
 
 /** The attempt of a task whose trial the job did not hold (it was stopped before the trial was recorded). */
 function missingAttempt(task: string): Attempt {
-  return { task, score: null, valid: false, invalid_reason: "the job holds no trial of this task", exit_code: null, timed_out: false, wall_s: 0, cost_usd: 0, log: "", marker_seen: false };
+  return { task, score: null, valid: false, invalid_reason: "the job holds no trial of this task", exit_code: null, timed_out: false, wall_sec: 0, cost_usd: 0, log: "", marker_seen: false };
 }
 
 /** Seconds between two ISO times (0 when either is missing). */
@@ -148,7 +148,7 @@ export async function attemptOf(home: string, t: TrialRecord, marker: string | n
     ...(invalid !== undefined ? { invalid_reason: invalid } : {}),
     exit_code: exit?.exit_code ?? null,
     timed_out: timedOut,
-    wall_s: agent ? seconds(agent.started_at, agent.finished_at) : seconds(t.started_at, t.finished_at),
+    wall_sec: agent ? seconds(agent.started_at, agent.finished_at) : seconds(t.started_at, t.finished_at),
     cost_usd: t.spend ? (t.spend.final_usd ?? t.spend.live_usd) : 0,
     log: t.id,
     marker_seen: marker !== null && marker !== "" && (traceHas(home, t.id, marker) || (await stdoutHas(home, t.id, marker, stdoutName))),

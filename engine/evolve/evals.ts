@@ -20,17 +20,17 @@ export const RUNNER_MAX_BYTES = 64 * 1024;
 export const OUTPUT_MAX_BYTES = 64 * 1024;
 /** An attempt's log keeps this many bytes of the agent's stdout and stderr; the rest is dropped with a note. */
 export const LOG_MAX_BYTES = 4 * 1024 * 1024;
-/** Seconds one card may run when runner.json does not say (RunnerConfig.timeout_s). */
+/** Seconds one card may run when runner.json does not say (RunnerConfig.timeout_sec). */
 export const DEFAULT_CARD_TIMEOUT_S = 300;
 /** Seconds a `command` check may run when the card does not say. */
 export const DEFAULT_CHECK_TIMEOUT_S = 30;
 
 const ID_RE = /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/;
 const CARD_KEYS = new Set(["id", "domain", "prompt", "check"]);
-const RUNNER_KEYS = new Set(["agent", "model", "command", "timeout_s", "concurrency"]);
+const RUNNER_KEYS = new Set(["agent", "model", "command", "timeout_sec", "concurrency"]);
 
 function cardError(file: string, field: string, why: string): EvolveError {
-  return new EvolveError("card_invalid", `${file}: ${field} ${why}`, "fix the card (fields: id, domain, prompt, check {contains | regex [flags] | command [timeout_s]})");
+  return new EvolveError("card_invalid", `${file}: ${field} ${why}`, "fix the card (fields: id, domain, prompt, check {contains | regex [flags] | command [timeout_sec]})");
 }
 
 /** Reads a small regular file without following a link, refusing anything over `max` bytes. */
@@ -56,7 +56,7 @@ function validateCheck(file: string, check: unknown): CardCheck {
   const kinds = ["contains", "regex", "command"].filter((k) => k in c);
   if (kinds.length !== 1) throw cardError(file, "check", "must have exactly one of contains, regex, command");
   const kind = kinds[0];
-  const allowed = kind === "regex" ? ["regex", "flags"] : kind === "command" ? ["command", "timeout_s"] : ["contains"];
+  const allowed = kind === "regex" ? ["regex", "flags"] : kind === "command" ? ["command", "timeout_sec"] : ["contains"];
   for (const k of Object.keys(c)) if (!allowed.includes(k)) throw cardError(file, `check.${k}`, `is not a field of a ${kind} check`);
   const v = c[kind];
   if (typeof v !== "string" || v === "") throw cardError(file, `check.${kind}`, "must be a non-empty string");
@@ -70,9 +70,9 @@ function validateCheck(file: string, check: unknown): CardCheck {
     return c.flags === undefined ? { regex: v } : { regex: v, flags: c.flags as string };
   }
   if (kind === "command") {
-    const t = c.timeout_s;
-    if (t !== undefined && (typeof t !== "number" || !(t > 0) || t > 3600)) throw cardError(file, "check.timeout_s", "must be a number of seconds in (0, 3600]");
-    return t === undefined ? { command: v } : { command: v, timeout_s: t as number };
+    const t = c.timeout_sec;
+    if (t !== undefined && (typeof t !== "number" || !(t > 0) || t > 3600)) throw cardError(file, "check.timeout_sec", "must be a number of seconds in (0, 3600]");
+    return t === undefined ? { command: v } : { command: v, timeout_sec: t as number };
   }
   return { contains: v };
 }
@@ -143,9 +143,9 @@ export function validateRunner(file: string, raw: unknown): RunnerConfig {
     if (typeof o.command !== "string" || o.command.trim() === "") throw runnerError(file, 'agent "command" needs a non-empty command');
     out.command = o.command;
   } else if (o.command !== undefined) throw runnerError(file, 'command is only for agent "command"');
-  if (o.timeout_s !== undefined) {
-    if (typeof o.timeout_s !== "number" || !(o.timeout_s > 0) || o.timeout_s > 86_400) throw runnerError(file, "timeout_s must be a number of seconds in (0, 86400]");
-    out.timeout_s = o.timeout_s;
+  if (o.timeout_sec !== undefined) {
+    if (typeof o.timeout_sec !== "number" || !(o.timeout_sec > 0) || o.timeout_sec > 86_400) throw runnerError(file, "timeout_sec must be a number of seconds in (0, 86400]");
+    out.timeout_sec = o.timeout_sec;
   }
   if (o.concurrency !== undefined) {
     // cards run one at a time so each attempt's gateway spend is exactly its own; more is refused rather than ignored
@@ -300,17 +300,17 @@ export async function checkCard(card: TaskCard, output: string, o: { signal?: Ab
     const passed = new RegExp(c.regex, c.flags ?? "").test(output);
     return { passed, detail: passed ? `output matches /${c.regex}/` : `output does not match /${c.regex}/` };
   }
-  const timeoutS = c.timeout_s ?? DEFAULT_CHECK_TIMEOUT_S;
+  const timeoutSec = c.timeout_sec ?? DEFAULT_CHECK_TIMEOUT_S;
   const r = await runShell(c.command, {
     cwd: o.cwd ?? process.cwd(),
     env: { ...process.env, TASK_OUTPUT: output, TASK_ID: card.id },
-    timeoutMs: timeoutS * 1000,
+    timeoutMs: timeoutSec * 1000,
     signal: o.signal,
     maxStdout: 4096,
   });
   if (r.aborted) o.signal?.throwIfAborted();
   if (r.launchError) return { passed: false, detail: "check did not start", error: `check command did not start: ${r.launchError}` };
-  if (r.timedOut) return { passed: false, detail: "check timed out", error: `check command ran past ${timeoutS}s` };
+  if (r.timedOut) return { passed: false, detail: "check timed out", error: `check command ran past ${timeoutSec}s` };
   if (r.exitCode === null) return { passed: false, detail: "check killed", error: `check command was killed by ${r.signal}` };
   return { passed: r.exitCode === 0, detail: `check command exited ${r.exitCode}` };
 }
@@ -364,7 +364,7 @@ export function cardsEvaluator(o: CardsEvaluatorOptions): Evaluator {
     if (!o.runner.model) throw runnerError(projectPaths(o.project).runner, 'the conductor needs a model: set "model" (provider/model) or pass -m');
     if (!o.conductor) throw runnerError(projectPaths(o.project).runner, "this build has no conductor to run cards with; use a command runner");
   }
-  const timeoutMs = (o.runner.timeout_s ?? DEFAULT_CARD_TIMEOUT_S) * 1000;
+  const timeoutMs = (o.runner.timeout_sec ?? DEFAULT_CARD_TIMEOUT_S) * 1000;
   return {
     source: "cards",
     tasks: () => o.cards.map((c) => c.id),
@@ -433,17 +433,17 @@ async function runCard(o: CardsEvaluatorOptions, card: TaskCard, r: Parameters<E
   await o.gateway?.settle?.();
   const cost = Math.max(0, (o.gateway?.spent() ?? 0) - spentBefore);
   const marker_seen = r.marker !== null && transcript.includes(r.marker);
-  const wall_s = (Date.now() - started) / 1000;
+  const wall_sec = (Date.now() - started) / 1000;
   if (outcome.invalid) {
     await outcome.record?.(null);
-    return { ...base, score: null, valid: false, invalid_reason: outcome.invalid, exit_code: outcome.exitCode, timed_out: outcome.timedOut, wall_s, cost_usd: cost, marker_seen };
+    return { ...base, score: null, valid: false, invalid_reason: outcome.invalid, exit_code: outcome.exitCode, timed_out: outcome.timedOut, wall_sec, cost_usd: cost, marker_seen };
   }
   const check = await checkCard(card, outcome.output, { signal: r.signal, cwd: workdir });
   await outcome.record?.(check.error ? null : check.passed ? 1 : 0);
   if (check.error) {
-    return { ...base, score: null, valid: false, invalid_reason: check.error, exit_code: outcome.exitCode, timed_out: false, wall_s, cost_usd: cost, marker_seen };
+    return { ...base, score: null, valid: false, invalid_reason: check.error, exit_code: outcome.exitCode, timed_out: false, wall_sec, cost_usd: cost, marker_seen };
   }
-  return { ...base, score: check.passed ? 1 : 0, valid: true, exit_code: outcome.exitCode, timed_out: false, wall_s, cost_usd: cost, marker_seen };
+  return { ...base, score: check.passed ? 1 : 0, valid: true, exit_code: outcome.exitCode, timed_out: false, wall_sec, cost_usd: cost, marker_seen };
 }
 
 /** The variables an agent CLI finds its model by: the gateway under each family's names, plus EVOLVE_GATEWAY_*. */

@@ -208,17 +208,17 @@ function save(project: string, rec: RoundRecord): void {
   writeJsonAtomic(join(dir, "round.json"), roundToJson(rec));
 }
 
-type StageCost = { rollouts: number; wall_s: number; cost_usd: number };
+type StageCost = { rollouts: number; wall_sec: number; cost_usd: number };
 
 /** The rollouts, wall time and spend of harness runs (a re-used run counts where it first ran, not again). */
-function costOfRuns(runs: { attempts: Attempt[]; wall_s: number }[]): StageCost {
-  const c = { rollouts: 0, wall_s: 0, cost_usd: 0 };
+function costOfRuns(runs: { attempts: Attempt[]; wall_sec: number }[]): StageCost {
+  const c = { rollouts: 0, wall_sec: 0, cost_usd: 0 };
   for (const r of runs) {
     c.rollouts += r.attempts.length;
-    c.wall_s += r.wall_s;
+    c.wall_sec += r.wall_sec;
     c.cost_usd += r.attempts.reduce((s, a) => s + a.cost_usd, 0);
   }
-  return { ...c, wall_s: Math.round(c.wall_s * 1000) / 1000 };
+  return { ...c, wall_sec: Math.round(c.wall_sec * 1000) / 1000 };
 }
 
 async function runStages(o: RoundOptions, rec: RoundRecord, result: RoundsResult): Promise<void> {
@@ -254,7 +254,7 @@ async function runStages(o: RoundOptions, rec: RoundRecord, result: RoundsResult
     const all = o.evaluator.tasks();
     const reuse = sameOrder(scr.sample, all);
     const harnesses = [...new Set(survivors.flatMap((c) => [parentOf.get(c)!, c]))];
-    const ran: { attempts: Attempt[]; wall_s: number }[] = [];
+    const ran: { attempts: Attempt[]; wall_sec: number }[] = [];
     for (const h of harnesses) {
       let attempts: Attempt[];
       if (reuse) {
@@ -321,7 +321,7 @@ async function runStages(o: RoundOptions, rec: RoundRecord, result: RoundsResult
 
 const sumCosts = (cs: StageCost[]): StageCost => ({
   rollouts: cs.reduce((s, c) => s + c.rollouts, 0),
-  wall_s: Math.round(cs.reduce((s, c) => s + c.wall_s, 0) * 1000) / 1000,
+  wall_sec: Math.round(cs.reduce((s, c) => s + c.wall_sec, 0) * 1000) / 1000,
   cost_usd: cs.reduce((s, c) => s + c.cost_usd, 0),
 });
 

@@ -30,7 +30,7 @@ export interface HarnessRun {
   source: string;
   attempts: Attempt[];
   jobId?: string;
-  wall_s: number;
+  wall_sec: number;
 }
 
 /**
@@ -63,7 +63,7 @@ export async function runHarnessCached(o: {
   rmSync(outDir, { recursive: true, force: true });
   const started = Date.now();
   const r = await o.evaluator.run({ harnessId: o.harness, agentRoot, tasks: o.tasks, marker: o.marker, outDir, signal: o.signal });
-  const run: HarnessRun = { harness: o.harness, sample: o.tasks, source: o.evaluator.source, attempts: r.attempts, wall_s: (Date.now() - started) / 1000, ...(r.jobId ? { jobId: r.jobId } : {}) };
+  const run: HarnessRun = { harness: o.harness, sample: o.tasks, source: o.evaluator.source, attempts: r.attempts, wall_sec: (Date.now() - started) / 1000, ...(r.jobId ? { jobId: r.jobId } : {}) };
   mkdirSync(join(o.dir, "runs"), { recursive: true });
   writeJsonAtomic(file, run);
   o.onHarness?.({ harness: o.harness, phase: "done", attempts: r.attempts });
@@ -202,8 +202,8 @@ export function judge(o: { candidate: string; parent: string; marker: string | n
   return { candidate: o.candidate, parent: o.parent, gates: { validity, activation, paired_gain }, stats, passed };
 }
 
-function costOf(attempts: Attempt[], wall_s: number): CandidateScreen["cost"] {
-  return { rollouts: attempts.length, wall_s: Math.round(wall_s * 1000) / 1000, cost_usd: attempts.reduce((s, a) => s + a.cost_usd, 0) };
+function costOf(attempts: Attempt[], wall_sec: number): CandidateScreen["cost"] {
+  return { rollouts: attempts.length, wall_sec: Math.round(wall_sec * 1000) / 1000, cost_usd: attempts.reduce((s, a) => s + a.cost_usd, 0) };
 }
 
 /**
@@ -246,7 +246,7 @@ export async function screen(o: ScreenOptions): Promise<ScreenRecord> {
     write();
     const cand = await runHarness(d.id, d.activation.marker);
     const verdict = judge({ candidate: d.id, parent: d.parent, marker: d.activation.marker, cand: cand.attempts, par: par.attempts, noActivationGate: o.noActivationGate });
-    record.candidates.push({ ...verdict, attempts: { candidate: cand.attempts, parent: par.attempts }, cost: costOf(cand.attempts, cand.wall_s) });
+    record.candidates.push({ ...verdict, attempts: { candidate: cand.attempts, parent: par.attempts }, cost: costOf(cand.attempts, cand.wall_sec) });
     for (const r of [par, cand]) if (r.jobId) record.jobs = { ...record.jobs, [r.harness]: r.jobId };
     write();
   }
@@ -259,7 +259,7 @@ export function parentCost(project: string, rec: ScreenRecord): Record<string, C
   for (const c of rec.candidates) {
     if (out[c.parent]) continue;
     const run = readRun(join(projectPaths(project).screen(rec.id), "runs", `${c.parent}.json`));
-    out[c.parent] = costOf(c.attempts.parent, run?.wall_s ?? c.attempts.parent.reduce((s, a) => s + a.wall_s, 0));
+    out[c.parent] = costOf(c.attempts.parent, run?.wall_sec ?? c.attempts.parent.reduce((s, a) => s + a.wall_sec, 0));
   }
   return out;
 }

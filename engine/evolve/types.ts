@@ -25,7 +25,7 @@ export type CardCheck =
   | { contains: string }
   | { regex: string; flags?: string }
   /** A shell command run on the host with TASK_OUTPUT (and TASK_ID) in its environment: exit 0 passes. */
-  | { command: string; timeout_s?: number };
+  | { command: string; timeout_sec?: number };
 
 /** `evolve/evals/<id>.json`. */
 export interface TaskCard {
@@ -47,7 +47,7 @@ export interface RunnerConfig {
   /** For `agent: "command"`. */
   command?: string;
   /** Seconds one card may run (default 300); a timeout fails the validity gate. */
-  timeout_s?: number;
+  timeout_sec?: number;
   /** Cards at once (default 1). */
   concurrency?: number;
 }
@@ -81,7 +81,7 @@ export interface Attempt {
   invalid_reason?: string;
   exit_code: number | null;
   timed_out: boolean;
-  wall_s: number;
+  wall_sec: number;
   /** Gateway spend of this run, USD (0 when unmetered). */
   cost_usd: number;
   /** Where its log/trace is, relative to the screen's folder (cards) or the trial id (jobs). */
@@ -118,7 +118,7 @@ export interface CandidateScreen {
   gates: { validity: GateResult; activation: GateResult; paired_gain: GateResult };
   stats: PairedStats;
   passed: boolean;
-  cost: { rollouts: number; wall_s: number; cost_usd: number };
+  cost: { rollouts: number; wall_sec: number; cost_usd: number };
 }
 
 /** `evolve/screens/<id>/screen.json`. */
@@ -165,7 +165,7 @@ export interface RoundRecord {
   confirmed: string[];
   rejected: Record<string, string>;
   /** Rollouts, wall time and gateway spend of each stage that ran harnesses (screen, utility, holdout). */
-  cost?: Partial<Record<"screen" | "utility" | "holdout", { rollouts: number; wall_s: number; cost_usd: number }>>;
+  cost?: Partial<Record<"screen" | "utility" | "holdout", { rollouts: number; wall_sec: number; cost_usd: number }>>;
   /** What the gene bank said to each confirmed candidate offered to it (a held-out failure is not offered). */
   genebank?: Record<string, { accepted: boolean; reason: string }>;
   stop?: "stagnation" | "max_rounds" | null;

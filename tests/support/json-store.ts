@@ -123,5 +123,5 @@ export function writeEvolveProject(project: string): void {
   writeFileSync(join(project, ".agent", "harness", "PLANNING.md"), "Be careful.\n");
   mkdirSync(join(project, "evolve", "evals"), { recursive: true });
   for (const id of ["t1", "t2"]) writeFileSync(join(project, "evolve", "evals", `${id}.json`), JSON.stringify({ id, domain: "echo", prompt: `say ${id}`, check: { contains: id } }));
-  writeFileSync(join(project, "evolve", "runner.json"), JSON.stringify({ agent: "command", command: "printf '%s' {prompt}", timeout_s: 30 }));
+  writeFileSync(join(project, "evolve", "runner.json"), JSON.stringify({ agent: "command", command: "printf '%s' {prompt}", timeout_sec: 30 }));
 }
