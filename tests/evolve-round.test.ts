@@ -18,7 +18,7 @@ import { geneBankCells, readGeneBank } from "../engine/evolve/genebank.ts";
 import { installCandidate, undoInstall } from "../engine/evolve/install.ts";
 import { openLocalGateway, type LocalGateway } from "../engine/evolve/local-gateway.ts";
 import { round, readRounds } from "../engine/evolve/round.ts";
-import { drawSample } from "../engine/evolve/screen.ts";
+import { CARDS_ON_HOST, drawSample } from "../engine/evolve/screen.ts";
 import type { Evaluator } from "../engine/evolve/types.ts";
 import { openStore, type Store } from "../engine/store/index.ts";
 
@@ -243,6 +243,8 @@ describe("a round", () => {
     expect(c.attempts.candidate.every((a) => a.timed_out && !a.valid && a.exit_code === null)).toBe(true);
     expect(r.rounds[0].rejected[hangs]).toMatch(/^validity: /);
     expect(r.screens[r.rounds[0].screen_id!].limits).toContain("n = 2: a smoke test, not evidence");
+    // cards ran on the host, and the record says so
+    expect(r.screens[r.rounds[0].screen_id!].limits).toContain(CARDS_ON_HOST);
   }, 30_000);
 
   it("refuses the winner whose held-out gain does not hold", async () => {

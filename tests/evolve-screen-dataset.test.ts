@@ -89,6 +89,8 @@ async function screenWith(agent: string): Promise<void> {
   expect(c.passed).toBe(true);
   expect(c.cost.cost_usd).toBeGreaterThan(0);
   expect(rec.limits).toContain("n = 2: a smoke test, not evidence");
+  // podman trials are boxes: the host-cards limit is not claimed
+  expect(rec.limits.some((l: string) => l.startsWith("task cards run on the host"))).toBe(false);
   // each attempt's log is its trial, which ran this agent with the .agent/ it was given
   const trial = c.attempts.candidate[0].log;
   const result = JSON.parse(readFileSync(join(home, "trials", trial, "result.json"), "utf8"));

@@ -18,6 +18,9 @@ export const SCREEN_LIMITS = [
   "the evolver proposes nothing by itself: diagnoses point at a file, a person or the host agent writes the candidate",
 ];
 
+/** The limit of a screen on task cards: they run on the host, not in a box. */
+export const CARDS_ON_HOST = "task cards run on the host, not in a box: the agent's shell and a card's check command run as you, in the screen's folder; screen -d name@version runs isolated podman trials";
+
 /** The limit added when the sample is too small to be evidence. */
 export function smokeLimit(n: number): string {
   return `n = ${n}: a smoke test, not evidence`;
@@ -227,7 +230,7 @@ export async function screen(o: ScreenOptions): Promise<ScreenRecord> {
     throw new EvolveError("screen_mismatch", `screen ${id} was started on another sample or source (${prior.source}, ${prior.sample.length} tasks)`, "resume it as it was started, or screen under a new id");
   }
   mkdirSync(join(dir, "runs"), { recursive: true });
-  const limits = [...SCREEN_LIMITS, ...(sample.length <= 2 ? [smokeLimit(sample.length)] : [])];
+  const limits = [...SCREEN_LIMITS, ...(o.evaluator.source === "cards" ? [CARDS_ON_HOST] : []), ...(sample.length <= 2 ? [smokeLimit(sample.length)] : [])];
   const record: ScreenRecord = { id, at: prior?.at ?? new Date().toISOString(), sample, seed, source: o.evaluator.source, candidates: [], limits };
   const runs = new Map<string, HarnessRun>();
 
