@@ -73,7 +73,9 @@ export async function listCommand(opts: { json?: boolean }): Promise<number> {
   for (const n of PLAIN_AGENT_NAMES) rows.push({ name: n, kind: "builtin", available: true, version: null, vendored: [] });
   for (const n of CLI_AGENT_NAMES) {
     const s = present.get(n);
-    rows.push({ name: n, kind: "cli", available: s !== undefined, version: s && !s.vendor.selfBinary ? defaultVersion(s) : null, vendored: versionsOf(n) });
+    // the conductor ships inside this binary: built in, like oracle and nop, with nothing to vendor (`agent pull` refuses it)
+    if (s?.vendor.selfBinary) rows.push({ name: n, kind: "builtin", available: true, version: null, vendored: [] });
+    else rows.push({ name: n, kind: "cli", available: s !== undefined, version: s ? defaultVersion(s) : null, vendored: versionsOf(n) });
   }
   for (const r of registered) rows.push({ name: r.manifest.name, kind: "registered", available: true, version: r.manifest.version, vendored: versionsOf(r.manifest.name) });
   // trees imported or pulled for an agent this build does not know: still listed, so they can be found and removed

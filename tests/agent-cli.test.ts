@@ -36,6 +36,8 @@ describe("evolve agent", () => {
     const doc = JSON.parse(r.stdout);
     expect(doc.agents_dir).toBe(join(home, "agents"));
     expect(doc.agents.map((a: { name: string }) => a.name)).toEqual(["oracle", "nop", "claude-code", "codex", "gemini-cli", "qwen-code", "opencode", "droid", "kimi-code", "conductor", "mytool"]);
+    // the conductor is evolve itself: built in, so what pulls every `cli` agent (scripts/ci/lib.sh) leaves it alone
+    expect(doc.agents.find((a: { name: string }) => a.name === "conductor")).toEqual({ name: "conductor", kind: "builtin", available: true, version: null, vendored: [] });
     expect(doc.agents.at(-1)).toEqual({ name: "mytool", kind: "registered", available: true, version: "1.2.0", vendored: ["1.2.0"] });
     const text = evolve(["agent", "list"]).stdout;
     expect(text).toMatch(/^mytool\s+registered\s+1\.2\.0\s+1\.2\.0$/m);
