@@ -8,7 +8,7 @@
 import { chmodSync, existsSync, lstatSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { afterAll, afterEach, beforeEach, describe, expect, it } from "vitest";
 import { digestTree } from "../engine/metaharness/digest.ts";
 import { runPaths } from "../engine/metaharness/layout.ts";
 import {
@@ -26,7 +26,9 @@ import {
   type MetaState,
 } from "../engine/metaharness/state.ts";
 import { TEMPLATE_FILES, writeTemplate } from "../engine/metaharness/template.ts";
+import { cliHost } from "./support/cli-host.ts";
 import { expectCode } from "./support/expect-code.ts";
+import { makeMetaRun } from "./support/metaharness-run.ts";
 import { snapshot, writeTree } from "./support/evolve-project.ts";
 
 let scratch: string;
@@ -309,5 +311,60 @@ describe("the records", () => {
     mkdirSync(p.state);
     writeFileSync(p.stateFile, "{not json");
     await expectCode(() => loadState(run), "metaharness_state_invalid");
+  });
+});
+
+describe("evolve metaharness check-spec | status | finalize", () => {
+  const host = cliHost();
+  afterAll(() => host.close());
+  const evolve = (args: string[]) => host.run(["metaharness", ...args], { cwd: scratch, env: { ...process.env, EVOLVE_HOME: join(scratch, "home"), NO_COLOR: "1" }, timeoutMs: 60_000 });
+
+  it("check-spec: exit 0 on a complete adapter, 1 with one problem per line, 2 on a bad template or usage", () => {
+    const ok = evolve(["check-spec", seedDir]);
+    expect([ok.code, ok.stdout]).toEqual([0, `ok: ${seedDir} is a complete adapter\n`]);
+    const bad = join(scratch, "bad");
+    writeTree(bad, { "ADAPTER.md": "" });
+    symlinkSync("/etc/passwd", join(bad, "p"));
+    const r = evolve(["check-spec", bad]);
+    expect([r.code, r.stdout]).toEqual([1, "p: is a symbolic link\nADAPTER.md: empty\n"]);
+    const j = evolve(["check-spec", bad, "--json", "--template", template]);
+    expect([j.code, JSON.parse(j.stdout)]).toEqual([1, { dir: bad, ok: false, problems: ["p: is a symbolic link", "ADAPTER.md: empty"] }]);
+    const t = evolve(["check-spec", seedDir, "--template", scratch]);
+    expect([t.code, t.stdout, t.stderr.split("\n")[0]]).toEqual([2, "", `error[metaharness_template_invalid]: ${scratch} holds no .hermit/ folder`]);
+    expect(evolve(["check-spec"]).code).toBe(2);
+  });
+
+  it("status lists every candidate with round, status, mean and evaluations; the queue and the one handed back", () => {
+    const { run: r } = makeMetaRun(join(scratch, "mh"));
+    const text = evolve(["status", r]);
+    expect(text.code).toBe(0);
+    expect(text.stdout).toMatch(/^step 2, round 1\n/);
+    expect(text.stdout).toMatch(/seed +0 +evaluated +0\.5000 +1 +the starting adapter/);
+    expect(text.stdout).toMatch(/c1 +1 +evaluated +0\.7500 +1 +a checklist before answering/);
+    expect(text.stdout).toMatch(/c2 +1 +invalid +- +0/);
+    expect(text.stdout).toContain("queue: (empty)\nhanded back: c1\nfinalized: -\n");
+    const j = JSON.parse(evolve(["status", r, "--json"]).stdout);
+    expect(j.candidates.map((c: { id: string; status: string; mean: number | null }) => [c.id, c.status, c.mean])).toEqual([["seed", "evaluated", 0.5], ["c1", "evaluated", 0.75], ["c2", "invalid", null]]);
+    expect([j.queue, j.handed_back, j.finalized]).toEqual([[], "c1", null]);
+    const none = evolve(["status", scratch]);
+    expect([none.code, none.stderr.split("\n")[0]]).toEqual([2, `error[metaharness_run_missing]: ${scratch} holds no Meta-Harness Adapter state (${runPaths(scratch).stateFile})`]);
+  });
+
+  it("finalize prints the best and copies its adapter out, refusing a non-empty --out; a tie goes to the one evaluated first", () => {
+    const { run: r } = makeMetaRun(join(scratch, "mh"));
+    const best = join(scratch, "best");
+    const f = evolve(["finalize", r, "--out", best]);
+    expect([f.code, f.stdout]).toEqual([0, `finalized c1: mean 0.7500 over 1 evaluation on the search set\ncopied its adapter to ${best}\n`]);
+    expect(readFileSync(join(best, "ADAPTER.md"), "utf8")).toBe("Check your answer before you finish.\n");
+    expect(existsSync(join(best, ".hermit", "EVOLVER.md"))).toBe(true);
+    expect(loadState(r).finalized).toBe("c1");
+    const again = evolve(["finalize", r, "--out", best]);
+    expect([again.code, again.stderr.split("\n")[0]]).toEqual([2, `error[metaharness_out_exists]: --out ${best} exists and is not an empty folder`]);
+    const { run: tie } = makeMetaRun(join(scratch, "tie"), { seed: { t1: 1, t2: 0 }, c1: { t1: 0, t2: 1 } });
+    const j = JSON.parse(evolve(["finalize", tie, "--json"]).stdout);
+    expect(j).toEqual({ id: "seed", mean: 0.5, evaluations: 1, adapter: runPaths(tie).candidateAdapter("seed"), out: null });
+    // the stored winner changed in place: it is passed over
+    writeFileSync(join(runPaths(tie).candidateAdapter("seed"), "ADAPTER.md"), "swapped\n");
+    expect(JSON.parse(evolve(["finalize", tie, "--json"]).stdout).id).toBe("c1");
   });
 });
