@@ -44,6 +44,9 @@ describe("checkSpec", () => {
     const real = adapter("real");
     symlinkSync(real, join(scratch, "link"));
     expect(checkSpec(join(scratch, "link"), { name: "link" })).toEqual({ ok: false, problems: ["link: is a symbolic link, not a directory of its own"] });
+    // a trailing slash does not make it the folder it points to
+    expect(checkSpec(join(scratch, "link") + "//", { name: "link" }).ok).toBe(false);
+    expect(digestOrReason(join(scratch, "link") + "/")).toEqual({ reason: `${join(scratch, "link")} is a symbolic link` });
     expect(checkSpec(join(scratch, "nope"), { name: "nope" }).problems).toEqual(["nope: does not exist"]);
     writeFileSync(join(scratch, "f"), "x");
     expect(checkSpec(join(scratch, "f")).problems).toEqual([`${join(scratch, "f")}: is not a directory`]);

@@ -30,6 +30,8 @@ function notATree(path: string, what: string): EvolveError {
  * missing folder → metaharness_candidate_tampered naming it.
  */
 export function digestTree(dir: string): string {
+  // `link/` would have lstat follow the link
+  dir = dir.replace(/(.)\/+$/, "$1");
   const top = lstatOrNone(dir);
   if (!top) throw notATree(dir, "missing");
   if (!top.isDirectory()) throw notATree(dir, top.isFile() ? "a file, not a folder" : kindOf(top));

@@ -119,6 +119,8 @@ function readHermit(dir: string): Map<string, Buffer> | string {
  * so a hostile candidate (a FIFO, a link out of the sandbox) cannot hang or mislead it.
  */
 export function checkSpec(dir: string, opts: SpecOptions = {}): SpecResult {
+  // `link/` would have lstat follow the link: the folder is judged as named, without a trailing slash
+  dir = dir.replace(/(.)\/+$/, "$1");
   const problems: string[] = [];
   const self = shown(opts.name ?? dir);
   let top: Stats;
