@@ -164,6 +164,11 @@ describe("ingestRound", () => {
       { id: "c2", problems: [".hermit/EVOLVER.md: differs from the template's"] },
     ]);
     expect(s.queue).toEqual(["c1"]);
+    // a bad name's record never takes the name of a valid candidate of the same round
+    newRound();
+    propose("C3");
+    propose("c3");
+    expect(ingestRound(run, s, 3, template)).toEqual({ queued: ["c3"], rejected: [{ id: "c3-2", problems: ["C3: not a candidate name (^[a-z0-9][a-z0-9._-]{0,63}$)"] }] });
   });
 });
 

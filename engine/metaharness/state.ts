@@ -11,7 +11,7 @@
  * link in a folder's place is replaced by a real folder, a link in a file's place is replaced by the file; the state
  * folder itself being a link is refused, since the records would then live somewhere else).
  */
-import { lstatSync, mkdirSync, readdirSync, rmSync } from "node:fs";
+import { mkdirSync, readdirSync, rmSync } from "node:fs";
 import { dirname, join, relative, sep } from "node:path";
 import { EvolveError } from "../errors.ts";
 import { copyTreeOver, lstatOrNone, newBudget, readPlainFile, writeFileAtomic } from "../evolve/tree.ts";
@@ -307,17 +307,21 @@ export function ingestRound(run: string, state: MetaState, round: number, templa
   // a link in the scratch folder's place would have the evolver read candidates from anywhere: none this round
   const names = top?.isDirectory() ? readdirSync(p.scratchCandidates).sort((a, b) => (a < b ? -1 : a > b ? 1 : 0)) : [];
   if (top && !top.isDirectory()) rejected.push({ id: "candidates", problems: [`workspace/scratch/candidates: is ${top.isSymbolicLink() ? "a symbolic link" : "not a folder"}; no candidate was read`] });
+  // a bad name's record id must not take the name of a valid entry of the same round
+  const taken = new Set([...used, ...names.filter((n) => isCandidateName(n))]);
   for (const name of names) {
     const src = join(p.scratchCandidates, name);
     const problems: string[] = [];
     let id = name;
     if (!isCandidateName(name)) {
       problems.push(`${shown(name)}: not a candidate name (${"^[a-z0-9][a-z0-9._-]{0,63}$"})`);
-      id = safeId(name, used);
+      id = safeId(name, taken);
+      taken.add(id);
     } else if (used.has(name)) {
       const prev = state.candidates.find((c) => c.id === name);
       problems.push(`${name}: the id is already used by a candidate of round ${prev?.round ?? "?"}`);
-      id = safeId(`${name}-r${round}`, used);
+      id = safeId(`${name}-r${round}`, taken);
+      taken.add(id);
     }
     problems.push(...checkSpec(src, { template, name }).problems);
     if (problems.length > 0) {
@@ -556,13 +560,4 @@ export function writeStepTask(run: string, step: number, task: string, m: StepTa
   writeRunFile(run, t.score, JSON.stringify(m.score, null, 2) + "\n");
   writeRunFile(run, t.verifier, m.verifier);
   writeRunFile(run, t.trajectory, typeof m.trajectory === "string" ? m.trajectory : JSON.stringify(m.trajectory, null, 2) + "\n");
-}
-
-/** Whether `path` is a folder the evolver may read (a real folder, not a link). */
-export function isRealDir(path: string): boolean {
-  try {
-    return lstatSync(path).isDirectory();
-  } catch {
-    return false;
-  }
 }
