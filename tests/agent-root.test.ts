@@ -19,6 +19,7 @@ import {
   snapshotAgentRoot,
   withAgentInstructions,
 } from "../engine/conductor/instructions.ts";
+import { planningPrompt } from "../engine/conductor/seats.ts";
 import { conductor } from "../engine/harness/agents/conductor.ts";
 import { evolveBinary } from "../engine/runtime.ts";
 import { chunkEvent, errorEvent, promptEvent, toolCallEvent, toolResultEvent, traceLossEvent, usageEvent, type TraceUpdate } from "../engine/trace/events.ts";
@@ -97,6 +98,21 @@ describe("the .agent/'s instructions", () => {
       "memory/episodes.jsonl": "",
     });
     expect(agentInstructionFiles(root).map((f) => f.path)).toEqual(["harness/PLANNING.md", "knowledge/A.md", "knowledge/a.md", "knowledge/b.md"]);
+  });
+
+  it("start with an adapter's ADAPTER.md, before PLANNING.md and knowledge, for every harness", () => {
+    const root = agentRoot({ "knowledge/a.md": "K", "harness/PLANNING.md": "PLAN", "ADAPTER.md": "Adapter says MARK-ad1", "NOTES.md": "not instructions" });
+    expect(agentInstructionFiles(root).map((f) => f.path)).toEqual(["ADAPTER.md", "harness/PLANNING.md", "knowledge/a.md"]);
+    // an installed CLI: prepended to the task's instruction, the adapter's text first
+    const text = withAgentInstructions(root, "Do the task.");
+    expect(text.indexOf("## ADAPTER.md\n\nAdapter says MARK-ad1")).toBeGreaterThan(0);
+    expect(text.indexOf("MARK-ad1")).toBeLessThan(text.indexOf("PLAN"));
+    expect(text.endsWith("Do the task.")).toBe(true);
+    // the conductor: its planning seat's system prompt carries it before the planning text
+    const sys = planningPrompt(root);
+    expect(sys).toContain("## Adapter: ADAPTER.md\n\nAdapter says MARK-ad1");
+    expect(sys.indexOf("MARK-ad1")).toBeLessThan(sys.indexOf("PLAN"));
+    expect(sys).not.toContain("not instructions");
   });
 
   it("go before the task's instruction, between marker lines, each under its path", () => {

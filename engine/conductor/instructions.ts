@@ -26,8 +26,15 @@ export interface InstructionFile {
 }
 
 /**
- * The `.agent/` files that are the agent's instructions, in the order it is given them: `harness/PLANNING.md`
- * (when present), then every `knowledge/*.md` in name order (code-unit order, so the same on every host). A file
+ * The adapter's instructions file (Meta-Harness Adapter search, engine/metaharness): a `.agent/` that is an adapter
+ * carries its whole instructions here, and it comes first so every harness reads it before anything else.
+ */
+export const ADAPTER_INSTRUCTIONS = "ADAPTER.md";
+
+/**
+ * The `.agent/` files that are the agent's instructions, in the order it is given them: `ADAPTER.md` (when present:
+ * an adapter's instructions, engine/metaharness), then `harness/PLANNING.md` (when present), then every
+ * `knowledge/*.md` in name order (code-unit order, so the same on every host). A file
  * that is absent, not a regular file (a link) or unreadable is left out, as if absent: the conductor on the host
  * reads a live folder; a trial's copy was checked whole before (see {@link agentRootProblem}).
  */
@@ -40,6 +47,8 @@ export function agentInstructionFiles(root: string): InstructionFile[] {
       return undefined;
     }
   };
+  const adapter = read(join(root, ADAPTER_INSTRUCTIONS));
+  if (adapter !== undefined) out.push({ path: ADAPTER_INSTRUCTIONS, text: adapter });
   const planning = read(join(root, AGENT_PATHS.planning));
   if (planning !== undefined) out.push({ path: AGENT_PATHS.planning, text: planning });
   const kdir = join(root, AGENT_PATHS.knowledge);

@@ -14,7 +14,7 @@ import { isAbsolute, join, relative, resolve, sep } from "node:path";
 import { pathToFileURL } from "node:url";
 import { EvolveError } from "../errors.ts";
 import { AGENT_PATHS, agentPath, SEAT_NAMES, TOOL_NAMES, type SeatName } from "./layout.ts";
-import { agentInstructionFiles } from "./instructions.ts";
+import { ADAPTER_INSTRUCTIONS, agentInstructionFiles } from "./instructions.ts";
 import { DEFAULT_TOOL_SCHEMAS } from "./tools.ts";
 import type { ActionSeat, ActionVerdict, CapabilitySeat, HistoryEntry, MemorySeat, PlanningSeat, SeatInput, Seats, ToolCall, ToolSchema } from "./types.ts";
 
@@ -78,19 +78,21 @@ export const defaultMemory: MemorySeat = (input: SeatInput): HistoryEntry[] => {
 };
 
 /**
- * The default planning seat's prompt for `root`: the frame, PLANNING.md (or the built-in planning) and the knowledge,
+ * The default planning seat's prompt for `root`: the frame, an adapter's ADAPTER.md, PLANNING.md (or the built-in planning) and the knowledge,
  * one section each. Which files and in which order is instructions.ts's rule, the one the installed CLIs get too.
  */
 export function planningPrompt(root: string): string {
   let planning = BUILTIN_PLANNING;
+  const adapter: string[] = [];
   const knowledge: string[] = [];
   for (const f of agentInstructionFiles(root)) {
     const text = f.text.trim();
     if (!text) continue;
-    if (f.path === AGENT_PATHS.planning) planning = text;
+    if (f.path === ADAPTER_INSTRUCTIONS) adapter.push(`## Adapter: ${ADAPTER_INSTRUCTIONS}\n\n${text}`);
+    else if (f.path === AGENT_PATHS.planning) planning = text;
     else knowledge.push(`## Knowledge: ${f.path.slice(AGENT_PATHS.knowledge.length + 1)}\n\n${text}`);
   }
-  return [BUILTIN_FRAME, planning, ...knowledge].join("\n\n");
+  return [BUILTIN_FRAME, ...adapter, planning, ...knowledge].join("\n\n");
 }
 
 /**
