@@ -217,6 +217,11 @@ export function cliHarness(spec: CliSpec): Harness {
       if (s.evolveTools) {
         const interp = elfInterpreter(realpathIn(s.evolveTools));
         if (interp) await needsInterpreter(interp, `the evolve binary (evolve's tools for ${spec.name})`, "a glibc image (Debian, Ubuntu)");
+        // a CLI whose shell tool starts a login shell (codex's exec_command) gets the PATH /etc/profile sets, not
+        // the agent's: profile.d puts evolve's folder back there
+        const bin = dirname(BOX_EVOLVE_BINARY);
+        const profile = await exec(["sh", "-c", `mkdir -p /etc/profile.d && printf '%s\\n' ${shq(`case ":$PATH:" in *:${bin}:*) ;; *) PATH="${bin}:$PATH"; export PATH ;; esac`)} > /etc/profile.d/evolve-tools.sh`], "0");
+        if (profile.exitCode !== 0) ctx.log(`${spec.name}: evolve's tools: /etc/profile.d/evolve-tools.sh could not be written (${firstLine(profile.stderr || profile.stdout)}); a login shell will not find evolve on its PATH`);
         ctx.log(`${spec.name}: evolve's tools: the evolve binary mounted read-only at ${BOX_EVOLVE_BINARY}, its folder on the agent's PATH`);
       }
       if (spec.vendor.imageCommand) {
