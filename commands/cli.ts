@@ -456,6 +456,32 @@ Honest limits:
     .addHelpText("after", examples(["evolve harness eval", "evolve harness eval --json | jq .utility"]) + limits)
     .action(async (opts) => setExit(await (await harnessCmd()).evalCommand(opts)));
 
+  const metaharness = program.command("metaharness").description("Meta-Harness Adapter search: check a candidate adapter, read a run's candidates, pick its best");
+  const mh = () => import("./metaharness.ts");
+  metaharness
+    .command("check-spec")
+    .description("check that a folder is a complete adapter (the proposer's check_spec); exit 1 with its problems, one per line")
+    .argument("<dir>", "the candidate adapter's folder")
+    .option("--template <dir>", "a template folder: the candidate's .hermit/, when present, must be its .hermit/")
+    .option("--json", "print {dir, ok, problems} as JSON")
+    .addHelpText("after", examples(["evolve metaharness check-spec workspace/scratch/candidates/c1", "evolve metaharness check-spec c1 --template ./template --json | jq .problems"]))
+    .action(async (dir: string, opts) => setExit(await (await mh()).checkSpecCommand(dir, opts)));
+  metaharness
+    .command("status")
+    .description("a run's candidates (round, status, mean, evaluations), the queue, the one handed back and the finalized one")
+    .argument("<run>", "the run folder")
+    .option("--json", "print the state as JSON")
+    .addHelpText("after", examples(["evolve metaharness status runs/mh1", "evolve metaharness status runs/mh1 --json | jq '.candidates[] | select(.status==\"evaluated\")'"]))
+    .action(async (run: string, opts) => setExit(await (await mh()).statusCommand(run, opts)));
+  metaharness
+    .command("finalize")
+    .description("pick the intact candidate with the best mean on the search set (ties: the one evaluated first); --out copies its adapter")
+    .argument("<run>", "the run folder")
+    .option("--out <dir>", "copy the chosen adapter here (a new or empty folder)")
+    .option("--json", "print {id, mean, evaluations, adapter, out} as JSON")
+    .addHelpText("after", examples(["evolve metaharness finalize runs/mh1", "evolve metaharness finalize runs/mh1 --out ./best-adapter --json"]))
+    .action(async (run: string, opts) => setExit(await (await mh()).finalizeCommand(run, opts)));
+
   program
     .command("doctor")
     .description("check the container engine end to end (build, run, exec, copy, network isolation) and print fixes")

@@ -185,6 +185,18 @@ export const ERROR_CODES = {
   episode_read_failed: ran("memory/episodes.jsonl is a link or not a regular file"),
   agent_dir_exists: env("`harness init` was given a directory whose .agent/ exists and is not empty"),
   agent_dir_unwritable: env("`harness init` cannot write the .agent/ files"),
+
+  // Meta-Harness Adapter search (engine/metaharness)
+  metaharness_template_invalid: env("the template folder given holds no plain .hermit/ folder (manifest.json and EVOLVER.md)"),
+  metaharness_seed_invalid: ran("the starting adapter fails check_spec, so the run cannot start from it"),
+  metaharness_state_exists: env("the run folder already holds a Meta-Harness Adapter state; resume it or start in an empty folder"),
+  metaharness_run_missing: env("the folder holds no Meta-Harness Adapter state (workspace/state/meta_harness_adapter.json)"),
+  metaharness_state_unsafe: env("the run's state folder or state file is a symbolic link or not a plain folder or file; the evolver keeps its records only in real ones"),
+  metaharness_state_invalid: env("workspace/state/meta_harness_adapter.json is not JSON or not a version-1 state"),
+  metaharness_candidate_unknown: env("no candidate by that id is in the run's state, or it was never stored"),
+  metaharness_candidate_tampered: ran("a stored candidate's folder holds a link or special file, or is gone; it is never handed back"),
+  metaharness_nothing_to_hand_back: ran("no intact candidate is left to hand back or finalize: every one is invalid, tampered or unevaluated"),
+  metaharness_out_exists: env("`metaharness finalize --out` names a folder that exists and is not empty"),
 } as const satisfies Record<string, ErrorCodeInfo>;
 
 /** A code an EvolveError can carry. */

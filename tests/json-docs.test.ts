@@ -13,6 +13,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { cliHost } from "./support/cli-host.ts";
 import { buildProgram } from "../commands/cli.ts";
 import { compareKeys, readDocs, sectionFor, type DocSection } from "./support/json-docs.ts";
+import { makeMetaRun } from "./support/metaharness-run.ts";
 import { makeJsonStore, writeEpisodes, writeEvolveProject, type JsonStoreIds } from "./support/json-store.ts";
 
 const root = resolve(__dirname, "..");
@@ -72,7 +73,13 @@ const RUNS: { command: string; args: () => string[]; exit?: number }[] = [
   { command: "harness eval", args: () => ["harness", "eval", "--project", evolveProject()] },
   { command: "harness install", args: () => ["harness", "install", "--project", evolveProject(), "--force", evolveCandidate()] },
   { command: "harness install", args: () => ["harness", "install", "--project", evolveProject(), "--undo"] },
+  // a Meta-Harness Adapter run made through the engine's state machine (tests/support/metaharness-run.ts)
+  { command: "metaharness check-spec", args: () => ["metaharness", "check-spec", join(metaRun(), "workspace", "scratch", "candidates", "c2"), "--template", `${metaRun()}-template`], exit: 1 },
+  { command: "metaharness status", args: () => ["metaharness", "status", metaRun()] },
+  { command: "metaharness finalize", args: () => ["metaharness", "finalize", metaRun(), "--out", join(home, "mh-best")] },
 ];
+
+const metaRun = () => join(home, "mh-run");
 
 const evolveProject = () => join(home, "evolve-project");
 const evolveCandidate = () => readdirSync(join(evolveProject(), "evolve", "candidates")).filter((n) => !n.startsWith("."))[0];
@@ -96,6 +103,7 @@ beforeAll(async () => {
   ids = await makeJsonStore(home);
   writeEpisodes(join(home, "project"));
   writeEvolveProject(evolveProject());
+  makeMetaRun(metaRun());
 });
 
 describe("docs/json.md", () => {
