@@ -73,3 +73,125 @@ export async function finalizeCommand(run: string, opts: { out?: string; json?: 
   out(outDir !== undefined ? `copied its adapter to ${outDir}` : `its adapter: ${runPaths(root).candidateAdapter(id)}`);
   return 0;
 }
+
+/** The flags of `evolve metaharness run` (commander's camelCase of each). */
+export interface RunFlags {
+  config?: string;
+  dataset?: string;
+  path?: string;
+  cards?: string;
+  agent?: string;
+  model?: string;
+  startFrom?: string;
+  template?: string;
+  k?: string;
+  maxRounds?: string;
+  epochs?: string;
+  proposer?: string;
+  proposerModel?: string;
+  proposerArg?: string[];
+  webSearch?: boolean;
+  prompt?: string;
+  run?: string;
+  holdout?: string;
+  concurrency?: string;
+  dryRun?: boolean;
+  json?: boolean;
+}
+
+/**
+ * `run`: the search loop (engine/metaharness/run.ts) over the real evaluator (the search set as jobs) and the real
+ * proposer (runProposer); `--dry-run` prints the projected rollouts and proposer sessions and runs nothing. SIGINT
+ * or SIGTERM stops it between records (`evolve_interrupted`); the same command resumes it.
+ */
+export async function runCommand(flags: RunFlags): Promise<number> {
+  const { resolveRunConfig } = await import("../engine/metaharness/config.ts");
+  const cfg = resolveRunConfig(flags);
+  if (cfg.search.kind === "cards") throw new EvolveError("metaharness_config_invalid", "cards: task cards are not a search set of `metaharness run` yet", "publish the tasks as a dataset (`evolve dataset publish`) and give -d name@version, or a task folder with -p");
+  const { readFileSync } = await import("node:fs");
+  const { loadConfig } = await import("../engine/config.ts");
+  const { openEngine } = await import("../engine/driver/select.ts");
+  const { datasetEvaluator } = await import("../engine/evolve/dataset-eval.ts");
+  const { importTasks } = await import("../engine/dataset.ts");
+  const { planRun, realPropose, runMetaHarness, searchOf, trialMaterial } = await import("../engine/metaharness/run.ts");
+  const { withStore } = await import("./store.ts");
+  const { style } = await import("./output.ts");
+  const warn = (m: string) => process.stderr.write(`${style.yellow("warning")}: ${m}\n`);
+  let prompt: string | undefined;
+  if (cfg.proposer.prompt !== undefined) {
+    try {
+      prompt = readFileSync(cfg.proposer.prompt, "utf8");
+    } catch (e) {
+      throw new EvolveError("metaharness_config_invalid", `proposer.prompt: ${cfg.proposer.prompt} cannot be read (${(e as NodeJS.ErrnoException).code ?? "unreadable"})`, "give the round prompt's file (PROPOSE.md)");
+    }
+  }
+  return withStore(async (store, home) => {
+    const engine = () => openEngine({ home: loadConfig(home).home });
+    const evaluatorOf = async (search: Exclude<typeof cfg.search, { kind: "cards" }>) => {
+      const base = { store, home, engine, agent: cfg.agent, model: cfg.model, warn, ...(cfg.concurrency !== undefined ? { concurrency: cfg.concurrency } : {}) };
+      if (search.kind === "path") {
+        const imported = await importTasks(store, home, search.dir, { secrets: new Set() });
+        return datasetEvaluator({ ...base, ref: search.dir, imported: { path: search.dir, tasks: imported.tasks } });
+      }
+      return datasetEvaluator({ ...base, ref: search.ref });
+    };
+    const ev = await evaluatorOf(cfg.search as Exclude<typeof cfg.search, { kind: "cards" }>);
+    const hev = cfg.holdout !== undefined ? datasetEvaluator({ store, home, engine, ref: cfg.holdout, agent: cfg.agent, model: cfg.model, warn }) : undefined;
+    if (flags.dryRun) {
+      const plan = planRun(cfg, ev.tasks().length, hev ? { source: hev.source, tasks: hev.tasks().length } : undefined);
+      if (flags.json) return outJson({ dry_run: true, run: cfg.run, ...plan }), 0;
+      out(`${style.bold("metaharness run")} ${cfg.run}  ${style.dim("(dry run: nothing runs)")}`);
+      out(`search set: ${plan.search}, ${plan.tasks} task${plan.tasks === 1 ? "" : "s"}; agent ${cfg.agent}${cfg.model ? ` (${cfg.model})` : ""}`);
+      out(`steps: ${plan.epochs} (k ${plan.k}, max_rounds ${plan.max_rounds ?? "none"}), ${plan.done_steps} already recorded`);
+      out(`rollouts: ${plan.rollouts} = ${plan.epochs} × ${plan.tasks}${plan.done_steps > 0 ? `, ${plan.remaining_rollouts} left` : ""}`);
+      out(`proposer sessions: ${plan.proposer_sessions} (${cfg.proposer.backend}, ${cfg.proposer.model})`);
+      if (plan.holdout) out(`holdout: ${plan.holdout.source}, ${plan.holdout.rollouts} rollouts (the chosen and the starting adapter × ${plan.holdout.tasks})`);
+      return 0;
+    }
+    const material = (a: Parameters<typeof trialMaterial>[2]) => trialMaterial(store, home, a);
+    const ctl = new AbortController();
+    const stop = () => ctl.abort();
+    process.once("SIGINT", stop);
+    process.once("SIGTERM", stop);
+    const say = (line: string) => {
+      if (!flags.json) out(line);
+    };
+    const fmt4 = (m: number | null) => (m === null ? "-" : m.toFixed(4));
+    try {
+      const r = await runMetaHarness({
+        config: cfg,
+        search: searchOf(ev, material),
+        ...(hev ? { holdout: searchOf(hev, material) } : {}),
+        propose: realPropose({ store, home, engine, config: cfg, ...(prompt !== undefined ? { prompt } : {}), warn }),
+        signal: ctl.signal,
+        onEvent: (e) => {
+          if (e.type === "seeded") say(`seeded ${cfg.run} with the starting adapter (${e.id})`);
+          else if (e.type === "resumed") say(`resuming ${cfg.run} after step ${e.step}, round ${e.round}`);
+          else if (e.type === "step_start") say(`step ${e.step}: evaluating ${e.candidate} on ${e.tasks} tasks`);
+          else if (e.type === "step_done") say(`step ${e.step}: ${e.candidate} mean ${fmt4(e.mean)}, $${e.cost_usd.toFixed(4)}`);
+          else if (e.type === "round_start") say(`round ${e.round}: proposer session (${cfg.proposer.backend})`);
+          else if (e.type === "round_done") say(`round ${e.round}: queued ${e.queued.join(", ") || "none"}; rejected ${e.rejected.map((x) => x.id).join(", ") || "none"}; $${e.cost_usd.toFixed(4)}`);
+          else if (e.type === "tampered") say(`${style.red("tampered")}: ${e.id} (${e.reason}); never handed back`);
+          else if (e.type === "handed_back") say(`handed back ${e.id}${e.reason === "best" ? " (nothing queued: the best so far, again)" : ""}`);
+        },
+      });
+      if (flags.json) {
+        outJson({ run: cfg.run, finalized: r.finalized, mean: r.mean, steps: r.steps, rounds: r.rounds, holdout: r.holdout ?? null });
+        return 0;
+      }
+      out(`finalized ${r.finalized}: mean ${fmt4(r.mean)} on the search set after ${r.steps} steps, ${r.rounds} rounds`);
+      if (r.holdout) {
+        const h = r.holdout;
+        const ci = h.stats.ci95 ? `[${h.stats.ci95[0].toFixed(3)}, ${h.stats.ci95[1].toFixed(3)}]` : "-";
+        out(`holdout ${h.source}: ${h.chosen.id} ${fmt4(h.chosen.mean)} vs ${h.seed.id} ${fmt4(h.seed.mean)}; gain ${h.stats.mean_gain.toFixed(3)}, 95% CI ${ci}, sign test p ${h.stats.sign_test.p.toFixed(4)} (n ${h.stats.n})`);
+      }
+      return 0;
+    } catch (e) {
+      if (ctl.signal.aborted && !(e instanceof EvolveError && e.code === "evolve_interrupted")) throw new EvolveError("evolve_interrupted", "the Meta-Harness Adapter run was interrupted", "run the same command again: it resumes from the run's state");
+      throw e;
+    } finally {
+      process.off("SIGINT", stop);
+      process.off("SIGTERM", stop);
+    }
+  });
+}

@@ -196,6 +196,8 @@ export const ERROR_CODES = {
   metaharness_candidate_unknown: env("no candidate by that id is in the run's state, or it was never stored"),
   metaharness_candidate_tampered: ran("a stored candidate's folder holds a link or special file, or is gone; it is never handed back"),
   metaharness_nothing_to_hand_back: ran("no intact candidate is left to hand back or finalize: every one is invalid, tampered or unevaluated"),
+  metaharness_config_invalid: env("the Meta-Harness Adapter run's config (run.toml or its flags) has a key that is missing, of the wrong type or out of range; the message names the key"),
+  metaharness_run_mismatch: env("the run folder holds a state started with another search set or starting adapter; resume it with the same config, or start in a new folder"),
   metaharness_out_exists: env("`metaharness finalize --out` names a folder that exists and is not empty"),
 } as const satisfies Record<string, ErrorCodeInfo>;
 

@@ -30,6 +30,11 @@ export interface DatasetEvaluatorOptions {
   engine: () => Promise<Engine>;
   /** The dataset, `name@version` (a bare name: its newest version, resolved once here). */
   ref: string;
+  /**
+   * A task folder's tasks as `evolve run -p DIR` imports them (engine/dataset importTasks), used instead of `ref`:
+   * the jobs record the folder as their source (`source.kind: "path"`), as `evolve run -p` does.
+   */
+  imported?: { path: string; tasks: readonly { name: string; digest: string }[] };
   /** `-a`: the agent every trial runs. */
   agent: string;
   /** `-m provider/model`, for an agent that calls a model. */
@@ -61,8 +66,8 @@ const STDOUT_SEARCH_LIMIT = 16 * 1024 * 1024;
  * the agent cannot take, and, in `run`, an `.agent/` a trial cannot be given or a task the dataset lacks.
  */
 export function datasetEvaluator(o: DatasetEvaluatorOptions): Evaluator {
-  const d = resolveDataset(o.store, o.ref)[0];
-  const source = `${d.name}@${d.version}`;
+  const d = o.imported ? { tasks: o.imported.tasks } : resolveDataset(o.store, o.ref)[0];
+  const source = o.imported ? o.imported.path : `${(d as { name: string }).name}@${(d as { version: string }).version}`;
   const byName = new Map(d.tasks.map((t) => [t.name, t]));
   checkAgentRequest(o.agent, o.model, o.kwargs ?? {});
   const secrets = o.secrets ?? {};
@@ -86,11 +91,11 @@ export function datasetEvaluator(o: DatasetEvaluatorOptions): Evaluator {
         secret_names: Object.keys(secrets).sort(),
         force_build: false,
         max_retries: o.maxRetries ?? 2,
-        source: { kind: "dataset", ref: source },
+        source: o.imported ? { kind: "path", path: o.imported.path } : { kind: "dataset", ref: source },
         tasks: picked,
         ...(o.maxSpendUsd !== undefined ? { max_spend_usd: o.maxSpendUsd } : {}),
       };
-      const job = createJob(o.store, config, source);
+      const job = createJob(o.store, config, o.imported ? undefined : source);
       const engine = await o.engine();
       const trials = await driveJob({ store: o.store, engine, home: o.home, jobId: job.id, secrets, signal, onEvent: o.onEvent, warn: o.warn });
       const stdoutName = agentSpec(o.agent, o.home)?.stdoutName;

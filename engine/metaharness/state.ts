@@ -68,6 +68,25 @@ export interface MetaState {
   candidates: MetaCandidate[];
   /** The candidate finalize chose. */
   finalized?: string;
+  /** Each proposal round run so far (run.ts; additive: a state written before it has none). */
+  rounds?: MetaRound[];
+}
+
+/** A proposal round as the state records it: the step it belongs to, its proposer session and its spend. */
+export interface MetaRound {
+  round: number;
+  /** The step whose proposal round it was. */
+  step: number;
+  trial_id: string | null;
+  job_id: string | null;
+  exit_code: number | null;
+  queued: string[];
+  rejected: string[];
+  cost_usd: number;
+  /** Where the cost came from: the gateway's price, the run's price, or what the gateway priced (a lower bound). */
+  cost_source: string;
+  tokens: Record<string, number>;
+  at: string;
 }
 
 /** A candidate the evolver rejected, and why. */
@@ -369,7 +388,7 @@ export function tamperReason(run: string, c: MetaCandidate): string | undefined 
 }
 
 /** Marks `c` tampered with `reason` (it is never handed back again) and takes it out of the queue. */
-function markTampered(state: MetaState, c: MetaCandidate, reason: string): void {
+export function markTampered(state: MetaState, c: MetaCandidate, reason: string): void {
   c.status = "tampered";
   c.problems = [...(c.problems ?? []), reason];
   state.queue = state.queue.filter((q) => q !== c.id);
