@@ -26,9 +26,11 @@ const fmt = (m: number | null) => (m === null ? "-" : m.toFixed(4));
 export async function statusCommand(run: string, opts: { json?: boolean }): Promise<number> {
   const { loadState } = await import("../engine/metaharness/state.ts");
   const s = loadState(resolve(run));
+  const { roundSpend } = await import("../engine/metaharness/run.ts");
   const candidates = s.candidates.map((c) => ({ id: c.id, round: c.round, status: c.status, mean: c.mean, evaluations: c.evaluations.length, hypothesis: c.hypothesis, base: c.base, problems: c.problems ?? [] }));
+  const spend = roundSpend(s);
   if (opts.json) {
-    outJson({ run: resolve(run), step: s.step, round: s.round, candidates, queue: s.queue, handedBack: s.handed_back, finalized: s.finalized ?? null });
+    outJson({ run: resolve(run), step: s.step, round: s.round, candidates, queue: s.queue, handedBack: s.handed_back, finalized: s.finalized ?? null, spend });
     return 0;
   }
   out(`step ${s.step}, round ${s.round}`);
@@ -39,6 +41,10 @@ export async function statusCommand(run: string, opts: { json?: boolean }): Prom
   out(`queue: ${s.queue.length > 0 ? s.queue.join(", ") : "(empty)"}`);
   out(`handed back: ${s.handed_back ?? "-"}`);
   out(`finalized: ${s.finalized ?? "-"}`);
+  outTable(
+    ["ROUND", "STEP", "ROLLOUTS", "ROLLOUT $", "PROPOSER $", "PROPOSER TOKENS"],
+    spend.map((r) => [r.round, r.step ?? "-", r.rollouts, `$${r.rollouts_usd.toFixed(4)}`, r.round === 0 ? "-" : `$${r.proposer_usd.toFixed(4)}${r.proposer_cost_source === "lower_bound" ? " (at least)" : ""}`, r.round === 0 ? "-" : r.proposer_tokens]),
+  );
   return 0;
 }
 
@@ -139,7 +145,7 @@ export async function runCommand(flags: RunFlags): Promise<number> {
     const hev = cfg.holdout !== undefined ? datasetEvaluator({ store, home, engine, ref: cfg.holdout, agent: cfg.agent, model: cfg.model, warn }) : undefined;
     if (flags.dryRun) {
       const plan = planRun(cfg, ev.tasks().length, hev ? { source: hev.source, tasks: hev.tasks().length } : undefined);
-      if (flags.json) return outJson({ dry_run: true, run: cfg.run, ...plan }), 0;
+      if (flags.json) return outJson({ run: cfg.run, dry_run: true, plan, result: null }), 0;
       out(`${style.bold("metaharness run")} ${cfg.run}  ${style.dim("(dry run: nothing runs)")}`);
       out(`search set: ${plan.search}, ${plan.tasks} task${plan.tasks === 1 ? "" : "s"}; agent ${cfg.agent}${cfg.model ? ` (${cfg.model})` : ""}`);
       out(`steps: ${plan.epochs} (k ${plan.k}, max_rounds ${plan.max_rounds ?? "none"}), ${plan.done_steps} already recorded`);
@@ -176,7 +182,7 @@ export async function runCommand(flags: RunFlags): Promise<number> {
         },
       });
       if (flags.json) {
-        outJson({ run: cfg.run, finalized: r.finalized, mean: r.mean, steps: r.steps, rounds: r.rounds, holdout: r.holdout ?? null });
+        outJson({ run: cfg.run, dry_run: false, plan: null, result: { finalized: r.finalized, mean: r.mean, steps: r.steps, rounds: r.rounds, holdout: r.holdout ?? null } });
         return 0;
       }
       out(`finalized ${r.finalized}: mean ${fmt4(r.mean)} on the search set after ${r.steps} steps, ${r.rounds} rounds`);

@@ -36,6 +36,8 @@ const RUNS: { command: string; args: () => string[]; exit?: number }[] = [
   { command: "dataset publish", args: () => ["dataset", "publish", "fixtures/tasks/valid/minimal", "--name", "demo", "--version", "1.0"] },
   { command: "dataset list", args: () => ["dataset", "list"] },
   { command: "dataset show", args: () => ["dataset", "show", "demo@1.0"] },
+  // a dry run: the plan of a search on the dataset just published, nothing run
+  { command: "metaharness run", args: () => ["metaharness", "run", "-d", "demo@1.0", "-a", "oracle", "--start-from", join(`${metaRun()}-template`, "seed_adapter"), "--max-rounds", "2", "--proposer-model", "openai/gpt-5", "--run", join(home, "mh-dry"), "--holdout", "demo@1.0", "--dry-run"] },
   { command: "job list", args: () => ["job", "list"] },
   { command: "job show", args: () => ["job", "show", ids.doneJob] },
   { command: "trial show", args: () => ["trial", "show", ids.scored] },

@@ -535,3 +535,40 @@ export function realPropose(o: { store: Store; home: string; engine: () => Promi
       ...(o.warn ? { warn: o.warn } : {}),
     });
 }
+
+/** One round's spend, as `metaharness status` shows it: its candidates' rollouts and its proposer session. */
+export interface RoundSpend {
+  /** 0: the starting adapter (no proposer session). */
+  round: number;
+  /** The step whose proposal round it was; null for round 0. */
+  step: number | null;
+  /** Task rollouts of the round's candidates so far (every evaluation of each). */
+  rollouts: number;
+  rollouts_usd: number;
+  proposer_usd: number;
+  /** gateway, price or lower_bound (what the gateway priced when neither had a price); null for round 0. */
+  proposer_cost_source: string | null;
+  /** The proposer session's tokens, all kinds summed. */
+  proposer_tokens: number;
+}
+
+/**
+ * The spend of each round from the state: the rollouts of the candidates it wrote (round 0: the starting adapter),
+ * as the gateway metered them, and its proposer session's cost as runProposer recorded it.
+ */
+export function roundSpend(state: MetaState): RoundSpend[] {
+  const out: RoundSpend[] = [{ round: 0, step: null, rollouts: 0, rollouts_usd: 0, proposer_usd: 0, proposer_cost_source: null, proposer_tokens: 0 }];
+  for (const r of state.rounds ?? []) out.push({ round: r.round, step: r.step, rollouts: 0, rollouts_usd: 0, proposer_usd: r.cost_usd, proposer_cost_source: r.cost_source, proposer_tokens: Object.values(r.tokens).reduce((a, b) => a + b, 0) });
+  for (const c of state.candidates) {
+    let row = out.find((x) => x.round === c.round);
+    if (!row) {
+      row = { round: c.round, step: null, rollouts: 0, rollouts_usd: 0, proposer_usd: 0, proposer_cost_source: null, proposer_tokens: 0 };
+      out.push(row);
+    }
+    for (const e of c.evaluations) {
+      row.rollouts += Object.keys(e.scores).length;
+      row.rollouts_usd += e.cost_usd;
+    }
+  }
+  return out.sort((a, b) => a.round - b.round);
+}
