@@ -154,6 +154,8 @@ export async function runCommand(flags: RunFlags): Promise<number> {
       if (plan.holdout) out(`holdout: ${plan.holdout.source}, ${plan.holdout.rollouts} rollouts (the chosen and the starting adapter × ${plan.holdout.tasks})`);
       return 0;
     }
+    const plan = planRun(cfg, ev.tasks().length, hev ? { source: hev.source, tasks: hev.tasks().length } : undefined);
+    if (!flags.json) out(style.dim(`${plan.search}: ${plan.tasks} tasks × ${plan.epochs} steps = ${plan.rollouts} rollouts${plan.done_steps > 0 ? ` (${plan.remaining_rollouts} left)` : ""}, up to ${plan.proposer_sessions} proposer session${plan.proposer_sessions === 1 ? "" : "s"}`));
     const material = (a: Parameters<typeof trialMaterial>[2]) => trialMaterial(store, home, a);
     const ctl = new AbortController();
     const stop = () => ctl.abort();

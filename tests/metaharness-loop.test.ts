@@ -8,11 +8,12 @@
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { afterAll, afterEach, beforeEach, describe, expect, it } from "vitest";
 import { resolveRunConfig, type MetaRunConfig } from "../engine/metaharness/config.ts";
 import { runPaths } from "../engine/metaharness/layout.ts";
 import { planRun, runMetaHarness, taskInfo, type Propose, type RunEvent, type SearchEvaluator, type TaskResult } from "../engine/metaharness/run.ts";
 import { loadState } from "../engine/metaharness/state.ts";
+import { cliHost } from "./support/cli-host.ts";
 import { expectCode } from "./support/expect-code.ts";
 import { writeTree } from "./support/evolve-project.ts";
 
@@ -226,5 +227,28 @@ describe("the step loop", () => {
   it("task information says how the adapter reaches each kind of acting agent", () => {
     expect(taskInfo({ agent: "conductor", search: { kind: "dataset", ref: "x@1" } }, 3)).toContain("planning seat");
     expect(taskInfo({ agent: "codex", search: { kind: "dataset", ref: "x@1" } }, 3)).toContain("/opt/evolve/agent-root/<path>");
+  });
+});
+
+describe("evolve metaharness run (the command line)", () => {
+  const host = cliHost();
+  afterAll(() => host.close());
+  const evolve = (args: string[]) => host.run(["metaharness", "run", ...args], { cwd: dir, env: { ...process.env, EVOLVE_HOME: join(dir, "home"), NO_COLOR: "1" }, timeoutMs: 60_000 });
+  const ROOT = join(__dirname, "..");
+
+  it("refuses a config without a search set in one line naming the key, exit 2", () => {
+    const r = evolve(["-a", "oracle", "--start-from", "seed", "--run", "r", "--max-rounds", "1", "--proposer-model", "p/m"]);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain("error[metaharness_config_invalid]");
+    expect(r.stderr).toContain("dataset: no search set");
+  });
+
+  it("--dry-run on a task folder prints the projected rollouts and proposer sessions and runs nothing", () => {
+    writeTree(join(dir, "seed"), { "ADAPTER.md": "Solve it.\n" });
+    const r = evolve(["-p", join(ROOT, "fixtures/datasets/evolve-eval"), "-a", "oracle", "--start-from", "seed", "-k", "2", "--max-rounds", "3", "--proposer-model", "openai/x", "--run", "r", "--dry-run"]);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout).toContain("rollouts: 14 = 7 × 2");
+    expect(r.stdout).toContain("proposer sessions: 3 (codex, openai/x)");
+    expect(existsSync(join(dir, "r"))).toBe(false);
   });
 });
