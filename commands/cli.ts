@@ -479,7 +479,7 @@ Honest limits:
     .option("--config <file>", "run.toml (the flags below override its keys)")
     .option("-d, --dataset <name@version>", "the search set: a stored dataset")
     .option("-p, --path <dir>", "the search set: a task folder (imported as `evolve run -p` does)")
-    .option("--cards <dir>", "the search set: a folder of task cards (not yet supported)")
+    .option("--cards <dir>", "the search set: a folder of task cards (run on the host by the conductor: -a conductor)")
     .option("-a, --agent <name>", "the fixed acting agent (any harness, or conductor)")
     .option("-m, --model <provider/model>", "the acting agent's model")
     .option("--start-from <dir>", "the starting adapter (its ADAPTER.md is the agent's instructions)")

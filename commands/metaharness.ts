@@ -113,13 +113,12 @@ export interface RunFlags {
 export async function runCommand(flags: RunFlags): Promise<number> {
   const { resolveRunConfig } = await import("../engine/metaharness/config.ts");
   const cfg = resolveRunConfig(flags);
-  if (cfg.search.kind === "cards") throw new EvolveError("metaharness_config_invalid", "cards: task cards are not a search set of `metaharness run` yet", "publish the tasks as a dataset (`evolve dataset publish`) and give -d name@version, or a task folder with -p");
   const { readFileSync } = await import("node:fs");
   const { loadConfig } = await import("../engine/config.ts");
   const { openEngine } = await import("../engine/driver/select.ts");
   const { datasetEvaluator } = await import("../engine/evolve/dataset-eval.ts");
   const { importTasks } = await import("../engine/dataset.ts");
-  const { planRun, realPropose, runMetaHarness, searchOf, trialMaterial } = await import("../engine/metaharness/run.ts");
+  const { cardsSearch, planRun, realPropose, runMetaHarness, searchOf, trialMaterial } = await import("../engine/metaharness/run.ts");
   const { withStore } = await import("./store.ts");
   const { style } = await import("./output.ts");
   const warn = (m: string) => process.stderr.write(`${style.yellow("warning")}: ${m}\n`);
@@ -141,10 +140,32 @@ export async function runCommand(flags: RunFlags): Promise<number> {
       }
       return datasetEvaluator({ ...base, ref: search.ref });
     };
-    const ev = await evaluatorOf(cfg.search as Exclude<typeof cfg.search, { kind: "cards" }>);
+    // task cards run on the host: the conductor reaches its model through a local gateway, open for the whole run
+    let gateway: Awaited<ReturnType<typeof import("../engine/evolve/local-gateway.ts").openLocalGateway>> | undefined;
+    if (cfg.search.kind === "cards" && !flags.dryRun) {
+      const { openLocalGateway } = await import("../engine/evolve/local-gateway.ts");
+      gateway = await openLocalGateway({ home, store, warn });
+    }
+    try {
+      return await runWith(gateway);
+    } finally {
+      await gateway?.close();
+    }
+  async function runWith(gateway: import("../engine/evolve/evals.ts").CardsGateway | undefined): Promise<number> {
+    let search: import("../engine/metaharness/run.ts").SearchEvaluator;
+    let tasks: number;
+    if (cfg.search.kind === "cards") {
+      const { conductorCardRunner } = await import("../engine/evolve/conductor-runner.ts");
+      search = cardsSearch({ dir: cfg.search.dir, agent: cfg.agent, ...(cfg.model !== undefined ? { model: cfg.model } : {}), ...(gateway ? { gateway } : {}), conductor: conductorCardRunner });
+      tasks = search.tasks().length;
+    } else {
+      const ev = await evaluatorOf(cfg.search);
+      search = searchOf(ev, (a) => trialMaterial(store, home, a));
+      tasks = ev.tasks().length;
+    }
     const hev = cfg.holdout !== undefined ? datasetEvaluator({ store, home, engine, ref: cfg.holdout, agent: cfg.agent, model: cfg.model, warn }) : undefined;
     if (flags.dryRun) {
-      const plan = planRun(cfg, ev.tasks().length, hev ? { source: hev.source, tasks: hev.tasks().length } : undefined);
+      const plan = planRun(cfg, tasks, hev ? { source: hev.source, tasks: hev.tasks().length } : undefined);
       if (flags.json) return outJson({ run: cfg.run, dry_run: true, plan, result: null }), 0;
       out(`${style.bold("metaharness run")} ${cfg.run}  ${style.dim("(dry run: nothing runs)")}`);
       out(`search set: ${plan.search}, ${plan.tasks} task${plan.tasks === 1 ? "" : "s"}; agent ${cfg.agent}${cfg.model ? ` (${cfg.model})` : ""}`);
@@ -154,7 +175,7 @@ export async function runCommand(flags: RunFlags): Promise<number> {
       if (plan.holdout) out(`holdout: ${plan.holdout.source}, ${plan.holdout.rollouts} rollouts (the chosen and the starting adapter × ${plan.holdout.tasks})`);
       return 0;
     }
-    const plan = planRun(cfg, ev.tasks().length, hev ? { source: hev.source, tasks: hev.tasks().length } : undefined);
+    const plan = planRun(cfg, tasks, hev ? { source: hev.source, tasks: hev.tasks().length } : undefined);
     if (!flags.json) out(style.dim(`${plan.search}: ${plan.tasks} tasks × ${plan.epochs} steps = ${plan.rollouts} rollouts${plan.done_steps > 0 ? ` (${plan.remaining_rollouts} left)` : ""}, up to ${plan.proposer_sessions} proposer session${plan.proposer_sessions === 1 ? "" : "s"}`));
     const material = (a: Parameters<typeof trialMaterial>[2]) => trialMaterial(store, home, a);
     const ctl = new AbortController();
@@ -168,7 +189,7 @@ export async function runCommand(flags: RunFlags): Promise<number> {
     try {
       const r = await runMetaHarness({
         config: cfg,
-        search: searchOf(ev, material),
+        search,
         ...(hev ? { holdout: searchOf(hev, material) } : {}),
         propose: realPropose({ store, home, engine, config: cfg, ...(prompt !== undefined ? { prompt } : {}), warn }),
         signal: ctl.signal,
@@ -201,5 +222,6 @@ export async function runCommand(flags: RunFlags): Promise<number> {
       process.off("SIGINT", stop);
       process.off("SIGTERM", stop);
     }
+  }
   });
 }

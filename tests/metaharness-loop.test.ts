@@ -9,10 +9,15 @@ import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "no
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, afterEach, beforeEach, describe, expect, it } from "vitest";
+import { conductorCardRunner } from "../engine/evolve/conductor-runner.ts";
+import { openLocalGateway } from "../engine/evolve/local-gateway.ts";
 import { resolveRunConfig, type MetaRunConfig } from "../engine/metaharness/config.ts";
 import { runPaths } from "../engine/metaharness/layout.ts";
-import { planRun, runMetaHarness, taskInfo, type Propose, type RunEvent, type SearchEvaluator, type TaskResult } from "../engine/metaharness/run.ts";
+import { cardsSearch, planRun, runMetaHarness, taskInfo, type Propose, type RunEvent, type SearchEvaluator, type TaskResult } from "../engine/metaharness/run.ts";
 import { loadState } from "../engine/metaharness/state.ts";
+import { openStore } from "../engine/store/index.ts";
+import { ScriptedUpstream } from "../fixtures/upstream/server.ts";
+import { buildUpstreams } from "../gateway/upstreams.ts";
 import { cliHost } from "./support/cli-host.ts";
 import { expectCode } from "./support/expect-code.ts";
 import { writeTree } from "./support/evolve-project.ts";
@@ -250,5 +255,44 @@ describe("evolve metaharness run (the command line)", () => {
     expect(r.stdout).toContain("rollouts: 14 = 7 × 2");
     expect(r.stdout).toContain("proposer sessions: 3 (codex, openai/x)");
     expect(existsSync(join(dir, "r"))).toBe(false);
+  });
+});
+
+describe("a search set of task cards (the conductor on the host)", () => {
+  it("evaluates each candidate with its ADAPTER.md in the conductor's system prompt, with the learning material", async () => {
+    const upstream = new ScriptedUpstream();
+    await upstream.start();
+    const home = join(dir, "home");
+    const store = openStore(home);
+    const gateway = await openLocalGateway({ home, store, upstreams: buildUpstreams({ upstreams: { anthropic: { base_url: upstream.url, api_key: "sk-real", models: ["claude-sonnet-4-5"] } } }, {}) });
+    // the answer is right only when the system prompt carries the marker (the adapter reached the planning seat)
+    upstream.responder = (req) => ({ text: JSON.stringify(req.body?.system ?? "").includes(MARK) ? "the code is 42" : "no idea" });
+    try {
+      writeTree(join(dir, "cards"), { "c1.json": JSON.stringify({ id: "c1", domain: "d", prompt: "the code?", check: { contains: "42" } }), "c2.json": JSON.stringify({ id: "c2", domain: "d", prompt: "the code again?", check: { contains: "42" } }) });
+      const cfg = config({ search: { kind: "cards", dir: join(dir, "cards") }, agent: "conductor", model: "anthropic/claude-sonnet-4-5", k: 2, maxRounds: 1, epochs: 2 });
+      const search = cardsSearch({ dir: join(dir, "cards"), agent: "conductor", model: cfg.model, gateway, conductor: conductorCardRunner });
+      const events: RunEvent[] = [];
+      const r = await runMetaHarness({ config: cfg, search, propose: scriptedProposer(cfg.run, []), onEvent: (e) => events.push(e) });
+      expect(events.filter((e) => e.type === "step_done").map((e) => e.type === "step_done" && [e.candidate, e.mean])).toEqual([
+        ["seed", 0],
+        ["good-r1", 1],
+      ]);
+      expect(r.finalized).toBe("good-r1");
+      const t = runPaths(cfg.run).stepTask(2, "c1");
+      expect(readFileSync(t.input, "utf8")).toBe("the code?");
+      expect(readFileSync(t.output, "utf8")).toContain("42");
+      expect(JSON.parse(readFileSync(t.score, "utf8"))).toMatchObject({ score: 1, valid: true });
+      expect(JSON.parse(readFileSync(t.trajectory, "utf8")).schema_version).toMatch(/^ATIF/);
+    } finally {
+      await gateway.close();
+      await store.close();
+      await upstream.close();
+    }
+  });
+
+  it("refuses cards with an agent other than the conductor, naming the key", async () => {
+    writeTree(join(dir, "cards"), { "c1.json": JSON.stringify({ id: "c1", domain: "d", prompt: "p", check: { contains: "x" } }) });
+    const e = await expectCode(() => cardsSearch({ dir: join(dir, "cards"), agent: "codex", model: "openai/x", conductor: conductorCardRunner }), "metaharness_config_invalid");
+    expect(e.message.startsWith("agent: ")).toBe(true);
   });
 });

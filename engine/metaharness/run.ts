@@ -12,17 +12,20 @@
  * The evaluator and the proposer are options: the command passes the real ones ({@link realSearch}, runProposer);
  * tests may pass others (the loop's own logic is what they check).
  */
-import { existsSync, mkdtempSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import type { Engine } from "../driver/types.ts";
 import { EvolveError } from "../errors.ts";
+import { cardsEvaluator, loadCards, type CardsGateway, type ConductorCardRunner } from "../evolve/evals.ts";
 import { pairedStats, statsToJson, type PairedStatsJson } from "../evolve/stats.ts";
 import { copyTreeOver, lstatOrNone, newBudget, readPlainFile } from "../evolve/tree.ts";
 import type { Attempt, Evaluator } from "../evolve/types.ts";
 import type { JobEvent } from "../job/job.ts";
 import type { Store, TrialRecord } from "../store/index.ts";
 import { streamArtifact, type Sink } from "../trace/artifacts.ts";
+import { TrajectoryBuilder } from "../trace/atif.ts";
+import type { TraceUpdate } from "../trace/events.ts";
 import { readTrace } from "../trace/store.ts";
 import type { MetaRunConfig } from "./config.ts";
 import { ADAPTER_MD, runPaths, SEED_ID } from "./layout.ts";
@@ -571,4 +574,60 @@ export function roundSpend(state: MetaState): RoundSpend[] {
     }
   }
   return out.sort((a, b) => a.round - b.round);
+}
+
+/**
+ * The search set of task cards (`cards = DIR`): every card of the folder run on the host by the conductor against a
+ * copy of the adapter, through `gateway` (cardsEvaluator). The learning material is the card's prompt, the
+ * conductor's answer, the check and its verdict, and the ATIF trajectory built from the conductor's trace.
+ */
+export function cardsSearch(o: { dir: string; agent: string; model?: string; gateway?: CardsGateway; conductor: ConductorCardRunner }): SearchEvaluator {
+  if (o.agent !== "conductor") throw new EvolveError("metaharness_config_invalid", `agent: task cards run on the host with the conductor, not ${JSON.stringify(o.agent)}`, "give -a conductor with cards, or publish the tasks as a dataset for another agent (-d)");
+  if (!o.model) throw new EvolveError("metaharness_config_invalid", "model: the conductor needs a model (-m provider/model)", "e.g. -m anthropic/claude-sonnet-4-5");
+  const cards = loadCards(dirname(o.dir), o.dir);
+  const byId = new Map(cards.map((c) => [c.id, c]));
+  const outputs = new Map<string, string>();
+  const conductor: ConductorCardRunner = async (x) => {
+    const r = await o.conductor(x);
+    outputs.set(x.card.id, r.output);
+    return r;
+  };
+  const ev = cardsEvaluator({ project: dirname(o.dir), cards, runner: { agent: "conductor", model: o.model }, ...(o.gateway ? { gateway: o.gateway } : {}), conductor });
+  let outDir = "";
+  const material = async (a: Attempt): Promise<{ material: StepTaskMaterial; tokens: number }> => {
+    const card = byId.get(a.task);
+    let log = "";
+    try {
+      log = readFileSync(join(outDir, `${a.task}.log`), "utf8");
+    } catch {
+      log = "";
+    }
+    const b = new TrajectoryBuilder({ agent: { name: "conductor", version: "builtin", model_name: o.model }, sessionId: `${a.task}`, ...(card ? { instruction: card.prompt } : {}) });
+    for (const line of log.split("\n")) {
+      try {
+        const u = JSON.parse(line) as TraceUpdate;
+        if (u && typeof u.type === "string") b.push(u);
+      } catch {
+        // a line of evolve's own (a launch failure) is no trace event
+      }
+    }
+    let trajectory: unknown = null;
+    try {
+      trajectory = b.finish();
+    } catch {
+      trajectory = null;
+    }
+    const score = { task: a.task, score: a.score, valid: a.valid, ...(a.invalid_reason ? { invalid_reason: a.invalid_reason } : {}), exit_code: a.exit_code, timed_out: a.timed_out, cost_usd: a.cost_usd };
+    const verdict = a.valid ? (a.score === 1 ? "passed" : "failed") : `not scored: ${a.invalid_reason ?? "invalid"}`;
+    return { material: { input: card?.prompt ?? "", output: outputs.get(a.task) ?? "", score, verifier: `check: ${JSON.stringify(card?.check ?? null)}\n${verdict}\n`, trajectory }, tokens: 0 };
+  };
+  const s = searchOf(ev, material);
+  return {
+    ...s,
+    evaluate: (x) => {
+      outDir = x.outDir;
+      outputs.clear();
+      return s.evaluate(x);
+    },
+  };
 }
