@@ -13,7 +13,7 @@ import { conductorCardRunner } from "../engine/evolve/conductor-runner.ts";
 import { openLocalGateway } from "../engine/evolve/local-gateway.ts";
 import { resolveRunConfig, type MetaRunConfig } from "../engine/metaharness/config.ts";
 import { runPaths } from "../engine/metaharness/layout.ts";
-import { cardsSearch, planRun, runMetaHarness, taskInfo, type Propose, type RunEvent, type SearchEvaluator, type TaskResult } from "../engine/metaharness/run.ts";
+import { cardsSearch, planRun, roundSpend, runMetaHarness, taskInfo, type Propose, type RunEvent, type SearchEvaluator, type TaskResult } from "../engine/metaharness/run.ts";
 import { loadState } from "../engine/metaharness/state.ts";
 import { openStore } from "../engine/store/index.ts";
 import { ScriptedUpstream } from "../fixtures/upstream/server.ts";
@@ -153,6 +153,12 @@ describe("the step loop", () => {
     expect(s.rounds!.map((x) => [x.round, x.step, x.cost_usd, x.queued])).toEqual([
       [1, 1, 0.5, ["good-r1", "plain-r1"]],
       [2, 3, 0.5, ["good-r2", "plain-r2"]],
+    ]);
+    // each round's spend: its candidates' rollouts (2 tasks per evaluation) and its proposer session
+    expect(roundSpend(s).map((x) => [x.round, x.step, x.rollouts, x.proposer_usd, x.proposer_tokens])).toEqual([
+      [0, null, 2, 0, 0],
+      [1, 1, 4, 0.5, 120],
+      [2, 3, 4, 0.5, 120],
     ]);
     for (const step of [1, 2, 3, 4, 5]) {
       for (const t of ["org/t1", "t2"]) {

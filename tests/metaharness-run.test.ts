@@ -32,9 +32,11 @@ const MARKER = "EVOLVE-MH-MARKER-9d2e";
 const PROPOSER_MODEL = "openai/evolve-proposer-test-model";
 const usage = { input_tokens: 1000, output_tokens: 50 };
 
-/** The proposer's one shell call of round `r`: two candidates, one carrying the marker. */
+/** The proposer's one shell call of round `r`: reads the task information, writes two candidates, one carrying the marker. */
 const writeCall = (r: number) =>
   [
+    // the task information is in D: without it the chain stops and no candidate is written
+    "grep -q 'prepended to the task' /work/state/TASK_INFO.md",
     `mkdir -p /work/scratch/candidates/good-r${r} /work/scratch/candidates/plain-r${r}`,
     `printf 'Before anything else: ${MARKER}. Do exactly what the task says.\\n' > /work/scratch/candidates/good-r${r}/ADAPTER.md`,
     `printf '{"hypothesis":"state the activation line first","base":"seed"}' > /work/scratch/candidates/good-r${r}/candidate.json`,

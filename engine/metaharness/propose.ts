@@ -24,6 +24,7 @@ there. Your job this round: write {k} new candidate adapters.
 
 ## What you can read (the filesystem D)
 
+- \`{state_dir}/TASK_INFO.md\`: who the acting agent is and exactly how an adapter's files reach it.
 - \`{state_dir}/evolution_summary.jsonl\`: one line per earlier candidate (id, round, hypothesis, base, mean score,
   where its files and rollouts are).
 - \`{state_dir}/candidates/<id>/adapter/\`: each earlier candidate's files.
