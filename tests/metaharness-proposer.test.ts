@@ -1,12 +1,12 @@
 /**
  * A Meta-Harness Adapter proposal round end to end (issue 13 §1): the real vendored codex CLI as the proposer, in a
  * no-network podman box, its model the scripted upstream through the gateway. The scripted model's tool calls list
- * D, look for held-out material, write two candidates, run evolve inside the box (the mounted binary on its PATH)
- * and write the proposer's report; the run folder must then hold the candidates and the step's records, and the box
+ * D, look for held-out material, write two candidates (and a link as a third), run `evolve metaharness check-spec`
+ * inside the box (the mounted binary on its PATH) and write the proposer's report; the run folder must then hold the candidates and the step's records, and the box
  * must never have held a validation or test folder.
  */
 import { execFileSync } from "node:child_process";
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, readlinkSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -14,6 +14,8 @@ import { openEngine } from "../engine/driver/select.ts";
 import { findVendored } from "../engine/harness/vendor.ts";
 import { DEFAULT_PROPOSE_PROMPT, fillPrompt } from "../engine/metaharness/propose.ts";
 import { runProposer, type ProposerResult } from "../engine/metaharness/proposer.ts";
+import { ingestRound, seedCandidate } from "../engine/metaharness/state.ts";
+import { writeTemplate } from "../engine/metaharness/template.ts";
 import { openStore, trialDir, type Store } from "../engine/store/index.ts";
 import { settleRemovals } from "../engine/trial/run.ts";
 import { ScriptedUpstream, type RecordedRequest, type ScriptedReply } from "../fixtures/upstream/server.ts";
@@ -29,11 +31,14 @@ const KEY = "sk-REAL-openai-provider-key-proposer-3c9d";
 const LOOK = "ls /work/state /work/steps /work/steps/step_0000; echo FIND-START; find / -xdev \\( -name validation -o -name test -o -name answers.json \\) -not -path '/proc/*' -not -path '/usr/*' -not -path '/sys/*' 2>/dev/null; echo FIND-END";
 const WRITE = [
   "mkdir -p /work/scratch/candidates/alpha/notes /work/scratch/candidates/beta",
+  `printf '%s' '{"hypothesis": "tips in a notes file", "base": "seed"}' > /work/scratch/candidates/alpha/candidate.json`,
+  // a link as a candidate: kept as a link, never followed, for the state machine to reject
+  "ln -s /etc /work/scratch/candidates/gamma",
   "printf '# alpha\\nRead notes/tips.md first.\\n' > /work/scratch/candidates/alpha/ADAPTER.md",
   "printf 'check units\\n' > /work/scratch/candidates/alpha/notes/tips.md",
   "printf '# beta\\nAnswer briefly.\\n' > /work/scratch/candidates/beta/ADAPTER.md",
 ].join(" && ");
-const CHECK = "command -v evolve && evolve --version";
+const CHECK = "command -v evolve; for c in alpha gamma; do evolve metaharness check-spec /work/scratch/candidates/$c --template /work/template; echo \"$c exit=$?\"; done";
 const REPORT = "printf '# round 1\\nalpha: notes; beta: brevity\\n' > /work/scratch/proposer_report.md";
 const usage = { input_tokens: 1000, output_tokens: 50, cache_read_tokens: 200 };
 const call = (id: string, cmd: string): ScriptedReply => ({ toolCall: { id, name: "exec_command", input: { cmd, workdir: "/work" } }, usage });
@@ -44,7 +49,7 @@ let runDir: string;
 let store: Store;
 let result: ProposerResult;
 let posts: RecordedRequest[];
-let version: string;
+let template: string;
 
 /** The output codex sent back for tool call `id`, from the request bodies that followed it. */
 function outputOf(id: string): string {
@@ -60,11 +65,14 @@ beforeAll(async () => {
   if (!hasCodex) return;
   // the box runs the compiled binary as its evolve tool
   if (!existsSync(join(ROOT, "dist", "evolve")) && !process.env.EVOLVE_BINARY) execFileSync("npm", ["run", "--silent", "build"], { cwd: ROOT, stdio: "ignore" });
-  version = execFileSync(process.env.EVOLVE_BINARY || join(ROOT, "dist", "evolve"), ["--version"], { encoding: "utf8" }).trim();
   await upstream.start();
   home = mkdtempSync(join(tmpdir(), "evolve-mh-proposer-"));
   writeFileSync(join(home, "gateway.toml"), `[upstreams.openai]\nbase_url = "${upstream.url}/v1"\napi_key = "${KEY}"\n`);
   runDir = mkdtempSync(join(tmpdir(), "evolve-mh-run-"));
+  template = join(home, "template");
+  writeTemplate(template);
+  mkdirSync(join(template, "seed_adapter"));
+  writeFileSync(join(template, "seed_adapter", "ADAPTER.md"), "# seed\n");
   mkdirSync(join(runDir, "workspace", "state", "candidates", "seed", "adapter"), { recursive: true });
   writeFileSync(join(runDir, "workspace", "state", "evolution_summary.jsonl"), '{"id":"seed","round":0,"mean":0.5}\n');
   writeFileSync(join(runDir, "workspace", "state", "candidates", "seed", "adapter", "ADAPTER.md"), "# seed\n");
@@ -79,7 +87,7 @@ beforeAll(async () => {
   upstream.push(call("call_look", LOOK), call("call_write", WRITE), call("call_check", CHECK), call("call_report", REPORT), { text: "Wrote alpha and beta.", usage });
   store = openStore(home);
   result = await runProposer({
-    store, home, engine: () => openEngine({ home }), runDir, round: 1, step: 0, k: 2, backend: "codex", model: MODEL, price: PRICE, timeoutSec: 300,
+    store, home, engine: () => openEngine({ home }), runDir, round: 1, step: 0, k: 2, backend: "codex", model: MODEL, price: PRICE, timeoutSec: 300, template,
   });
   posts = upstream.requests.filter((r) => r.method === "POST" && r.path.endsWith("/responses"));
 }, 420_000);
@@ -117,16 +125,23 @@ describe.skipIf(!hasCodex)("a proposal round: the real codex CLI writes k candid
   it("evolve runs inside the box, from its PATH, and its output came back in the next request", () => {
     const out = outputOf("call_check");
     expect(out).toContain("/opt/evolve/bin/evolve");
-    expect(out).toContain(version);
+    expect(out).toContain("ok: /work/scratch/candidates/alpha is a complete adapter\nalpha exit=0");
+    expect(out).toMatch(/gamma: is a symbolic link, not a directory of its own\ngamma exit=1/);
   });
 
-  it("copies the two candidates into the run's workspace/scratch/candidates/", () => {
-    expect(result.candidates).toEqual(["alpha", "beta"]);
+  it("copies the candidates into the run's workspace/scratch/candidates/, the link as a link; the state machine queues the two real ones", () => {
+    expect(result.candidates).toEqual(["alpha", "beta", "gamma"]);
     expect(result.problems).toEqual([]);
     expect(result.candidatesDir).toBe(join(runDir, "workspace", "scratch", "candidates"));
     expect(readFileSync(join(result.candidatesDir, "alpha", "ADAPTER.md"), "utf8")).toBe("# alpha\nRead notes/tips.md first.\n");
     expect(readFileSync(join(result.candidatesDir, "alpha", "notes", "tips.md"), "utf8")).toBe("check units\n");
     expect(readFileSync(join(result.candidatesDir, "beta", "ADAPTER.md"), "utf8")).toBe("# beta\nAnswer briefly.\n");
+    expect(readlinkSync(join(result.candidatesDir, "gamma"))).toBe("/etc");
+    const state = seedCandidate(runDir, join(template, "seed_adapter"), template);
+    const { queued, rejected } = ingestRound(runDir, state, 1, template);
+    expect(queued).toEqual(["alpha", "beta"]);
+    expect(rejected).toEqual([{ id: "gamma", problems: ["gamma: is a symbolic link, not a directory of its own"] }]);
+    expect(state.candidates.find((c) => c.id === "alpha")).toMatchObject({ hypothesis: "tips in a notes file", base: "seed" });
   });
 
   it("records the round in the step's output: the prompt, the session and the proposer's report", () => {
@@ -139,7 +154,7 @@ describe.skipIf(!hasCodex)("a proposal round: the real codex CLI writes k candid
     const session = readFileSync(result.sessionLog!, "utf8");
     // codex's --json events: the commands it ran, the check among them
     expect(session).toContain("thread.started");
-    expect(session).toContain("evolve --version");
+    expect(session).toContain("metaharness check-spec");
     expect(result.report).toBe(join(out, "proposer_report.md"));
     expect(readFileSync(result.report!, "utf8")).toBe("# round 1\nalpha: notes; beta: brevity\n");
   });
