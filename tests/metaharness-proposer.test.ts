@@ -23,10 +23,12 @@ import { ScriptedUpstream, type RecordedRequest, type ScriptedReply } from "../f
 const ROOT = resolve(__dirname, "..");
 process.env.EVOLVE_AGENTS_DIR ||= existsSync("/var/cache/evolve/agents") ? "/var/cache/evolve/agents" : "/root/.evolve/agents";
 const hasCodex = findVendored("codex", "0.171.0") !== undefined;
+const hasClaude = findVendored("claude-code", "2.1.197") !== undefined;
 // a model the gateway's price table lacks: the round's cost must come from the configured price
 const MODEL = "openai/evolve-proposer-test-model";
 const PRICE = { input: 2, cached_input: 0.5, output: 8 };
 const KEY = "sk-REAL-openai-provider-key-proposer-3c9d";
+const ANTHROPIC_KEY = "sk-ant-REAL-provider-key-proposer-7a1e";
 
 const LOOK = "ls /work/state /work/steps /work/steps/step_0000; echo FIND-START; find / -xdev \\( -name validation -o -name test -o -name answers.json \\) -not -path '/proc/*' -not -path '/usr/*' -not -path '/sys/*' 2>/dev/null; echo FIND-END";
 const WRITE = [
@@ -61,45 +63,60 @@ function outputOf(id: string): string {
   return "";
 }
 
+/** A run folder with D (state, a search step holding a held-out folder) and validation/test material beside it. */
+function makeRun(): string {
+  const run = mkdtempSync(join(tmpdir(), "evolve-mh-run-"));
+  runs.push(run);
+  mkdirSync(join(run, "workspace", "state", "candidates", "seed", "adapter"), { recursive: true });
+  writeFileSync(join(run, "workspace", "state", "evolution_summary.jsonl"), '{"id":"seed","round":0,"mean":0.5}\n');
+  writeFileSync(join(run, "workspace", "state", "candidates", "seed", "adapter", "ADAPTER.md"), "# seed\n");
+  mkdirSync(join(run, "step_0000", "task-a"), { recursive: true });
+  writeFileSync(join(run, "step_0000", "task-a", "trajectory.json"), "{}\n");
+  mkdirSync(join(run, "step_0000", "validation"), { recursive: true });
+  writeFileSync(join(run, "step_0000", "validation", "answers.json"), "{}\n");
+  for (const held of ["validation", "test"]) {
+    mkdirSync(join(run, held), { recursive: true });
+    writeFileSync(join(run, held, "answers.json"), "{}\n");
+  }
+  return run;
+}
+const runs: string[] = [];
+
 beforeAll(async () => {
-  if (!hasCodex) return;
+  if (!hasCodex && !hasClaude) return;
   // the box runs the compiled binary as its evolve tool
   if (!existsSync(join(ROOT, "dist", "evolve")) && !process.env.EVOLVE_BINARY) execFileSync("npm", ["run", "--silent", "build"], { cwd: ROOT, stdio: "ignore" });
   await upstream.start();
   home = mkdtempSync(join(tmpdir(), "evolve-mh-proposer-"));
-  writeFileSync(join(home, "gateway.toml"), `[upstreams.openai]\nbase_url = "${upstream.url}/v1"\napi_key = "${KEY}"\n`);
-  runDir = mkdtempSync(join(tmpdir(), "evolve-mh-run-"));
+  writeFileSync(
+    join(home, "gateway.toml"),
+    `[upstreams.openai]\nbase_url = "${upstream.url}/v1"\napi_key = "${KEY}"\n\n[upstreams.anthropic]\nbase_url = "${upstream.url}"\napi_key = "${ANTHROPIC_KEY}"\n`,
+  );
   template = join(home, "template");
   writeTemplate(template);
   mkdirSync(join(template, "seed_adapter"));
   writeFileSync(join(template, "seed_adapter", "ADAPTER.md"), "# seed\n");
-  mkdirSync(join(runDir, "workspace", "state", "candidates", "seed", "adapter"), { recursive: true });
-  writeFileSync(join(runDir, "workspace", "state", "evolution_summary.jsonl"), '{"id":"seed","round":0,"mean":0.5}\n');
-  writeFileSync(join(runDir, "workspace", "state", "candidates", "seed", "adapter", "ADAPTER.md"), "# seed\n");
-  mkdirSync(join(runDir, "step_0000", "task-a"), { recursive: true });
-  writeFileSync(join(runDir, "step_0000", "task-a", "trajectory.json"), "{}\n");
-  mkdirSync(join(runDir, "step_0000", "validation"), { recursive: true });
-  writeFileSync(join(runDir, "step_0000", "validation", "answers.json"), "{}\n");
-  for (const held of ["validation", "test"]) {
-    mkdirSync(join(runDir, held), { recursive: true });
-    writeFileSync(join(runDir, held, "answers.json"), "{}\n");
-  }
-  upstream.push(call("call_look", LOOK), call("call_write", WRITE), call("call_check", CHECK), call("call_report", REPORT), { text: "Wrote alpha and beta.", usage });
   store = openStore(home);
-  result = await runProposer({
-    store, home, engine: () => openEngine({ home }), runDir, round: 1, step: 0, k: 2, backend: "codex", model: MODEL, price: PRICE, timeoutSec: 300, template,
-  });
-  posts = upstream.requests.filter((r) => r.method === "POST" && r.path.endsWith("/responses"));
-}, 420_000);
+}, 120_000);
 
 afterAll(async () => {
   await settleRemovals();
   await upstream.close();
   await store?.close();
-  if (!process.env.EVOLVE_TEST_KEEP) for (const d of [home, runDir]) if (d) rmSync(d, { recursive: true, force: true });
+  if (!process.env.EVOLVE_TEST_KEEP) for (const d of [home, ...runs]) if (d) rmSync(d, { recursive: true, force: true });
 });
 
 describe.skipIf(!hasCodex)("a proposal round: the real codex CLI writes k candidates through tool calls", () => {
+  beforeAll(async () => {
+    runDir = makeRun();
+    upstream.reset();
+    upstream.push(call("call_look", LOOK), call("call_write", WRITE), call("call_check", CHECK), call("call_report", REPORT), { text: "Wrote alpha and beta.", usage });
+    result = await runProposer({
+      store, home, engine: () => openEngine({ home }), runDir, round: 1, step: 0, k: 2, backend: "codex", model: MODEL, price: PRICE, timeoutSec: 300, template,
+    });
+    posts = upstream.requests.filter((r) => r.method === "POST" && r.path.endsWith("/responses"));
+  }, 420_000);
+
   const why = () => {
     const dir = trialDir(home, result.trialId);
     const log = existsSync(join(dir, "trial.log")) ? readFileSync(join(dir, "trial.log"), "utf8") : "";
@@ -176,5 +193,40 @@ describe.skipIf(!hasCodex)("a proposal round: the real codex CLI writes k candid
     const want = (((t.input ?? 0) + (t.cache_write ?? 0)) * PRICE.input + (t.cached_read ?? 0) * PRICE.cached_input + t.output * PRICE.output) / 1e6;
     expect(result.cost_usd).toBeCloseTo(want, 9);
     expect(result.cost_usd).toBeGreaterThan(0);
+  });
+});
+
+describe.skipIf(!hasClaude)("a proposal round: the real claude CLI as the proposer", () => {
+  let r: ProposerResult;
+  let run: string;
+  let messages: RecordedRequest[];
+  const bash = (id: string, command: string): ScriptedReply => ({ toolCall: { id, name: "Bash", input: { command, description: "proposer step" } }, usage: { input_tokens: 300, output_tokens: 20 } });
+  /** The tool_result claude sent back for tool use `id`. */
+  const resultOf = (id: string): string => {
+    for (const q of messages) {
+      for (const m of (q.body?.messages ?? []) as { content?: unknown }[]) {
+        for (const c of (Array.isArray(m.content) ? m.content : []) as { type?: string; tool_use_id?: string; content?: unknown }[]) {
+          if (c.type === "tool_result" && c.tool_use_id === id) return typeof c.content === "string" ? c.content : JSON.stringify(c.content);
+        }
+      }
+    }
+    return "";
+  };
+
+  beforeAll(async () => {
+    run = makeRun();
+    upstream.reset();
+    upstream.push(bash("toolu_write", WRITE), bash("toolu_check", CHECK), { text: "Wrote alpha and beta.", usage: { input_tokens: 400, output_tokens: 10 } });
+    r = await runProposer({ store, home, engine: () => openEngine({ home }), runDir: run, round: 1, step: 0, k: 2, backend: "claude", model: "anthropic/claude-sonnet-4-5", timeoutSec: 300, template });
+    messages = upstream.requests.filter((q) => q.method === "POST" && q.path.endsWith("/messages"));
+  }, 420_000);
+
+  it("writes the candidates with its Bash tool, runs check-spec from its PATH, and has no WebSearch tool", () => {
+    expect(r.status).toBe("SCORED");
+    expect(r.candidates).toEqual(["alpha", "beta", "gamma"]);
+    expect(resultOf("toolu_check")).toContain("ok: /work/scratch/candidates/alpha is a complete adapter");
+    for (const q of messages) expect(((q.body?.tools ?? []) as { name?: string }[]).map((t) => t.name)).not.toContain("WebSearch");
+    expect(readFileSync(join(run, "step_0000", "output", "proposer-session.jsonl"), "utf8")).toContain('"type":"result"');
+    expect(r.cost_source).toBe("gateway");
   });
 });
