@@ -11,7 +11,8 @@ import { afterEach, describe, expect, it } from "vitest";
 import { EvolveError } from "../engine/errors.ts";
 import { DEFAULT_PROPOSE_PROMPT, fillPrompt, PROMPT_PLACEHOLDERS, type PromptVars } from "../engine/metaharness/propose.ts";
 import { runPaths } from "../engine/metaharness/layout.ts";
-import { collectCandidates, proposerCost, proposerOptions, writeProposalTask } from "../engine/metaharness/proposer.ts";
+import { collectCandidates, proposerCost, proposerOptions, runProposer, writeProposalTask } from "../engine/metaharness/proposer.ts";
+import { openStore } from "../engine/store/index.ts";
 import { ingestRound, seedCandidate } from "../engine/metaharness/state.ts";
 import { writeTree } from "./support/evolve-project.ts";
 import { writeTemplate } from "../engine/metaharness/template.ts";
@@ -213,5 +214,40 @@ describe("proposerOptions and proposerCost", () => {
     expect(proposerCost({ spend: { live_usd: 0, final_usd: null, source: "lower_bound" }, tokens }, price)).toEqual({ usd: 1 + 0.2 + 2, source: "price" });
     expect(proposerCost({ spend: { live_usd: 0.5, final_usd: 0.7, source: "measured" }, tokens }, price)).toEqual({ usd: 0.7, source: "gateway" });
     expect(proposerCost({ spend: { live_usd: 0.25, final_usd: null, source: "lower_bound" }, tokens })).toEqual({ usd: 0.25, source: "lower_bound" });
+  });
+});
+
+describe("runProposer: refused before anything is recorded or started", () => {
+  it("an unknown placeholder, a bad argument, a model the CLI cannot call, a k below 1", async () => {
+    const home = tmp();
+    const store = openStore(home);
+    const template = join(tmp(), "template");
+    writeTemplate(template);
+    const run = runFolder();
+    const base = {
+      store, home, runDir: run, round: 1, step: 1, k: 2, backend: "codex" as const, model: "openai/gpt-5", template,
+      engine: async () => {
+        throw new Error("the engine must not be opened");
+      },
+    };
+    const code = async (o: Partial<Parameters<typeof runProposer>[0]>) => {
+      try {
+        await runProposer({ ...base, ...o });
+      } catch (e) {
+        return e instanceof EvolveError ? e.code : String(e);
+      }
+      return undefined;
+    };
+    try {
+      expect(await code({ prompt: "write {k} into {scratch}" })).toBe("propose_placeholder_unknown");
+      expect(await code({ args: ["--search"] })).toBe("proposer_arg_invalid");
+      expect(await code({ args: ["no_such_option=1"] })).toBe("agent_option_unknown");
+      expect(await code({ model: "anthropic/claude-sonnet-4-5" })).toBe("agent_model_unsupported");
+      expect(await code({ k: 0 })).toBe("usage");
+      expect(store.listJobs()).toEqual([]);
+      expect(existsSync(join(run, "step_0001", "output"))).toBe(false);
+    } finally {
+      await store.close();
+    }
   });
 });

@@ -30,7 +30,7 @@ const PRICE = { input: 2, cached_input: 0.5, output: 8 };
 const KEY = "sk-REAL-openai-provider-key-proposer-3c9d";
 const ANTHROPIC_KEY = "sk-ant-REAL-provider-key-proposer-7a1e";
 
-const LOOK = "ls /work/state /work/steps /work/steps/step_0000; echo FIND-START; find / -xdev \\( -name validation -o -name test -o -name answers.json \\) -not -path '/proc/*' -not -path '/usr/*' -not -path '/sys/*' 2>/dev/null; echo FIND-END";
+const LOOK = "pwd; ls /work/state /work/steps /work/steps/step_0000; echo FIND-START; find / -xdev \\( -name validation -o -name test -o -name answers.json \\) -not -path '/proc/*' -not -path '/usr/*' -not -path '/sys/*' 2>/dev/null; echo FIND-END";
 const WRITE = [
   "mkdir -p /work/scratch/candidates/alpha/notes /work/scratch/candidates/beta",
   `printf '%s' '{"hypothesis": "tips in a notes file", "base": "seed"}' > /work/scratch/candidates/alpha/candidate.json`,
@@ -43,7 +43,8 @@ const WRITE = [
 const CHECK = "command -v evolve; for c in alpha gamma; do evolve metaharness check-spec /work/scratch/candidates/$c --template /work/template; echo \"$c exit=$?\"; done";
 const REPORT = "printf '# round 1\\nalpha: notes; beta: brevity\\n' > /work/scratch/proposer_report.md";
 const usage = { input_tokens: 1000, output_tokens: 50, cache_read_tokens: 200 };
-const call = (id: string, cmd: string): ScriptedReply => ({ toolCall: { id, name: "exec_command", input: { cmd, workdir: "/work" } }, usage });
+// no workdir: each command runs in the CLI's own cwd, which must be /work
+const call = (id: string, cmd: string): ScriptedReply => ({ toolCall: { id, name: "exec_command", input: { cmd } }, usage });
 
 const upstream = new ScriptedUpstream();
 let home: string;
@@ -131,6 +132,7 @@ describe.skipIf(!hasCodex)("a proposal round: the real codex CLI writes k candid
 
   it("the box held D and never a validation or test folder", () => {
     const look = outputOf("call_look");
+    expect(look).toMatch(/Output:\n\/work\n/);
     expect(look).toContain("evolution_summary.jsonl");
     expect(look).toContain("step_0000");
     expect(look).toContain("task-a");
