@@ -109,7 +109,7 @@ describe("writeProposalTask", () => {
     const template = join(tmp(), "template");
     writeTemplate(template);
     const dest = join(tmp(), "task");
-    const info = writeProposalTask({ runDir: run, dest, round: 2, instruction: "the filled prompt\n", timeoutSec: 900, template });
+    const info = writeProposalTask({ runDir: run, dest, round: 2, instruction: "the filled prompt\n", timeoutSec: 900, templateDir: template });
     expect(info.steps).toEqual(["step_0000", "step_0001"]);
     expect(info.skipped).toEqual(["workspace/state/leak.txt"]);
     expect(readFileSync(join(dest, "instruction.md"), "utf8")).toBe("the filled prompt\n");
@@ -136,7 +136,7 @@ describe("writeProposalTask", () => {
 
   it("refuses a template without .hermit/ (metaharness_template_invalid)", () => {
     const run = runFolder();
-    expect(codeOf(() => writeProposalTask({ runDir: run, dest: join(tmp(), "task"), round: 1, instruction: "x", timeoutSec: 60, template: tmp() }))).toBe("metaharness_template_invalid");
+    expect(codeOf(() => writeProposalTask({ runDir: run, dest: join(tmp(), "task"), round: 1, instruction: "x", timeoutSec: 60, templateDir: tmp() }))).toBe("metaharness_template_invalid");
   });
 });
 
@@ -175,8 +175,17 @@ describe("collectCandidates", () => {
     const dest = join(tmp(), "candidates");
     const { names, problems } = collectCandidates(from, dest);
     expect(names).toEqual([]);
-    expect(problems).toEqual([{ name: "fifo", problem: "fifo/pipe: is a FIFO; a candidate holds only plain files and folders, so it was not collected" }]);
+    expect(problems).toEqual([{ name: "fifo", problem: "holds a FIFO at pipe; a candidate holds only plain files and folders, so it was not collected" }]);
     expect(existsSync(join(dest, "fifo"))).toBe(false);
+  });
+
+  it("drops a candidate over the copy limit, said of the candidate, not of the trial folder", () => {
+    const from = tmp();
+    mkdirSync(join(from, "huge"));
+    for (let i = 0; i <= 2000; i++) writeFileSync(join(from, "huge", `f${i}.md`), "x");
+    const { names, problems } = collectCandidates(from, join(tmp(), "candidates"));
+    expect(names).toEqual([]);
+    expect(problems).toEqual([{ name: "huge", problem: "holds more than 2000 files or 32 MiB, so it was not collected" }]);
   });
 
   it("the state machine then rejects the linked candidates with check_spec's problems", () => {
@@ -225,7 +234,7 @@ describe("runProposer: refused before anything is recorded or started", () => {
     writeTemplate(template);
     const run = runFolder();
     const base = {
-      store, home, runDir: run, round: 1, step: 1, k: 2, backend: "codex" as const, model: "openai/gpt-5", template,
+      store, home, runDir: run, round: 1, step: 1, k: 2, backend: "codex" as const, model: "openai/gpt-5", templateDir: template,
       engine: async () => {
         throw new Error("the engine must not be opened");
       },

@@ -113,7 +113,7 @@ describe.skipIf(!hasCodex)("a proposal round: the real codex CLI writes k candid
     upstream.reset();
     upstream.push(call("call_look", LOOK), call("call_write", WRITE), call("call_check", CHECK), call("call_report", REPORT), { text: "Wrote alpha and beta.", usage });
     result = await runProposer({
-      store, home, engine: () => openEngine({ home }), runDir, round: 1, step: 0, k: 2, backend: "codex", model: MODEL, price: PRICE, timeoutSec: 300, template,
+      store, home, engine: () => openEngine({ home }), runDir, round: 1, step: 0, k: 2, backend: "codex", model: MODEL, price: PRICE, timeoutSec: 300, templateDir: template,
     });
     posts = upstream.requests.filter((r) => r.method === "POST" && r.path.endsWith("/responses"));
   }, 420_000);
@@ -219,7 +219,7 @@ describe.skipIf(!hasClaude)("a proposal round: the real claude CLI as the propos
     run = makeRun();
     upstream.reset();
     upstream.push(bash("toolu_write", WRITE), bash("toolu_check", CHECK), { text: "Wrote alpha and beta.", usage: { input_tokens: 400, output_tokens: 10 } });
-    r = await runProposer({ store, home, engine: () => openEngine({ home }), runDir: run, round: 1, step: 0, k: 2, backend: "claude", model: "anthropic/claude-sonnet-4-5", timeoutSec: 300, template });
+    r = await runProposer({ store, home, engine: () => openEngine({ home }), runDir: run, round: 1, step: 0, k: 2, backend: "claude", model: "anthropic/claude-sonnet-4-5", timeoutSec: 300, templateDir: template });
     messages = upstream.requests.filter((q) => q.method === "POST" && q.path.endsWith("/messages"));
   }, 420_000);
 

@@ -23,7 +23,7 @@ import { createJob, type JobConfig, type JobEvent } from "../job/job.ts";
 import { trialDir, type Store, type TrialRecord } from "../store/index.ts";
 import { readBoxBytes } from "../trial/boxfs.ts";
 import { trialPaths } from "../trial/layout.ts";
-import { lstatOrNone, newBudget, readPlainFile, writeFileAtomic, type CopyBudget } from "../evolve/tree.ts";
+import { lstatOrNone, MAX_TREE_BYTES, MAX_TREE_FILES, newBudget, readPlainFile, writeFileAtomic, type CopyBudget } from "../evolve/tree.ts";
 import { runPaths } from "./layout.ts";
 import { templateHermit } from "./spec.ts";
 import { DEFAULT_PROPOSE_PROMPT, fillPrompt, type PromptVars } from "./propose.ts";
@@ -94,7 +94,7 @@ export interface ProposalTaskInput {
   /** The agent's timeout, seconds. */
   timeoutSec: number;
   /** The adapter template (host, holding `.hermit/`), copied to /work/template. */
-  template: string;
+  templateDir: string;
 }
 
 /** What went into a proposal task's D snapshot. */
@@ -115,7 +115,7 @@ export interface ProposalTaskInfo {
 export function writeProposalTask(o: ProposalTaskInput): ProposalTaskInfo {
   const paths = runPaths(o.runDir);
   const d = join(o.dest, "environment", "d");
-  templateHermit(o.template);
+  templateHermit(o.templateDir);
   mkdirSync(join(d, "state"), { recursive: true });
   mkdirSync(join(d, "steps"), { recursive: true });
   mkdirSync(join(d, "template"), { recursive: true });
@@ -124,7 +124,7 @@ export function writeProposalTask(o: ProposalTaskInput): ProposalTaskInfo {
   copyPlain(paths.state, join(d, "state"), "workspace/state", skipped);
   const steps = listNames(o.runDir).filter((n) => STEP_DIR.test(n) && lstatOrNone(join(o.runDir, n))?.isDirectory());
   for (const s of steps) copyPlain(join(o.runDir, s), join(d, "steps", s), s, skipped, HIDDEN_STEP_ENTRIES);
-  copyPlain(o.template, join(d, "template"), "template", skipped);
+  copyPlain(o.templateDir, join(d, "template"), "template", skipped);
   writeFileSync(join(o.dest, "instruction.md"), o.instruction);
   writeFileSync(
     join(o.dest, "task.toml"),
@@ -232,12 +232,14 @@ export function collectCandidates(from: string, dest: string): { names: string[]
   if (!lstatOrNone(from)?.isDirectory()) return { names, problems };
   for (const name of listNames(from)) {
     try {
-      copyKeepingLinks(join(from, name), join(dest, name), name, newBudget());
+      copyKeepingLinks(join(from, name), join(dest, name), "", newBudget());
       names.push(name);
     } catch (e) {
       rmSync(join(dest, name), { recursive: true, force: true });
       if (!(e instanceof EvolveError)) throw e;
-      problems.push({ name, problem: e.message });
+      // said of the candidate (the caller prefixes its name), never of the trial folder it was read from
+      const problem = e.code === "agent_dir_too_large" ? `holds more than ${MAX_TREE_FILES} files or ${MAX_TREE_BYTES / 1024 / 1024} MiB, so it was not collected` : e.message;
+      problems.push({ name, problem });
     }
   }
   return { names, problems };
@@ -249,13 +251,13 @@ function copyKeepingLinks(src: string, dst: string, rel: string, budget: CopyBud
   if (st.isSymbolicLink()) symlinkSync(readlinkSync(src), dst);
   else if (st.isDirectory()) {
     mkdirSync(dst);
-    for (const n of listNames(src)) copyKeepingLinks(join(src, n), join(dst, n), `${rel}/${n}`, budget);
+    for (const n of listNames(src)) copyKeepingLinks(join(src, n), join(dst, n), rel ? `${rel}/${n}` : n, budget);
   } else if (st.isFile()) {
     const { data, mode } = readPlainFile(src, budget);
     writeFileAtomic(dst, data, mode);
   } else {
     const what = st.isFIFO() ? "a FIFO" : st.isSocket() ? "a socket" : "a device";
-    throw new EvolveError("agent_dir_unsafe", `${rel}: is ${what}; a candidate holds only plain files and folders, so it was not collected`, "the proposer's candidate is rejected; nothing to do");
+    throw new EvolveError("agent_dir_unsafe", `${rel ? `holds ${what} at ${rel}` : `is ${what}`}; a candidate holds only plain files and folders, so it was not collected`, "the proposer's candidate is rejected; nothing to do");
   }
 }
 
@@ -298,7 +300,7 @@ export interface ProposerOptions {
   prompt?: string;
   price?: ProposerPrice;
   /** The adapter template (host folder holding `.hermit/`), shown to the proposer at /work/template for its guide and check-spec. */
-  template: string;
+  templateDir: string;
   /** The session's timeout, seconds (default 3600). */
   timeoutSec?: number;
   signal?: AbortSignal;
@@ -352,7 +354,7 @@ export async function runProposer(o: ProposerOptions): Promise<ProposerResult> {
   const taskDir = mkdtempSync(join(tmpdir(), "evolve-propose-"));
   let task: { name: string; digest: string };
   try {
-    writeProposalTask({ runDir: o.runDir, dest: taskDir, round: o.round, instruction, timeoutSec: o.timeoutSec ?? 3600, template: o.template });
+    writeProposalTask({ runDir: o.runDir, dest: taskDir, round: o.round, instruction, timeoutSec: o.timeoutSec ?? 3600, templateDir: o.templateDir });
     try {
       task = (await importTasks(o.store, o.home, taskDir, { secrets: new Set() })).tasks[0];
     } catch (e) {
