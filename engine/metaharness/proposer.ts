@@ -349,6 +349,8 @@ export async function runProposer(o: ProposerOptions): Promise<ProposerResult> {
   const paths = runPaths(o.runDir);
   const out = paths.stepOutput(o.step);
   mkdirSync(out.dir, { recursive: true });
+  // a round run again (a resumed run) must not show an earlier attempt's session or report as its own
+  for (const f of [out.proposerSession, out.proposerReport]) rmSync(f, { force: true });
   writeFileAtomic(out.proposerPrompt, Buffer.from(instruction), 0o644);
 
   const taskDir = mkdtempSync(join(tmpdir(), "evolve-propose-"));
