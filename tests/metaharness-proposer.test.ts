@@ -6,7 +6,7 @@
  * must never have held a validation or test folder.
  */
 import { execFileSync } from "node:child_process";
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, readlinkSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -187,6 +187,20 @@ describe.skipIf(!hasCodex)("a proposal round: the real codex CLI writes k candid
       expect(tools.filter((t) => String(t.type).startsWith("web_search"))).toEqual([]);
     }
   });
+
+  it("a round run again that writes nothing: no candidate left from before, no earlier report shown as its own", async () => {
+    upstream.reset();
+    upstream.push({ text: "I will not write anything.", usage });
+    const again = await runProposer({ store, home, engine: () => openEngine({ home }), runDir, round: 1, step: 0, k: 2, backend: "codex", model: MODEL, price: PRICE, timeoutSec: 300, templateDir: template });
+    expect(again.status).toBe("SCORED");
+    expect(again.candidates).toEqual([]);
+    expect(readdirSync(again.candidatesDir)).toEqual([]);
+    expect(again.report).toBeUndefined();
+    expect(existsSync(join(runDir, "step_0000", "output", "proposer_report.md"))).toBe(false);
+    expect(readFileSync(again.sessionLog!, "utf8")).toContain("I will not write anything.");
+    // the health check saw no candidate: reward 0, which selects nothing
+    expect(store.getTrial(again.trialId)?.rewards).toMatchObject({ reward: 0 });
+  }, 300_000);
 
   it("prices the session from its tokens when the gateway has no price for the model", () => {
     expect(result.cost_source).toBe("price");
