@@ -26,6 +26,7 @@ export const ENGINE_TESTS = [
   "tests/driver.test.ts",
   "tests/evolve-dataset.test.ts",
   "tests/evolve-screen-dataset.test.ts",
+  "tests/metaharness-proposer.test.ts",
   "tests/run-cli.test.ts",
   "tests/run-interrupt.test.ts",
   "tests/trial-agents.test.ts",

@@ -162,6 +162,10 @@ export const ERROR_CODES = {
   // The gateway
   gateway_config_invalid: env("the gateway's upstreams or prices file cannot be read"),
 
+  // Meta-Harness Adapter's proposal round (engine/metaharness/propose.ts, proposer.ts)
+  propose_placeholder_unknown: env("the round prompt (PROPOSE.md) uses a {placeholder} that is none of {round}, {k}, {state_dir}, {scratch_dir}, {steps_dir}, {template_dir}"),
+  proposer_arg_invalid: env("an extra proposer argument is not KEY=VALUE (an option of the proposer CLI's agent), or sets web_search, which the evolver's web_search parameter decides"),
+
   // The evolver's evals, screens and rounds (engine/evolve/evals.ts, screen.ts, round.ts)
   card_invalid: ran("a task card (evolve/evals/*.json) is not JSON, is a link or too large, or a field is missing or malformed"),
   card_duplicate: ran("two task cards have the same id"),

@@ -175,6 +175,12 @@ describe("claude-code CliSpec", () => {
     expect(claudeCode.options.effort!.values).toContain("max");
   });
 
+  it("leaves its WebSearch tool out with --ak web_search=disabled", () => {
+    expect(claudeCode.invocation({ ...input, options: { web_search: "disabled" } }).argv.join(" ")).toContain("--disallowedTools WebSearch");
+    expect(claudeCode.invocation({ ...input, options: { web_search: "enabled" } }).argv).not.toContain("--disallowedTools");
+    expect(claudeCode.invocation(input).argv).not.toContain("--disallowedTools");
+  });
+
   it("vendors the platform binary of the npm package", () => {
     expect(claudeCode.vendor.packages).toEqual([{ name: "@anthropic-ai/claude-code", version: "2.1.197" }]);
     expect(claudeCode.vendor).toMatchObject({ viaNode: false, imageCommand: "claude", entry: "lib/node_modules/@anthropic-ai/claude-code/node_modules/@anthropic-ai/claude-code-linux-x64/claude" });

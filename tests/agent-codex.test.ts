@@ -192,6 +192,13 @@ describe("codex CliSpec", () => {
     expect(codex.options.reasoning_effort!.values).toEqual(["minimal", "low", "medium", "high", "xhigh"]);
   });
 
+  it("sets its hosted web search only when asked (--ak web_search), a value codex 0.171 accepts", () => {
+    expect(configOf(codex.invocation({ ...input, options: { web_search: "disabled" } }))).toMatch(/^web_search = "disabled"$/m);
+    expect(configOf(codex.invocation(input))).not.toContain("web_search");
+    // its config refuses any other value: `unknown variant …, expected one of disabled, cached, indexed, live`
+    expect(codex.options.web_search!.values).toEqual(["disabled", "cached", "live"]);
+  });
+
   it("vendors the native binary of the npm package's platform dependency", () => {
     expect(codex.vendor.packages).toEqual([{ name: "@openai/codex", version: "0.171.0" }]);
     expect(codex.vendor).toMatchObject({ viaNode: false, imageCommand: "codex", entry: "lib/node_modules/@openai/codex/node_modules/@openai/codex-linux-x64/vendor/x86_64-unknown-linux-musl/bin/codex" });

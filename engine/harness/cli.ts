@@ -6,7 +6,7 @@
  * recorded (agent-home.json) and the trajectory built from the stored trace.
  */
 import { closeSync, existsSync, openSync, readFileSync, readSync, realpathSync } from "node:fs";
-import { join, relative } from "node:path";
+import { dirname, join, relative } from "node:path";
 import { BOX_AGENT_ROOT, BOX_EVOLVE_BINARY } from "../conductor/layout.ts";
 import { withAgentInstructions } from "../conductor/instructions.ts";
 import { EvolveError, firstLine } from "../errors.ts";
@@ -126,6 +126,8 @@ interface TrialState {
   live?: LiveTrace;
   /** The evolve binary on the host, for a CLI that is evolve itself (`vendor.selfBinary`). */
   selfBinary?: string;
+  /** The evolve binary on the host, mounted for the agent's own use (HarnessTrial.evolveTools). */
+  evolveTools?: string;
   /** The trial's copy of the job's `.agent/` (host), when it has one. */
   agentPolicyRoot?: string;
   /** The CLI was started at least once: only then are there a home and a trajectory to record. */
@@ -181,12 +183,14 @@ export function cliHarness(spec: CliSpec): Harness {
       const s: TrialState = { trial, ...m, vendored, mcpServers: [...(trial.mcpServers ?? [])] };
       if (seedPath) s.seed = readFileSync(seedPath, "utf8");
       const mounts = vendored ? [{ host: vendored.dir, box: AGENT_ROOT }] : [];
-      if (spec.vendor.selfBinary) {
+      if (spec.vendor.selfBinary || trial.evolveTools === true) {
         const bin = evolveBinary();
         if (!bin || !existsSync(bin)) {
-          throw new TrialFailure("AgentNotInstalledError", `${spec.name} runs the evolve binary in the box, and there is none${bin ? ` at ${bin}` : ""}: run \`npm run build\` (it writes dist/evolve), or set EVOLVE_BINARY`);
+          const why = spec.vendor.selfBinary ? `${spec.name} runs the evolve binary in the box` : `the job gives ${spec.name} evolve's tools in the box`;
+          throw new TrialFailure("AgentNotInstalledError", `${why}, and there is none${bin ? ` at ${bin}` : ""}: run \`npm run build\` (it writes dist/evolve), or set EVOLVE_BINARY`);
         }
-        s.selfBinary = bin;
+        if (spec.vendor.selfBinary) s.selfBinary = bin;
+        else s.evolveTools = bin;
         mounts.push({ host: bin, box: BOX_EVOLVE_BINARY });
       }
       if (trial.agentRoot !== undefined) {
@@ -210,6 +214,16 @@ export function cliHarness(spec: CliSpec): Harness {
           `${what} needs ${interp} (a glibc system) to run, and this image has none${musl ? ` (it is musl-based: ${musl}, e.g. Alpine)` : ""}; use ${instead}`,
         );
       };
+      if (s.evolveTools) {
+        const interp = elfInterpreter(realpathIn(s.evolveTools));
+        if (interp) await needsInterpreter(interp, `the evolve binary (evolve's tools for ${spec.name})`, "a glibc image (Debian, Ubuntu)");
+        // a CLI whose shell tool starts a login shell (codex's exec_command) gets the PATH /etc/profile sets, not
+        // the agent's: profile.d puts evolve's folder back there
+        const bin = dirname(BOX_EVOLVE_BINARY);
+        const profile = await exec(["sh", "-c", `mkdir -p /etc/profile.d && printf '%s\\n' ${shq(`case ":$PATH:" in *:${bin}:*) ;; *) PATH="${bin}:$PATH"; export PATH ;; esac`)} > /etc/profile.d/evolve-tools.sh`], "0");
+        if (profile.exitCode !== 0) ctx.log(`${spec.name}: evolve's tools: /etc/profile.d/evolve-tools.sh could not be written (${firstLine(profile.stderr || profile.stdout)}); a login shell will not find evolve on its PATH`);
+        ctx.log(`${spec.name}: evolve's tools: the evolve binary mounted read-only at ${BOX_EVOLVE_BINARY}, its folder on the agent's PATH`);
+      }
       if (spec.vendor.imageCommand) {
         const r = await exec(["sh", "-c", `command -v ${shq(spec.vendor.imageCommand)}`]);
         const path = r.stdout.trim().split("\n")[0];
@@ -304,7 +318,9 @@ export function cliHarness(spec: CliSpec): Harness {
       s.ran = true;
       const redirect = `> ${BOX.agentLogs}/${spec.stdoutName} 2> ${BOX.agentLogs}/${STDERR_NAME}${inv.stdin === undefined ? " < /dev/null" : ""}`;
       try {
-        const r = await ctx.engine.exec(ctx.containerId, ["sh", "-c", `exec "$@" ${redirect}`, "sh", ...inv.argv], {
+        // the image's PATH is kept (only the box knows it), evolve's folder put first
+        const path = s.evolveTools ? `PATH=${shq(dirname(BOX_EVOLVE_BINARY))}:"$PATH"; export PATH; ` : "";
+        const r = await ctx.engine.exec(ctx.containerId, ["sh", "-c", `${path}exec "$@" ${redirect}`, "sh", ...inv.argv], {
           user: ctx.user,
           workdir: ctx.workdir,
           env,

@@ -68,6 +68,11 @@ export interface HarnessTrial {
    * A harness that uses it mounts it read-only at BOX_AGENT_ROOT (engine/conductor/layout.ts) in the agent's box.
    */
   agentRoot?: string;
+  /**
+   * The job asks for evolve's own commands in the agent's box: a harness that honours it mounts the evolve binary
+   * read-only at BOX_EVOLVE_BINARY and puts its folder on the agent's PATH (a meta-harness proposer's check_spec).
+   */
+  evolveTools?: boolean;
 }
 
 /** A host folder a harness needs in the agent's box (never the verifier's), mounted read-only. */

@@ -34,8 +34,10 @@ export interface JobConfig {
   /**
    * `kwargs`: the `--ak` options (absent when none). `root`: the `.agent/` the agent runs with (`--agent-root`, an
    * absolute host path; absent when none), copied into each trial and mounted read-only in its agent's box.
+   * `evolve_tools`: the evolve binary mounted read-only in the agent's box with `/opt/evolve/bin` on its PATH, so
+   * the agent can run `evolve …` there (a meta-harness proposer's `check_spec`); absent: not mounted.
    */
-  agent: { name: string; model?: string; kwargs?: Record<string, string>; root?: string };
+  agent: { name: string; model?: string; kwargs?: Record<string, string>; root?: string; evolve_tools?: boolean };
   /** Trials per task (`-k`). */
   attempts: number;
   /** Trials at once (`-n`). */

@@ -185,6 +185,7 @@ class TrialRun extends TrialRecorder implements TrialRoom {
       {
         trialId: this.req.trialId, home: this.req.home, model: this.req.agent.model, options: this.req.agent.kwargs ?? {}, mcpServers: cfg.environment.mcp_servers,
         ...(agentRoot !== undefined ? { agentRoot } : {}),
+        ...(this.req.agent.evolve_tools === true ? { evolveTools: true } : {}),
       },
     );
     this.harnessScripts = prepared?.scripts ?? [];

@@ -34,7 +34,8 @@ export interface TrialRequest {
   };
   /** `kwargs`: `--ak` options, checked against the harness before the job was recorded. */
   /** `root`: the job's `.agent/` (absolute host path), checked and copied into the trial in prepare. */
-  agent: { name: AgentName; model?: string; kwargs?: Record<string, string>; root?: string };
+  /** `evolve_tools`: the evolve binary mounted in the agent's box, on its PATH (JobConfig's `agent.evolve_tools`). */
+  agent: { name: AgentName; model?: string; kwargs?: Record<string, string>; root?: string; evolve_tools?: boolean };
   /** Multiplies agent and verifier timeouts (`--timeout-multiplier`). */
   timeoutMultiplier: number;
   /** Attached secrets by env name (`--secret NAME` reads NAME from evolve's own environment). */

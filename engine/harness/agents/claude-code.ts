@@ -73,6 +73,7 @@ export const claudeCode: CliSpec = {
   options: {
     max_turns: { description: "the most agent turns before it stops (`--max-turns`)", pattern: /^[1-9][0-9]{0,4}$/ },
     effort: { description: "reasoning effort (`--effort`)", values: ["low", "medium", "high", "xhigh", "max"] },
+    web_search: { description: "its WebSearch tool: disabled leaves it out (`--disallowedTools WebSearch`); absent or enabled: claude's default", values: ["disabled", "enabled"] },
   },
   keyEnv: "ANTHROPIC_API_KEY",
   home: "/logs/agent/.claude",
@@ -88,6 +89,7 @@ export const claudeCode: CliSpec = {
     ];
     if (input.options.max_turns) argv.push("--max-turns", input.options.max_turns);
     if (input.options.effort) argv.push("--effort", input.options.effort);
+    if (input.options.web_search === "disabled") argv.push("--disallowedTools", "WebSearch");
     const files: BoxFile[] = [];
     if (input.seedTrajectory !== undefined) {
       const seed = seedSession(input.seedTrajectory, input.workdir, input.model);

@@ -31,6 +31,8 @@ function config(input: InvocationInput): string {
     "check_for_update_on_startup = false",
   ];
   if (input.options.reasoning_effort) lines.push(`model_reasoning_effort = ${tomlString(input.options.reasoning_effort)}`);
+  // hosted search runs at the provider, past the box's network policy: a caller that must keep it off says so
+  if (input.options.web_search) lines.push(`web_search = ${tomlString(input.options.web_search)}`);
   lines.push(
     "",
     "[analytics]",
@@ -107,6 +109,7 @@ export const codex: CliSpec = {
   },
   options: {
     reasoning_effort: { description: "reasoning effort (config `model_reasoning_effort`)", values: ["minimal", "low", "medium", "high", "xhigh"] },
+    web_search: { description: "its hosted web search (config `web_search`); absent: codex's own default", values: ["disabled", "cached", "live"] },
   },
   home: "/logs/agent/.codex",
   invocation(input: InvocationInput): Invocation {
