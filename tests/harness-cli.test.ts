@@ -119,6 +119,31 @@ describe("prepare: refused before anything is built", () => {
     expect(cliHarness(s).prepare!({ dir: dirT, steps: [{ name: null, dir: dirT }] }, trial())).toEqual({ scripts: [], mounts: [{ host: dir, box: AGENT_ROOT }] });
   });
 
+  it("with evolve's tools asked for, mounts the evolve binary read-only at /opt/evolve/bin/evolve beside the vendored tree", () => {
+    const s = spec();
+    const dir = vendor(s);
+    const dirT = task(false);
+    const bin = join(scratch, "evolve-bin");
+    writeFileSync(bin, "#!/bin/sh\n");
+    const saved = process.env.EVOLVE_BINARY;
+    process.env.EVOLVE_BINARY = bin;
+    try {
+      expect(cliHarness(s).prepare!({ dir: dirT, steps: [{ name: null, dir: dirT }] }, { ...trial(), evolveTools: true })).toEqual({
+        scripts: [],
+        mounts: [{ host: dir, box: AGENT_ROOT }, { host: bin, box: "/opt/evolve/bin/evolve" }],
+      });
+      // without it, nothing of evolve's reaches the box
+      expect(cliHarness(s).prepare!({ dir: dirT, steps: [{ name: null, dir: dirT }] }, trial()).mounts).toEqual([{ host: dir, box: AGENT_ROOT }]);
+      process.env.EVOLVE_BINARY = join(scratch, "no-such-evolve");
+      expect(() => cliHarness(s).prepare!({ dir: dirT, steps: [{ name: null, dir: dirT }] }, { ...trial(), evolveTools: true })).toThrow(
+        expect.objectContaining({ type: "AgentNotInstalledError", message: expect.stringContaining("the job gives probe-cli evolve's tools in the box, and there is none at") }),
+      );
+    } finally {
+      if (saved === undefined) delete process.env.EVOLVE_BINARY;
+      else process.env.EVOLVE_BINARY = saved;
+    }
+  });
+
   it("fails AgentNotInstalledError naming `evolve agent pull` when nothing is vendored and the image has no command", () => {
     process.env.EVOLVE_AGENTS_DIR = join(scratch, "empty");
     const dirT = task(false);

@@ -3,13 +3,19 @@
  * round runs (D's snapshot, never validation or test material, no link followed), the collection of the candidates
  * out of the trial's artifacts, the proposer's options and its cost when the gateway has no price.
  */
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
+import { execFileSync } from "node:child_process";
+import { existsSync, lstatSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, readlinkSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { EvolveError } from "../engine/errors.ts";
 import { DEFAULT_PROPOSE_PROMPT, fillPrompt, PROMPT_PLACEHOLDERS, type PromptVars } from "../engine/metaharness/propose.ts";
-import { collectCandidates, proposerCost, proposerOptions, writeProposalTask } from "../engine/metaharness/proposer.ts";
+import { runPaths } from "../engine/metaharness/layout.ts";
+import { collectCandidates, proposerCost, proposerOptions, runProposer, writeProposalTask } from "../engine/metaharness/proposer.ts";
+import { openStore } from "../engine/store/index.ts";
+import { ingestRound, seedCandidate } from "../engine/metaharness/state.ts";
+import { writeTree } from "./support/evolve-project.ts";
+import { writeTemplate } from "../engine/metaharness/template.ts";
 import { parseTaskToml } from "../engine/task/model.ts";
 
 const VARS: PromptVars = { round: 3, k: 2, state_dir: "/work/state", scratch_dir: "/work/scratch", steps_dir: "/work/steps", template_dir: "/work/template" };
@@ -39,7 +45,7 @@ function files(root: string): string[] {
     for (const n of readdirSync(d).sort()) {
       const p = join(d, n);
       const r = rel ? `${rel}/${n}` : n;
-      if (statSync(p, { throwIfNoEntry: false })?.isDirectory()) walk(p, r);
+      if (lstatSync(p).isDirectory()) walk(p, r);
       else out.push(r);
     }
   };
@@ -71,6 +77,11 @@ describe("fillPrompt", () => {
   });
 });
 
+/** Every file under `root` (links not followed) whose bytes contain `needle`. */
+function filesContaining(root: string, needle: string): string[] {
+  return files(root).filter((f) => lstatSync(join(root, f)).isFile() && readFileSync(join(root, f), "utf8").includes(needle));
+}
+
 /** A run folder: state, two search steps (one holding held-out material), validation and test beside them, a link. */
 function runFolder(): string {
   const run = tmp();
@@ -93,10 +104,12 @@ function runFolder(): string {
 }
 
 describe("writeProposalTask", () => {
-  it("writes a no-network task whose image holds D (state and the search steps only) under /work", () => {
+  it("writes a no-network task whose image holds D (state, the search steps, the template) under /work, nothing held out", () => {
     const run = runFolder();
+    const template = join(tmp(), "template");
+    writeTemplate(template);
     const dest = join(tmp(), "task");
-    const info = writeProposalTask({ runDir: run, dest, round: 2, instruction: "the filled prompt\n", timeoutSec: 900 });
+    const info = writeProposalTask({ runDir: run, dest, round: 2, instruction: "the filled prompt\n", timeoutSec: 900, templateDir: template });
     expect(info.steps).toEqual(["step_0000", "step_0001"]);
     expect(info.skipped).toEqual(["workspace/state/leak.txt"]);
     expect(readFileSync(join(dest, "instruction.md"), "utf8")).toBe("the filled prompt\n");
@@ -114,24 +127,21 @@ describe("writeProposalTask", () => {
       "state/evolution_summary.jsonl",
       "steps/step_0000/task-a/trajectory.json",
       "steps/step_0001/task-a/trajectory.json",
+      "template/.hermit/EVOLVER.md",
+      "template/.hermit/manifest.json",
     ]);
     expect(statSync(join(dest, "tests", "test.sh")).mode & 0o111).not.toBe(0);
     expect(readFileSync(join(dest, "tests", "test.sh"), "utf8")).toContain("/work/scratch/candidates");
   });
 
-  it("shows the template at /work/template when given", () => {
+  it("refuses a template without .hermit/ (metaharness_template_invalid)", () => {
     const run = runFolder();
-    const template = tmp();
-    mkdirSync(join(template, ".hermit"));
-    writeFileSync(join(template, ".hermit", "EVOLVER.md"), "guide\n");
-    const dest = join(tmp(), "task");
-    writeProposalTask({ runDir: run, dest, round: 1, instruction: "x", timeoutSec: 60, templateDir: template });
-    expect(readFileSync(join(dest, "environment", "d", "template", ".hermit", "EVOLVER.md"), "utf8")).toBe("guide\n");
+    expect(codeOf(() => writeProposalTask({ runDir: run, dest: join(tmp(), "task"), round: 1, instruction: "x", timeoutSec: 60, templateDir: tmp() }))).toBe("metaharness_template_invalid");
   });
 });
 
 describe("collectCandidates", () => {
-  it("copies real candidate folders; a link, a file or a folder holding a link is a problem, never copied through", () => {
+  it("copies every candidate as it is, a link kept as the same link (never followed), the last round's gone", () => {
     const from = tmp();
     const outside = tmp();
     writeFileSync(join(outside, "secret.txt"), "host secret\n");
@@ -146,12 +156,55 @@ describe("collectCandidates", () => {
     const dest = join(tmp(), "candidates");
     mkdirSync(join(dest, "last-round"), { recursive: true });
     const { names, problems } = collectCandidates(from, dest);
-    expect(names).toEqual(["good"]);
-    expect(problems.map((p) => p.name).sort()).toEqual(["a-file", "holds-link", "is-link"]);
-    expect(problems.find((p) => p.name === "is-link")?.problem).toMatch(/symbolic link/);
-    expect(problems.find((p) => p.name === "holds-link")?.problem).toMatch(/symbolic link/);
-    expect(files(dest)).toEqual(["good/ADAPTER.md", "good/sub/notes.md"]);
+    expect(names).toEqual(["a-file", "good", "holds-link", "is-link"]);
+    expect(problems).toEqual([]);
+    expect(readFileSync(join(dest, "good", "sub", "notes.md"), "utf8")).toBe("notes\n");
+    expect(lstatSync(join(dest, "is-link")).isSymbolicLink()).toBe(true);
+    expect(readlinkSync(join(dest, "is-link"))).toBe(outside);
+    expect(lstatSync(join(dest, "holds-link", "leak.md")).isSymbolicLink()).toBe(true);
+    // nothing of what the links point at was copied
+    expect(filesContaining(dest, "host secret")).toEqual([]);
     expect(existsSync(join(dest, "last-round"))).toBe(false);
+  });
+
+  it("drops a candidate holding a FIFO, with its problem", () => {
+    const from = tmp();
+    mkdirSync(join(from, "fifo"));
+    writeFileSync(join(from, "fifo", "ADAPTER.md"), "# x\n");
+    execFileSync("mkfifo", [join(from, "fifo", "pipe")]);
+    const dest = join(tmp(), "candidates");
+    const { names, problems } = collectCandidates(from, dest);
+    expect(names).toEqual([]);
+    expect(problems).toEqual([{ name: "fifo", problem: "holds a FIFO at pipe; a candidate holds only plain files and folders, so it was not collected" }]);
+    expect(existsSync(join(dest, "fifo"))).toBe(false);
+  });
+
+  it("drops a candidate over the copy limit, said of the candidate, not of the trial folder", () => {
+    const from = tmp();
+    mkdirSync(join(from, "huge"));
+    for (let i = 0; i <= 2000; i++) writeFileSync(join(from, "huge", `f${i}.md`), "x");
+    const { names, problems } = collectCandidates(from, join(tmp(), "candidates"));
+    expect(names).toEqual([]);
+    expect(problems).toEqual([{ name: "huge", problem: "holds more than 2000 files or 32 MiB, so it was not collected" }]);
+  });
+
+  it("the state machine then rejects the linked candidates with check_spec's problems", () => {
+    const run = tmp();
+    const template = join(tmp(), "template");
+    writeTemplate(template);
+    writeTree(join(template, "seed_adapter"), { "ADAPTER.md": "seed\n" });
+    const from = tmp();
+    writeTree(join(from, "good"), { "ADAPTER.md": "# good\n" });
+    writeTree(join(from, "holds-link"), { "ADAPTER.md": "# x\n" });
+    symlinkSync("/etc/passwd", join(from, "holds-link", "leak.md"));
+    symlinkSync("/etc", join(from, "is-link"));
+    const state = seedCandidate(run, join(template, "seed_adapter"), template);
+    collectCandidates(from, runPaths(run).scratchCandidates);
+    const { queued, rejected } = ingestRound(run, state, 1, template);
+    expect(queued).toEqual(["good"]);
+    expect(rejected.map((r) => r.id).sort()).toEqual(["holds-link", "is-link"]);
+    expect(rejected.find((r) => r.id === "is-link")?.problems.join(" ")).toMatch(/symbolic link/);
+    expect(rejected.find((r) => r.id === "holds-link")?.problems.join(" ")).toMatch(/symbolic link/);
   });
 });
 
@@ -170,5 +223,40 @@ describe("proposerOptions and proposerCost", () => {
     expect(proposerCost({ spend: { live_usd: 0, final_usd: null, source: "lower_bound" }, tokens }, price)).toEqual({ usd: 1 + 0.2 + 2, source: "price" });
     expect(proposerCost({ spend: { live_usd: 0.5, final_usd: 0.7, source: "measured" }, tokens }, price)).toEqual({ usd: 0.7, source: "gateway" });
     expect(proposerCost({ spend: { live_usd: 0.25, final_usd: null, source: "lower_bound" }, tokens })).toEqual({ usd: 0.25, source: "lower_bound" });
+  });
+});
+
+describe("runProposer: refused before anything is recorded or started", () => {
+  it("an unknown placeholder, a bad argument, a model the CLI cannot call, a k below 1", async () => {
+    const home = tmp();
+    const store = openStore(home);
+    const template = join(tmp(), "template");
+    writeTemplate(template);
+    const run = runFolder();
+    const base = {
+      store, home, runDir: run, round: 1, step: 1, k: 2, backend: "codex" as const, model: "openai/gpt-5", templateDir: template,
+      engine: async () => {
+        throw new Error("the engine must not be opened");
+      },
+    };
+    const code = async (o: Partial<Parameters<typeof runProposer>[0]>) => {
+      try {
+        await runProposer({ ...base, ...o });
+      } catch (e) {
+        return e instanceof EvolveError ? e.code : String(e);
+      }
+      return undefined;
+    };
+    try {
+      expect(await code({ prompt: "write {k} into {scratch}" })).toBe("propose_placeholder_unknown");
+      expect(await code({ args: ["--search"] })).toBe("proposer_arg_invalid");
+      expect(await code({ args: ["no_such_option=1"] })).toBe("agent_option_unknown");
+      expect(await code({ model: "anthropic/claude-sonnet-4-5" })).toBe("agent_model_unsupported");
+      expect(await code({ k: 0 })).toBe("usage");
+      expect(store.listJobs()).toEqual([]);
+      expect(existsSync(join(run, "step_0001", "output"))).toBe(false);
+    } finally {
+      await store.close();
+    }
   });
 });

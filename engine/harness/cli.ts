@@ -187,7 +187,7 @@ export function cliHarness(spec: CliSpec): Harness {
         const bin = evolveBinary();
         if (!bin || !existsSync(bin)) {
           const why = spec.vendor.selfBinary ? `${spec.name} runs the evolve binary in the box` : `the job gives ${spec.name} evolve's tools in the box`;
-          throw new TrialFailure("AgentNotInstalledError", `${why}, and there is no evolve binary${bin ? ` at ${bin}` : ""}: run \`npm run build\` (it writes dist/evolve), or set EVOLVE_BINARY`);
+          throw new TrialFailure("AgentNotInstalledError", `${why}, and there is none${bin ? ` at ${bin}` : ""}: run \`npm run build\` (it writes dist/evolve), or set EVOLVE_BINARY`);
         }
         if (spec.vendor.selfBinary) s.selfBinary = bin;
         else s.evolveTools = bin;

@@ -20,7 +20,8 @@ export const DEFAULT_PROPOSE_PROMPT = `# Meta-Harness Adapter: proposal round {r
 
 You are the proposer of an adapter search. An adapter is a folder whose ADAPTER.md is the acting agent's
 instructions at the start of every task; any other file in it reaches the agent only if ADAPTER.md says what is
-there. Your job this round: write {k} new candidate adapters.
+there. Read the guide first: \`{template_dir}/.hermit/EVOLVER.md\`. Your job this round: write {k} new candidate
+adapters.
 
 ## What you can read (the filesystem D)
 
@@ -28,21 +29,22 @@ there. Your job this round: write {k} new candidate adapters.
 - \`{state_dir}/evolution_summary.jsonl\`: one line per earlier candidate (id, round, hypothesis, base, mean score,
   where its files and rollouts are).
 - \`{state_dir}/candidates/<id>/adapter/\`: each earlier candidate's files.
-- \`{steps_dir}/step_NNNN/\`: each evaluated step's learning material: per task its input, the agent's output, the
-  judge's score and feedback, and the full trajectory. Read the trajectories: they show why a candidate failed.
-- \`{template_dir}\`: the adapter template (its \`.hermit/\`), which is always put back as it is into every
-  candidate.
+- \`{steps_dir}/step_NNNN/\`: each evaluated step: \`tasks/<task>/\` (its input, the agent's output, the score,
+  the verifier's feedback and the full trajectory) and \`output/report.md\`. Read the trajectories: they show why
+  a candidate failed.
+- \`{template_dir}\`: the adapter template; its \`.hermit/\` is always put back as it is into every candidate.
 
 ## What you write
 
 Write exactly {k} candidates, each a complete adapter in a directory of its own:
-\`{scratch_dir}/candidates/<name>/\` with at least \`ADAPTER.md\`. Names: lowercase letters, digits and \`-\`. In each
-candidate also write \`hypothesis.md\` (one paragraph: what you changed and why you expect it to score better) and
-name its base (the earlier candidate id it builds on, or none) on its first line as \`base: <id or none>\`.
+\`{scratch_dir}/candidates/<name>/\` with at least \`ADAPTER.md\`. Names: \`[a-z0-9][a-z0-9._-]{0,63}\`, none an
+earlier candidate's id. In each candidate also write \`candidate.json\`:
+\`{"hypothesis": "what you changed and why you expect it to score better", "base": "<the id it builds on, or null>"}\`.
 Use plain files and folders only: a candidate holding a symbolic link is rejected.
 
-Check every candidate before you finish: run \`evolve metaharness check-spec {scratch_dir}/candidates/<name>\`
-and fix what it reports. A candidate that fails the check is rejected.
+Check every candidate before you finish, and fix what it reports:
+\`evolve metaharness check-spec {scratch_dir}/candidates/<name> --template {template_dir}\`.
+A candidate that fails the check is rejected.
 
 When you are done, write \`{scratch_dir}/proposer_report.md\`: for each candidate, its name, base and hypothesis.
 

@@ -8,11 +8,9 @@
  * `workspace/scratch/candidates/`, and the prompt, the CLI's stdout and the proposer's report into the step's
  * `output/`. The trial's reward (1 when /work/scratch/candidates has an entry) is a health signal only: nothing is
  * selected by it, since the candidates are evaluated by the run's next steps.
- *
- * The run-folder paths here are the ones the spec names (meta-harness-adapter.md, "Records to read after a run");
- * engine/metaharness/layout.ts is their home once it exists.
+ * The run folder's paths are layout.ts's.
  */
-import { lstatSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync, copyFileSync, chmodSync, type Stats } from "node:fs";
+import { chmodSync, copyFileSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readlinkSync, rmSync, symlinkSync, writeFileSync, type Stats } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { Engine } from "../driver/types.ts";
@@ -25,7 +23,9 @@ import { createJob, type JobConfig, type JobEvent } from "../job/job.ts";
 import { trialDir, type Store, type TrialRecord } from "../store/index.ts";
 import { readBoxBytes } from "../trial/boxfs.ts";
 import { trialPaths } from "../trial/layout.ts";
-import { copyTreeOver, listTree, lstatOrNone, newBudget, readPlainFile, writeFileAtomic } from "../evolve/tree.ts";
+import { lstatOrNone, MAX_TREE_BYTES, MAX_TREE_FILES, newBudget, readPlainFile, writeFileAtomic, type CopyBudget } from "../evolve/tree.ts";
+import { runPaths } from "./layout.ts";
+import { templateHermit } from "./spec.ts";
 import { DEFAULT_PROPOSE_PROMPT, fillPrompt, type PromptVars } from "./propose.ts";
 
 /** The proposer's box paths: D under /work, the proposer's cwd. */
@@ -45,25 +45,11 @@ export const PROPOSER_BASE_IMAGE = "debian:bookworm-slim";
 /** Names never copied out of a step folder into D: a framework's held-out material, should a step hold any. */
 export const HIDDEN_STEP_ENTRIES: readonly string[] = ["validation", "test"];
 
+/** What the last collection dropped, per candidate name, beside workspace/scratch/candidates/ (a JSON array of {@link CollectProblem}). */
+export const COLLECT_PROBLEMS = "collect_problems.json";
+
 /** A step folder of the run: `step_` and at least four digits. */
 const STEP_DIR = /^step_\d{4,}$/;
-
-/** The run-folder paths a proposal round reads and writes (host). */
-export function runPaths(runDir: string) {
-  return {
-    state: join(runDir, "workspace", "state"),
-    candidates: join(runDir, "workspace", "scratch", "candidates"),
-    /** What the last collection refused, per candidate name (the state machine records them as rejected). */
-    collectProblems: join(runDir, "workspace", "scratch", "collect_problems.json"),
-    step: (n: number) => join(runDir, stepName(n)),
-    output: (n: number) => join(runDir, stepName(n), "output"),
-  };
-}
-
-/** `step_NNNN` of step `n`. */
-export function stepName(n: number): string {
-  return `step_${String(n).padStart(4, "0")}`;
-}
 
 /** The proposer CLI's harness name for a backend. */
 export function proposerAgent(backend: "codex" | "claude"): "codex" | "claude-code" {
@@ -107,8 +93,8 @@ export interface ProposalTaskInput {
   instruction: string;
   /** The agent's timeout, seconds. */
   timeoutSec: number;
-  /** The adapter template (host), copied to /work/template; absent: none. */
-  templateDir?: string;
+  /** The adapter template (host, holding `.hermit/`), copied to /work/template. */
+  templateDir: string;
 }
 
 /** What went into a proposal task's D snapshot. */
@@ -129,6 +115,7 @@ export interface ProposalTaskInfo {
 export function writeProposalTask(o: ProposalTaskInput): ProposalTaskInfo {
   const paths = runPaths(o.runDir);
   const d = join(o.dest, "environment", "d");
+  templateHermit(o.templateDir);
   mkdirSync(join(d, "state"), { recursive: true });
   mkdirSync(join(d, "steps"), { recursive: true });
   mkdirSync(join(d, "template"), { recursive: true });
@@ -137,7 +124,7 @@ export function writeProposalTask(o: ProposalTaskInput): ProposalTaskInfo {
   copyPlain(paths.state, join(d, "state"), "workspace/state", skipped);
   const steps = listNames(o.runDir).filter((n) => STEP_DIR.test(n) && lstatOrNone(join(o.runDir, n))?.isDirectory());
   for (const s of steps) copyPlain(join(o.runDir, s), join(d, "steps", s), s, skipped, HIDDEN_STEP_ENTRIES);
-  if (o.templateDir !== undefined) copyPlain(o.templateDir, join(d, "template"), "template", skipped);
+  copyPlain(o.templateDir, join(d, "template"), "template", skipped);
   writeFileSync(join(o.dest, "instruction.md"), o.instruction);
   writeFileSync(
     join(o.dest, "task.toml"),
@@ -223,7 +210,7 @@ function copyPlain(src: string, dst: string, rel: string, skipped: string[], hid
   }
 }
 
-/** One candidate the collection refused, for the state machine to record as rejected. */
+/** One candidate the collection could not hand to the state machine as it was, and why. */
 export interface CollectProblem {
   name: string;
   problem: string;
@@ -231,39 +218,47 @@ export interface CollectProblem {
 
 /**
  * Copies each entry of the trial's collected `candidates/` (box-written) into `dest`, which is emptied first: the
- * round's candidates replace the last round's. A candidate that is no real folder (a link, a file) or holds anything
- * but plain files and folders is not copied — a copy through a link would read outside the box's output — and is
- * returned as a problem instead. Returns the names copied and the problems.
+ * round's candidates replace the last round's. Nothing is read through a link: a link (the entry itself or one inside
+ * it) is made again as the same link, never followed, so the state machine (ingestRound's check_spec) rejects the
+ * candidate with its own problem; a plain file entry is copied as it is for the same reason. What cannot be kept as
+ * it was — a FIFO, socket or device, or more than a candidate may hold — drops the candidate: it is returned as a
+ * problem (and written to workspace/scratch/collect_problems.json by runProposer). Returns the names copied.
  */
 export function collectCandidates(from: string, dest: string): { names: string[]; problems: CollectProblem[] } {
   rmSync(dest, { recursive: true, force: true });
   mkdirSync(dest, { recursive: true });
   const names: string[] = [];
   const problems: CollectProblem[] = [];
-  const top = lstatOrNone(from);
-  if (!top?.isDirectory()) return { names, problems };
+  if (!lstatOrNone(from)?.isDirectory()) return { names, problems };
   for (const name of listNames(from)) {
-    const path = join(from, name);
-    const st = lstatSync(path);
-    if (st.isSymbolicLink()) {
-      problems.push({ name, problem: "the candidate is a symbolic link, not a directory of its own" });
-      continue;
-    }
-    if (!st.isDirectory()) {
-      problems.push({ name, problem: "the candidate is not a directory" });
-      continue;
-    }
     try {
-      listTree(path);
-      copyTreeOver(path, join(dest, name), newBudget());
+      copyKeepingLinks(join(from, name), join(dest, name), "", newBudget());
       names.push(name);
     } catch (e) {
       rmSync(join(dest, name), { recursive: true, force: true });
-      if (e instanceof EvolveError) problems.push({ name, problem: e.message.replace(from + "/", "") });
-      else throw e;
+      if (!(e instanceof EvolveError)) throw e;
+      // said of the candidate (the caller prefixes its name), never of the trial folder it was read from
+      const problem = e.code === "agent_dir_too_large" ? `holds more than ${MAX_TREE_FILES} files or ${MAX_TREE_BYTES / 1024 / 1024} MiB, so it was not collected` : e.message;
+      problems.push({ name, problem });
     }
   }
   return { names, problems };
+}
+
+/** Copies `src` to `dst` as it is: folders, plain files (mode kept), links as links; anything else → EvolveError. */
+function copyKeepingLinks(src: string, dst: string, rel: string, budget: CopyBudget): void {
+  const st = lstatSync(src);
+  if (st.isSymbolicLink()) symlinkSync(readlinkSync(src), dst);
+  else if (st.isDirectory()) {
+    mkdirSync(dst);
+    for (const n of listNames(src)) copyKeepingLinks(join(src, n), join(dst, n), rel ? `${rel}/${n}` : n, budget);
+  } else if (st.isFile()) {
+    const { data, mode } = readPlainFile(src, budget);
+    writeFileAtomic(dst, data, mode);
+  } else {
+    const what = st.isFIFO() ? "a FIFO" : st.isSocket() ? "a socket" : "a device";
+    throw new EvolveError("agent_dir_unsafe", `${rel ? `holds ${what} at ${rel}` : `is ${what}`}; a candidate holds only plain files and folders, so it was not collected`, "the proposer's candidate is rejected; nothing to do");
+  }
 }
 
 /**
@@ -304,8 +299,8 @@ export interface ProposerOptions {
   /** The round prompt's text (PROPOSE.md); absent: {@link DEFAULT_PROPOSE_PROMPT}. */
   prompt?: string;
   price?: ProposerPrice;
-  /** The adapter template (host folder), shown to the proposer at /work/template. */
-  templateDir?: string;
+  /** The adapter template (host folder holding `.hermit/`), shown to the proposer at /work/template for its guide and check-spec. */
+  templateDir: string;
   /** The session's timeout, seconds (default 3600). */
   timeoutSec?: number;
   signal?: AbortSignal;
@@ -352,14 +347,16 @@ export async function runProposer(o: ProposerOptions): Promise<ProposerResult> {
   const vars: PromptVars = { round: o.round, k: o.k, state_dir: PROPOSER_BOX.state, scratch_dir: PROPOSER_BOX.scratch, steps_dir: PROPOSER_BOX.steps, template_dir: PROPOSER_BOX.template };
   const instruction = fillPrompt(o.prompt ?? DEFAULT_PROPOSE_PROMPT, vars);
   const paths = runPaths(o.runDir);
-  const out = paths.output(o.step);
-  mkdirSync(out, { recursive: true });
-  writeFileAtomic(join(out, "proposer_prompt.md"), Buffer.from(instruction), 0o644);
+  const out = paths.stepOutput(o.step);
+  mkdirSync(out.dir, { recursive: true });
+  // a round run again (a resumed run) must not show an earlier attempt's session or report as its own
+  for (const f of [out.proposerSession, out.proposerReport]) rmSync(f, { force: true });
+  writeFileAtomic(out.proposerPrompt, Buffer.from(instruction), 0o644);
 
   const taskDir = mkdtempSync(join(tmpdir(), "evolve-propose-"));
   let task: { name: string; digest: string };
   try {
-    writeProposalTask({ runDir: o.runDir, dest: taskDir, round: o.round, instruction, timeoutSec: o.timeoutSec ?? 3600, ...(o.templateDir !== undefined ? { templateDir: o.templateDir } : {}) });
+    writeProposalTask({ runDir: o.runDir, dest: taskDir, round: o.round, instruction, timeoutSec: o.timeoutSec ?? 3600, templateDir: o.templateDir });
     try {
       task = (await importTasks(o.store, o.home, taskDir, { secrets: new Set() })).tasks[0];
     } catch (e) {
@@ -389,15 +386,15 @@ export async function runProposer(o: ProposerOptions): Promise<ProposerResult> {
   const dir = trialDir(o.home, trial.id);
   const tp = trialPaths(dir);
   const scratch = join(tp.artifacts, PROPOSER_BOX.scratch.slice(1));
-  const { names, problems } = collectCandidates(join(scratch, "candidates"), paths.candidates);
-  writeFileAtomic(paths.collectProblems, Buffer.from(JSON.stringify(problems, null, 2) + "\n"), 0o644);
+  const { names, problems } = collectCandidates(join(scratch, "candidates"), paths.scratchCandidates);
+  writeFileAtomic(join(paths.scratch, COLLECT_PROBLEMS), Buffer.from(JSON.stringify(problems, null, 2) + "\n"), 0o644);
 
   let sessionLog: string | undefined;
   const stdoutName = agentSpec(agent, o.home)?.stdoutName;
   if (stdoutName) {
     const bytes = await readBoxBytes(tp.agent, join(tp.agent, stdoutName), { limit: SESSION_LIMIT }).catch(() => undefined);
     if (bytes) {
-      sessionLog = join(out, "proposer-session.jsonl");
+      sessionLog = out.proposerSession;
       writeFileAtomic(sessionLog, bytes, 0o644);
     }
   }
@@ -406,7 +403,7 @@ export async function runProposer(o: ProposerOptions): Promise<ProposerResult> {
   if (lstatOrNone(reportSrc)?.isFile()) {
     try {
       const { data } = readPlainFile(reportSrc, newBudget());
-      report = join(out, "proposer_report.md");
+      report = out.proposerReport;
       writeFileAtomic(report, data, 0o644);
     } catch (e) {
       if (!(e instanceof EvolveError)) throw e;
@@ -418,7 +415,7 @@ export async function runProposer(o: ProposerOptions): Promise<ProposerResult> {
     jobId: job.id,
     status: trial.status,
     exitCode: trial.agent_exit?.exit_code ?? null,
-    candidatesDir: paths.candidates,
+    candidatesDir: paths.scratchCandidates,
     candidates: names,
     problems,
     ...(sessionLog !== undefined ? { sessionLog } : {}),
