@@ -151,77 +151,78 @@ export async function runCommand(flags: RunFlags): Promise<number> {
     } finally {
       await gateway?.close();
     }
-  async function runWith(gateway: import("../engine/evolve/evals.ts").CardsGateway | undefined): Promise<number> {
-    let search: import("../engine/metaharness/run.ts").SearchEvaluator;
-    let tasks: number;
-    if (cfg.search.kind === "cards") {
-      const { conductorCardRunner } = await import("../engine/evolve/conductor-runner.ts");
-      search = cardsSearch({ dir: cfg.search.dir, agent: cfg.agent, ...(cfg.model !== undefined ? { model: cfg.model } : {}), ...(gateway ? { gateway } : {}), conductor: conductorCardRunner });
-      tasks = search.tasks().length;
-    } else {
-      const ev = await evaluatorOf(cfg.search);
-      search = searchOf(ev, (a) => trialMaterial(store, home, a));
-      tasks = ev.tasks().length;
-    }
-    const hev = cfg.holdout !== undefined ? datasetEvaluator({ store, home, engine, ref: cfg.holdout, agent: cfg.agent, model: cfg.model, warn }) : undefined;
-    if (flags.dryRun) {
-      const plan = planRun(cfg, tasks, hev ? { source: hev.source, tasks: hev.tasks().length } : undefined);
-      if (flags.json) return outJson({ run: cfg.run, dry_run: true, plan, result: null }), 0;
-      out(`${style.bold("metaharness run")} ${cfg.run}  ${style.dim("(dry run: nothing runs)")}`);
-      out(`search set: ${plan.search}, ${plan.tasks} task${plan.tasks === 1 ? "" : "s"}; agent ${cfg.agent}${cfg.model ? ` (${cfg.model})` : ""}`);
-      out(`steps: ${plan.epochs} (k ${plan.k}, max_rounds ${plan.max_rounds ?? "none"}), ${plan.done_steps} already recorded`);
-      out(`rollouts: ${plan.rollouts} = ${plan.epochs} × ${plan.tasks}${plan.done_steps > 0 ? `, ${plan.remaining_rollouts} left` : ""}`);
-      out(`proposer sessions: ${plan.proposer_sessions} (${cfg.proposer.backend}, ${cfg.proposer.model})`);
-      if (plan.holdout) out(`holdout: ${plan.holdout.source}, ${plan.holdout.rollouts} rollouts (the chosen and the starting adapter × ${plan.holdout.tasks})`);
-      return 0;
-    }
-    const plan = planRun(cfg, tasks, hev ? { source: hev.source, tasks: hev.tasks().length } : undefined);
-    if (!flags.json) out(style.dim(`${plan.search}: ${plan.tasks} tasks × ${plan.epochs} steps = ${plan.rollouts} rollouts${plan.done_steps > 0 ? ` (${plan.remaining_rollouts} left)` : ""}, up to ${plan.proposer_sessions} proposer session${plan.proposer_sessions === 1 ? "" : "s"}`));
-    const material = (a: Parameters<typeof trialMaterial>[2]) => trialMaterial(store, home, a);
-    const ctl = new AbortController();
-    const stop = () => ctl.abort();
-    process.once("SIGINT", stop);
-    process.once("SIGTERM", stop);
-    const say = (line: string) => {
-      if (!flags.json) out(line);
-    };
-    const fmt4 = (m: number | null) => (m === null ? "-" : m.toFixed(4));
-    try {
-      const r = await runMetaHarness({
-        config: cfg,
-        search,
-        ...(hev ? { holdout: searchOf(hev, material) } : {}),
-        propose: realPropose({ store, home, engine, config: cfg, ...(prompt !== undefined ? { prompt } : {}), warn }),
-        signal: ctl.signal,
-        onEvent: (e) => {
-          if (e.type === "seeded") say(`seeded ${cfg.run} with the starting adapter (${e.id})`);
-          else if (e.type === "resumed") say(`resuming ${cfg.run} after step ${e.step}, round ${e.round}`);
-          else if (e.type === "step_start") say(`step ${e.step}: evaluating ${e.candidate} on ${e.tasks} tasks`);
-          else if (e.type === "step_done") say(`step ${e.step}: ${e.candidate} mean ${fmt4(e.mean)}, $${e.cost_usd.toFixed(4)}`);
-          else if (e.type === "round_start") say(`round ${e.round}: proposer session (${cfg.proposer.backend})`);
-          else if (e.type === "round_done") say(`round ${e.round}: queued ${e.queued.join(", ") || "none"}; rejected ${e.rejected.map((x) => x.id).join(", ") || "none"}; $${e.cost_usd.toFixed(4)}`);
-          else if (e.type === "tampered") say(`${style.red("tampered")}: ${e.id} (${e.reason}); never handed back`);
-          else if (e.type === "handed_back") say(`handed back ${e.id}${e.reason === "best" ? " (nothing queued: the best so far, again)" : ""}`);
-        },
-      });
-      if (flags.json) {
-        outJson({ run: cfg.run, dry_run: false, plan: null, result: { finalized: r.finalized, mean: r.mean, steps: r.steps, rounds: r.rounds, holdout: r.holdout ?? null } });
+    /** The run (or its dry run) once the search set's evaluator can be made: a cards run needs the gateway open. */
+    async function runWith(gateway: import("../engine/evolve/evals.ts").CardsGateway | undefined): Promise<number> {
+      let search: import("../engine/metaharness/run.ts").SearchEvaluator;
+      let tasks: number;
+      if (cfg.search.kind === "cards") {
+        const { conductorCardRunner } = await import("../engine/evolve/conductor-runner.ts");
+        search = cardsSearch({ dir: cfg.search.dir, agent: cfg.agent, ...(cfg.model !== undefined ? { model: cfg.model } : {}), ...(gateway ? { gateway } : {}), conductor: conductorCardRunner });
+        tasks = search.tasks().length;
+      } else {
+        const ev = await evaluatorOf(cfg.search);
+        search = searchOf(ev, (a) => trialMaterial(store, home, a));
+        tasks = ev.tasks().length;
+      }
+      const hev = cfg.holdout !== undefined ? datasetEvaluator({ store, home, engine, ref: cfg.holdout, agent: cfg.agent, model: cfg.model, warn }) : undefined;
+      if (flags.dryRun) {
+        const plan = planRun(cfg, tasks, hev ? { source: hev.source, tasks: hev.tasks().length } : undefined);
+        if (flags.json) return outJson({ run: cfg.run, dry_run: true, plan, result: null }), 0;
+        out(`${style.bold("metaharness run")} ${cfg.run}  ${style.dim("(dry run: nothing runs)")}`);
+        out(`search set: ${plan.search}, ${plan.tasks} task${plan.tasks === 1 ? "" : "s"}; agent ${cfg.agent}${cfg.model ? ` (${cfg.model})` : ""}`);
+        out(`steps: ${plan.epochs} (k ${plan.k}, max_rounds ${plan.max_rounds ?? "none"}), ${plan.done_steps} already recorded`);
+        out(`rollouts: ${plan.rollouts} = ${plan.epochs} × ${plan.tasks}${plan.done_steps > 0 ? `, ${plan.remaining_rollouts} left` : ""}`);
+        out(`proposer sessions: ${plan.proposer_sessions} (${cfg.proposer.backend}, ${cfg.proposer.model})`);
+        if (plan.holdout) out(`holdout: ${plan.holdout.source}, ${plan.holdout.rollouts} rollouts (the chosen and the starting adapter × ${plan.holdout.tasks})`);
         return 0;
       }
-      out(`finalized ${r.finalized}: mean ${fmt4(r.mean)} on the search set after ${r.steps} steps, ${r.rounds} rounds`);
-      if (r.holdout) {
-        const h = r.holdout;
-        const ci = h.stats.ci95 ? `[${h.stats.ci95[0].toFixed(3)}, ${h.stats.ci95[1].toFixed(3)}]` : "-";
-        out(`holdout ${h.source}: ${h.chosen.id} ${fmt4(h.chosen.mean)} vs ${h.seed.id} ${fmt4(h.seed.mean)}; gain ${h.stats.mean_gain.toFixed(3)}, 95% CI ${ci}, sign test p ${h.stats.sign_test.p.toFixed(4)} (n ${h.stats.n})`);
+      const plan = planRun(cfg, tasks, hev ? { source: hev.source, tasks: hev.tasks().length } : undefined);
+      if (!flags.json) out(style.dim(`${plan.search}: ${plan.tasks} tasks × ${plan.epochs} steps = ${plan.rollouts} rollouts${plan.done_steps > 0 ? ` (${plan.remaining_rollouts} left)` : ""}, up to ${plan.proposer_sessions} proposer session${plan.proposer_sessions === 1 ? "" : "s"}`));
+      const material = (a: Parameters<typeof trialMaterial>[2]) => trialMaterial(store, home, a);
+      const ctl = new AbortController();
+      const stop = () => ctl.abort();
+      process.once("SIGINT", stop);
+      process.once("SIGTERM", stop);
+      const say = (line: string) => {
+        if (!flags.json) out(line);
+      };
+      const fmt4 = (m: number | null) => (m === null ? "-" : m.toFixed(4));
+      try {
+        const r = await runMetaHarness({
+          config: cfg,
+          search,
+          ...(hev ? { holdout: searchOf(hev, material) } : {}),
+          propose: realPropose({ store, home, engine, config: cfg, ...(prompt !== undefined ? { prompt } : {}), warn }),
+          signal: ctl.signal,
+          onEvent: (e) => {
+            if (e.type === "seeded") say(`seeded ${cfg.run} with the starting adapter (${e.id})`);
+            else if (e.type === "resumed") say(`resuming ${cfg.run} after step ${e.step}, round ${e.round}`);
+            else if (e.type === "step_start") say(`step ${e.step}: evaluating ${e.candidate} on ${e.tasks} tasks`);
+            else if (e.type === "step_done") say(`step ${e.step}: ${e.candidate} mean ${fmt4(e.mean)}, $${e.cost_usd.toFixed(4)}`);
+            else if (e.type === "round_start") say(`round ${e.round}: proposer session (${cfg.proposer.backend})`);
+            else if (e.type === "round_done") say(`round ${e.round}: queued ${e.queued.join(", ") || "none"}; rejected ${e.rejected.map((x) => x.id).join(", ") || "none"}; $${e.cost_usd.toFixed(4)}`);
+            else if (e.type === "tampered") say(`${style.red("tampered")}: ${e.id} (${e.reason}); never handed back`);
+            else if (e.type === "handed_back") say(`handed back ${e.id}${e.reason === "best" ? " (nothing queued: the best so far, again)" : ""}`);
+          },
+        });
+        if (flags.json) {
+          outJson({ run: cfg.run, dry_run: false, plan: null, result: { finalized: r.finalized, mean: r.mean, steps: r.steps, rounds: r.rounds, holdout: r.holdout ?? null } });
+          return 0;
+        }
+        out(`finalized ${r.finalized}: mean ${fmt4(r.mean)} on the search set after ${r.steps} steps, ${r.rounds} rounds`);
+        if (r.holdout) {
+          const h = r.holdout;
+          const ci = h.stats.ci95 ? `[${h.stats.ci95[0].toFixed(3)}, ${h.stats.ci95[1].toFixed(3)}]` : "-";
+          out(`holdout ${h.source}: ${h.chosen.id} ${fmt4(h.chosen.mean)} vs ${h.seed.id} ${fmt4(h.seed.mean)}; gain ${h.stats.mean_gain.toFixed(3)}, 95% CI ${ci}, sign test p ${h.stats.sign_test.p.toFixed(4)} (n ${h.stats.n})`);
+        }
+        return 0;
+      } catch (e) {
+        if (ctl.signal.aborted && !(e instanceof EvolveError && e.code === "evolve_interrupted")) throw new EvolveError("evolve_interrupted", "the Meta-Harness Adapter run was interrupted", "run the same command again: it resumes from the run's state");
+        throw e;
+      } finally {
+        process.off("SIGINT", stop);
+        process.off("SIGTERM", stop);
       }
-      return 0;
-    } catch (e) {
-      if (ctl.signal.aborted && !(e instanceof EvolveError && e.code === "evolve_interrupted")) throw new EvolveError("evolve_interrupted", "the Meta-Harness Adapter run was interrupted", "run the same command again: it resumes from the run's state");
-      throw e;
-    } finally {
-      process.off("SIGINT", stop);
-      process.off("SIGTERM", stop);
     }
-  }
   });
 }
