@@ -1,7 +1,7 @@
 /**
  * `evolve conductor run` (the command a trial box runs: keep its flags stable) and `evolve harness init`.
  */
-import { readFileSync, statSync, writeFileSync } from "node:fs";
+import { closeSync, constants, fstatSync, openSync, readSync, statSync, writeFileSync } from "node:fs";
 import { resolve } from "node:path";
 import type { WireApi } from "../engine/harness/cli-types.ts";
 import { EvolveError } from "../engine/errors.ts";
@@ -51,14 +51,7 @@ export async function conductorRunCommand(opts: ConductorRunOpts): Promise<numbe
   const keyEnv = opts.keyEnv ?? "EVOLVE_GATEWAY_KEY";
   const key = env[keyEnv] || env[providerKey];
   if (!key) throw new EvolveError("conductor_endpoint_missing", `no gateway key: ${keyEnv} and ${providerKey} are both unset`, `export ${keyEnv}=<the key evolve gateway serve printed>, or pass --key-env NAME`);
-  let instruction = opts.prompt;
-  if (opts.promptFile !== undefined) {
-    try {
-      instruction = readFileSync(opts.promptFile, "utf8");
-    } catch (e) {
-      throw new EvolveError("usage", `cannot read --prompt-file ${opts.promptFile}: ${(e as Error).message}`);
-    }
-  }
+  const instruction = opts.promptFile !== undefined ? readPromptFile(opts.promptFile) : opts.prompt;
 
   const agentRoot = resolve(opts.agentRoot);
   const workdir = resolve(opts.workdir ?? process.cwd());
@@ -110,5 +103,39 @@ function isDir(p: string): boolean {
     return statSync(p).isDirectory();
   } catch {
     return false;
+  }
+}
+
+/** The most of an instruction `--prompt-file` takes: far above any task's, far below what would exhaust memory. */
+export const MAX_PROMPT_FILE_BYTES = 8 * 1024 * 1024;
+
+/**
+ * Reads `--prompt-file`: a regular file of at most {@link MAX_PROMPT_FILE_BYTES}. Opened non-blocking, so a FIFO with no
+ * writer or a device (/dev/zero) is refused at once instead of hanging the run or filling memory.
+ */
+function readPromptFile(path: string): string {
+  const refuse = (why: string) => new EvolveError("conductor_prompt_unreadable", `--prompt-file ${path}: ${why}`, "give a regular file holding the instruction, or pass it with --prompt");
+  let fd: number;
+  try {
+    fd = openSync(path, constants.O_RDONLY | constants.O_NONBLOCK | constants.O_NOCTTY);
+  } catch (e) {
+    const code = (e as NodeJS.ErrnoException).code;
+    throw refuse(code === "ENOENT" ? "no such file" : code === "EISDIR" ? "a folder, not a file" : code === "ENXIO" ? "a socket or a device" : String((e as Error).message).split("\n")[0]);
+  }
+  try {
+    const st = fstatSync(fd);
+    if (st.isDirectory()) throw refuse("a folder, not a file");
+    if (!st.isFile()) throw refuse("not a regular file (a FIFO, a socket or a device)");
+    if (st.size > MAX_PROMPT_FILE_BYTES) throw refuse(`${st.size} bytes, over the ${MAX_PROMPT_FILE_BYTES}-byte limit`);
+    const buf = Buffer.alloc(st.size);
+    let off = 0;
+    while (off < buf.length) {
+      const n = readSync(fd, buf, off, buf.length - off, off);
+      if (n === 0) break;
+      off += n;
+    }
+    return buf.subarray(0, off).toString("utf8");
+  } finally {
+    closeSync(fd);
   }
 }

@@ -180,6 +180,7 @@ export const ERROR_CODES = {
   seats_invalid: ran("harness/seats.json is not JSON, names an unknown seat, or a module (inside .agent/) or function that cannot be loaded"),
   tool_schema_invalid: ran("a file in protocols/tool_schemas/ is not a {name, description, input_schema} object for one of the conductor's tools"),
   seat_failed: ran("a seat function from harness/seats.json threw during the run"),
+  conductor_prompt_unreadable: env("`conductor run --prompt-file` names no regular file (missing, a folder, a FIFO, a device) or one over 8 MiB"),
   conductor_endpoint_missing: env("`conductor run` has no gateway URL or key: give --base-url and --key-env, or set the provider's *_BASE_URL and key"),
   episode_write_failed: env("an episode cannot be appended to memory/episodes.jsonl (not writable, or a link)"),
   episode_read_failed: ran("memory/episodes.jsonl is a link or not a regular file"),

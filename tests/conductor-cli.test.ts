@@ -3,7 +3,7 @@
  * real gateway in front of the scripted upstream. stdout is the trace, one `{type, data}` line each, exactly the
  * vocabulary's shape; the exit status says whether the run finished.
  */
-import { spawn } from "node:child_process";
+import { execFileSync, spawn } from "node:child_process";
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
@@ -105,6 +105,16 @@ describe("evolve harness init + conductor run", () => {
     const noRoot = await evolve(["conductor", "run", "--agent-root", join(dir, "missing"), "--prompt", "hi", "-m", "anthropic/x", "--base-url", gw.url], env);
     expect(noRoot.code).toBe(2);
     expect(noRoot.stderr).toMatch(/^error\[agent_dir_missing\]: the agent directory .*missing does not exist/);
+    // a prompt file that would hang (a FIFO with no writer) or never end (/dev/zero) is refused at once
+    const fifo = join(dir, "prompt.fifo");
+    execFileSync("mkfifo", [fifo]);
+    for (const [file, why] of [[fifo, "not a regular file"], ["/dev/zero", "a socket or a device|not a regular file"], [join(dir, "none.md"), "no such file"], [dir, "a folder, not a file"]] as const) {
+      const t0 = Date.now();
+      const r = await evolve(["conductor", "run", "--agent-root", join(dir, ".agent"), "--prompt-file", file, "-m", "anthropic/x", "--base-url", gw.url], env);
+      expect(r.code).toBe(2);
+      expect(r.stderr).toMatch(new RegExp(`^error\\[conductor_prompt_unreadable\\]: --prompt-file .*: (${why})`));
+      expect(Date.now() - t0).toBeLessThan(15_000);
+    }
     expect(gw.upstream.requests).toHaveLength(0);
   });
 });
