@@ -1,7 +1,8 @@
 /**
  * `evolve conductor run` (the command a trial box runs: keep its flags stable) and `evolve harness init`.
  */
-import { closeSync, constants, fstatSync, openSync, readSync, statSync, writeFileSync } from "node:fs";
+import { statSync, writeFileSync } from "node:fs";
+import { readRegularFile, RegularFileError } from "../engine/regular-file.ts";
 import { resolve } from "node:path";
 import type { WireApi } from "../engine/harness/cli-types.ts";
 import { EvolveError } from "../engine/errors.ts";
@@ -109,33 +110,12 @@ function isDir(p: string): boolean {
 /** The most of an instruction `--prompt-file` takes: far above any task's, far below what would exhaust memory. */
 export const MAX_PROMPT_FILE_BYTES = 8 * 1024 * 1024;
 
-/**
- * Reads `--prompt-file`: a regular file of at most {@link MAX_PROMPT_FILE_BYTES}. Opened non-blocking, so a FIFO with no
- * writer or a device (/dev/zero) is refused at once instead of hanging the run or filling memory.
- */
+/** `--prompt-file`: a regular file of at most {@link MAX_PROMPT_FILE_BYTES} (a FIFO or /dev/zero refused at once). */
 function readPromptFile(path: string): string {
-  const refuse = (why: string) => new EvolveError("conductor_prompt_unreadable", `--prompt-file ${path}: ${why}`, "give a regular file holding the instruction, or pass it with --prompt");
-  let fd: number;
   try {
-    fd = openSync(path, constants.O_RDONLY | constants.O_NONBLOCK | constants.O_NOCTTY);
+    return readRegularFile(path, MAX_PROMPT_FILE_BYTES);
   } catch (e) {
-    const code = (e as NodeJS.ErrnoException).code;
-    throw refuse(code === "ENOENT" ? "no such file" : code === "EISDIR" ? "a folder, not a file" : code === "ENXIO" ? "a socket or a device" : String((e as Error).message).split("\n")[0]);
-  }
-  try {
-    const st = fstatSync(fd);
-    if (st.isDirectory()) throw refuse("a folder, not a file");
-    if (!st.isFile()) throw refuse("not a regular file (a FIFO, a socket or a device)");
-    if (st.size > MAX_PROMPT_FILE_BYTES) throw refuse(`${st.size} bytes, over the ${MAX_PROMPT_FILE_BYTES}-byte limit`);
-    const buf = Buffer.alloc(st.size);
-    let off = 0;
-    while (off < buf.length) {
-      const n = readSync(fd, buf, off, buf.length - off, off);
-      if (n === 0) break;
-      off += n;
-    }
-    return buf.subarray(0, off).toString("utf8");
-  } finally {
-    closeSync(fd);
+    if (!(e instanceof RegularFileError)) throw e;
+    throw new EvolveError("conductor_prompt_unreadable", `--prompt-file ${path}: ${e.reason}`, "give a regular file holding the instruction, or pass it with --prompt");
   }
 }

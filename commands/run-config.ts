@@ -6,7 +6,7 @@
  * of the wrong type, is refused with the key named, before anything runs. This is argument parsing, so it lives
  * with the CLI: the engine only ever sees the merged options.
  */
-import { readFileSync } from "node:fs";
+import { MAX_CONFIG_BYTES, readRegularFile, RegularFileError } from "../engine/regular-file.ts";
 import { dirname, isAbsolute, resolve } from "node:path";
 import type { Command, Option } from "commander";
 import { parse } from "smol-toml";
@@ -38,9 +38,9 @@ export function runConfigKeys(cmd: Command): string[] {
 export function applyRunConfig<T extends Record<string, unknown>>(opts: T, cmd: Command, file: string): T {
   let text: string;
   try {
-    text = readFileSync(file, "utf8");
+    text = readRegularFile(file, MAX_CONFIG_BYTES);
   } catch (e) {
-    throw new EvolveError("run_config_invalid", `cannot read run config ${file}: ${firstLine(e)}`, "give -c the path of a TOML file");
+    throw new EvolveError("run_config_invalid", `cannot read run config ${file}: ${e instanceof RegularFileError ? e.reason : firstLine(e)}`, "give -c the path of a TOML file");
   }
   let doc: Record<string, unknown>;
   try {

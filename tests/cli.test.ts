@@ -3,7 +3,7 @@
  * main.ts runs it, in one Bun host process for the file (tests/support/cli-host.ts), and `bun main.ts` itself where
  * a TTY or a pipe matters.
  */
-import { spawnSync } from "node:child_process";
+import { execFileSync, spawnSync } from "node:child_process";
 import { mkdtempSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
@@ -347,6 +347,14 @@ describe("run -c run.toml and task selection", () => {
     const gone = evolve(["run", "-c", join(cfgDir, "absent.toml")]);
     expect(gone.code).toBe(2);
     expect(gone.stderr).toMatch(/^error\[run_config_invalid\]: cannot read run config/);
+    // a FIFO with no writer, or a device that never ends, is refused at once rather than read
+    const fifo = join(cfgDir, "run.fifo");
+    execFileSync("mkfifo", [fifo]);
+    for (const f of [fifo, "/dev/zero"]) {
+      const r = evolve(["run", "-c", f]);
+      expect(r.code).toBe(2);
+      expect(r.stderr).toMatch(/^error\[run_config_invalid\]: cannot read run config .*: (not a regular file|a socket or a device)/);
+    }
   });
 
   it("takes the file's values over the defaults, the flags' over the file's, and reads path from the file's folder", () => {

@@ -5,6 +5,7 @@
  * tampered candidate never handed back, finalize's choice, the holdout's paired statistics, and a killed run that
  * resumes without evaluating any step or running any round twice.
  */
+import { execFileSync } from "node:child_process";
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -108,6 +109,11 @@ describe("run.toml and its flags", () => {
       const e = await expectCode(() => resolveRunConfig({ config: join(dir, "run.toml") }, dir), "metaharness_config_invalid");
       expect(e.message.startsWith(`${key}: `), e.message).toBe(true);
     }
+    // a FIFO in place of run.toml is refused at once, never waited on
+    const fifo = join(dir, "fifo.toml");
+    execFileSync("mkfifo", [fifo]);
+    const e = await expectCode(() => resolveRunConfig({ config: fifo }, dir), "metaharness_config_invalid");
+    expect(e.message).toMatch(/^config: .* cannot be read \(not a regular file/);
   });
 });
 

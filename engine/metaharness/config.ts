@@ -24,7 +24,7 @@
  *   timeout_sec = 3600
  *   price = { input = 1.25, cached_input = 0.125, output = 10 }   # USD per million tokens, when the gateway has none
  */
-import { readFileSync } from "node:fs";
+import { MAX_CONFIG_BYTES, readRegularFile, RegularFileError } from "../regular-file.ts";
 import { dirname, isAbsolute, resolve } from "node:path";
 import { parse } from "smol-toml";
 import { EvolveError } from "../errors.ts";
@@ -96,9 +96,9 @@ const isObj = (v: unknown): v is Record<string, unknown> => v !== null && typeof
 export function readRunToml(file: string): Record<string, unknown> {
   let text: string;
   try {
-    text = readFileSync(file, "utf8");
+    text = readRegularFile(file, MAX_CONFIG_BYTES);
   } catch (e) {
-    throw bad("config", `${file} cannot be read (${(e as NodeJS.ErrnoException).code ?? "unreadable"})`, "give the path of a run.toml");
+    throw bad("config", `${file} cannot be read (${e instanceof RegularFileError ? e.reason : ((e as NodeJS.ErrnoException).code ?? "unreadable")})`, "give the path of a run.toml");
   }
   let v: unknown;
   try {

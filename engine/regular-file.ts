@@ -1,0 +1,47 @@
+/**
+ * Reading a file a user names (a config, a prompt) whole, safely: only a regular file, at most a given size, opened
+ * non-blocking so a FIFO with no writer or a device such as /dev/zero is refused at once instead of hanging the command
+ * or filling memory. Callers turn the refusal into their own stable code.
+ */
+import { closeSync, constants, fstatSync, openSync, readSync } from "node:fs";
+
+/** Why a file could not be read; `reason` is one short phrase for the caller's one-line error. */
+export class RegularFileError extends Error {
+  constructor(readonly reason: string) {
+    super(reason);
+    this.name = "RegularFileError";
+  }
+}
+
+/** The text of the regular file at `path` (links followed: the user named it), at most `maxBytes`, or a RegularFileError. */
+export function readRegularFile(path: string, maxBytes: number): string {
+  let fd: number;
+  try {
+    fd = openSync(path, constants.O_RDONLY | constants.O_NONBLOCK | constants.O_NOCTTY);
+  } catch (e) {
+    const code = (e as NodeJS.ErrnoException).code;
+    throw new RegularFileError(code === "ENOENT" ? "no such file" : code === "EISDIR" ? "a folder, not a file" : code === "ENXIO" ? "a socket or a device" : code === "EACCES" ? "permission denied" : String((e as Error).message).split("\n")[0]!);
+  }
+  try {
+    const st = fstatSync(fd);
+    if (st.isDirectory()) throw new RegularFileError("a folder, not a file");
+    if (!st.isFile()) throw new RegularFileError("not a regular file (a FIFO, a socket or a device)");
+    if (st.size > maxBytes) throw new RegularFileError(`${st.size} bytes, over the ${maxBytes}-byte limit`);
+    const buf = Buffer.alloc(st.size);
+    let off = 0;
+    while (off < buf.length) {
+      const n = readSync(fd, buf, off, buf.length - off, off);
+      if (n === 0) break;
+      off += n;
+    }
+    return buf.subarray(0, off).toString("utf8");
+  } catch (e) {
+    if (e instanceof RegularFileError) throw e;
+    throw new RegularFileError(String((e as Error).message).split("\n")[0]!);
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/** The largest config file (run.toml, gateway.toml-like) read whole. */
+export const MAX_CONFIG_BYTES = 1024 * 1024;
