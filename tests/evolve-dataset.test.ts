@@ -188,7 +188,7 @@ describe.skipIf(!conductor.bin)(`-a conductor with a .agent/${conductor.bin ? ""
     try {
       const none = await conductorTrial(join(DATASET, "write-alpha"), "write-alpha");
       expect(none.exception?.type).toBe("AgentNotInstalledError");
-      expect(none.exception?.message).toMatch(/runs the evolve binary in the box, and there is no evolve binary at .*no-such-evolve: run `npm run build`/);
+      expect(none.exception?.message).toMatch(/runs the evolve binary in the box, and there is none at .*no-such-evolve: run `npm run build`/);
       expect(none.failed_phase).toBe("prepare");
     } finally {
       if (was === undefined) delete process.env.EVOLVE_BINARY;
