@@ -6,6 +6,7 @@ import { readdirSync } from "node:fs";
 import { resolve } from "node:path";
 import { EvolveError } from "../engine/errors.ts";
 import { out, outJson, outTable } from "./output.ts";
+import type { MetaRunFlags } from "../engine/metaharness/config.ts";
 
 /** `check-spec <dir>`: exit 0 when the folder is a complete adapter, 1 with its problems one per line. */
 export async function checkSpecCommand(dir: string, opts: { template?: string; json?: boolean }): Promise<number> {
@@ -80,27 +81,8 @@ export async function finalizeCommand(run: string, opts: { out?: string; json?: 
   return 0;
 }
 
-/** The flags of `evolve metaharness run` (commander's camelCase of each). */
-export interface RunFlags {
-  config?: string;
-  dataset?: string;
-  path?: string;
-  cards?: string;
-  agent?: string;
-  model?: string;
-  startFrom?: string;
-  template?: string;
-  k?: string;
-  maxRounds?: string;
-  epochs?: string;
-  proposer?: string;
-  proposerModel?: string;
-  proposerArg?: string[];
-  webSearch?: boolean;
-  prompt?: string;
-  run?: string;
-  holdout?: string;
-  concurrency?: string;
+/** The flags of `evolve metaharness run` as commander gives them: the engine's MetaRunFlags, and the printing ones. */
+export interface RunFlags extends MetaRunFlags {
   dryRun?: boolean;
   json?: boolean;
 }
