@@ -27,20 +27,28 @@ export function readRegularFile(path: string, maxBytes: number): string {
     if (st.isDirectory()) throw new RegularFileError("a folder, not a file");
     if (!st.isFile()) throw new RegularFileError("not a regular file (a FIFO, a socket or a device)");
     if (st.size > maxBytes) throw new RegularFileError(`${st.size} bytes, over the ${maxBytes}-byte limit`);
-    const buf = Buffer.alloc(st.size);
-    let off = 0;
-    while (off < buf.length) {
-      const n = readSync(fd, buf, off, buf.length - off, off);
-      if (n === 0) break;
-      off += n;
-    }
-    return buf.subarray(0, off).toString("utf8");
+    return readOpenFile(fd, st.size).toString("utf8");
   } catch (e) {
     if (e instanceof RegularFileError) throw e;
     throw new RegularFileError(String((e as Error).message).split("\n")[0]!);
   } finally {
     closeSync(fd);
   }
+}
+
+/**
+ * `size` bytes of the open file `fd` from offset `from` (a size the caller took from fstat and bounded); fewer when the
+ * file shrank meanwhile, never more, so a file a box is still growing cannot stretch the read.
+ */
+export function readOpenFile(fd: number, size: number, from = 0): Buffer {
+  const buf = Buffer.alloc(size);
+  let off = 0;
+  while (off < size) {
+    const n = readSync(fd, buf, off, size - off, from + off);
+    if (n === 0) break;
+    off += n;
+  }
+  return off === size ? buf : buf.subarray(0, off);
 }
 
 /** The largest config file (run.toml, gateway.toml-like) read whole. */

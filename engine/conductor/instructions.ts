@@ -4,8 +4,9 @@
  * and the installed CLIs (engine/harness/cli.ts, which prepend it to the instruction) both ask it, so a candidate
  * that changes the planning text or adds knowledge reaches every harness the same way.
  */
-import { chmodSync, closeSync, constants, fstatSync, lstatSync, mkdirSync, openSync, readdirSync, readFileSync, readSync, writeFileSync } from "node:fs";
+import { chmodSync, closeSync, constants, fstatSync, lstatSync, mkdirSync, openSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { isAbsolute, join, relative, resolve } from "node:path";
+import { readOpenFile } from "../regular-file.ts";
 import { EvolveError } from "../errors.ts";
 import { AGENT_PATHS, MAX_AGENT_BYTES, MAX_AGENT_FILES } from "./layout.ts";
 
@@ -186,15 +187,8 @@ export function snapshotAgentRoot(root: string, dest: string): void {
       try {
         const fst = fstatSync(fd);
         if (!fst.isFile()) throw new Error(`${rel(root, src)} is not a regular file`);
-        const buf = Buffer.alloc(fst.size);
-        let off = 0;
-        while (off < buf.length) {
-          const n = readSync(fd, buf, off, buf.length - off, off);
-          if (n === 0) break;
-          off += n;
-        }
         const mode = fst.mode & 0o100 ? 0o755 : 0o644;
-        writeFileSync(dst, buf.subarray(0, off), { mode, flag: "wx" });
+        writeFileSync(dst, readOpenFile(fd, fst.size), { mode, flag: "wx" });
         chmodSync(dst, mode);
       } finally {
         closeSync(fd);

@@ -8,8 +8,9 @@
  * Everything read is bounded: the episodes file's newest {@link MAX_EPISODE_BYTES}, a trial's last
  * {@link MAX_RUN_EVENTS} events with their texts cut, and a diagnosis carries a few runs' evidence, a few events each.
  */
-import { closeSync, constants, fstatSync, lstatSync, openSync, readSync } from "node:fs";
+import { closeSync, constants, fstatSync, lstatSync, openSync } from "node:fs";
 import { dirname } from "node:path";
+import { readOpenFile } from "../regular-file.ts";
 import { agentPath, AGENT_PATHS } from "../conductor/layout.ts";
 import { EvolveError, firstLine } from "../errors.ts";
 import { resolveJob, type Store, type TrialRecord } from "../store/index.ts";
@@ -223,12 +224,7 @@ export function runsFromEpisodes(agentRoot: string, opts: { maxBytes?: number } 
     if (!fst.isFile()) throw unreadable(path, "not a regular file (a folder, a FIFO, a socket or a device)");
     const truncated = fst.size > maxBytes;
     const from = truncated ? fst.size - maxBytes : 0;
-    const buf = Buffer.alloc(fst.size - from);
-    for (let off = 0; off < buf.length; ) {
-      const n = readSync(fd, buf, off, buf.length - off, from + off);
-      if (n === 0) break;
-      off += n;
-    }
+    const buf = readOpenFile(fd, fst.size - from, from);
     const lines = buf.toString("utf8").split("\n");
     // a cut start is part of an older episode, not a torn one; a last line without its newline is torn (or in flight)
     if (truncated) lines.shift();

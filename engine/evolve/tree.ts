@@ -5,8 +5,9 @@
  * read or write outside the project, and a FIFO would hang the copy.
  */
 import { randomBytes } from "node:crypto";
-import { chmodSync, closeSync, constants, fstatSync, lstatSync, mkdirSync, openSync, readdirSync, readSync, renameSync, rmSync, writeSync, type Stats } from "node:fs";
+import { chmodSync, closeSync, constants, fstatSync, lstatSync, mkdirSync, openSync, readdirSync, renameSync, rmSync, writeSync, type Stats } from "node:fs";
 import { basename, dirname, join } from "node:path";
+import { readOpenFile } from "../regular-file.ts";
 import { MAX_AGENT_BYTES, MAX_AGENT_FILES } from "../conductor/layout.ts";
 import { EvolveError, diskFullError } from "../errors.ts";
 
@@ -27,13 +28,13 @@ export function newBudget(): CopyBudget {
   return { files: 0, bytes: 0 };
 }
 
-/** What a path is, without following a link. */
-function kindOf(st: Stats): string {
+/** What a non-plain entry is, in words for an error (its lstat: a link is never followed); `other` for anything else. */
+export function kindOf(st: Stats, other = "not a plain file"): string {
   if (st.isSymbolicLink()) return "a symbolic link";
   if (st.isFIFO()) return "a FIFO";
   if (st.isSocket()) return "a socket";
   if (st.isCharacterDevice() || st.isBlockDevice()) return "a device";
-  return "not a plain file";
+  return other;
 }
 
 /** The refusal of `path`, which is `what` rather than a plain file or folder. */
@@ -79,14 +80,7 @@ export function readPlainFile(path: string, budget: CopyBudget): { data: Buffer;
     const st = fstatSync(fd);
     if (!st.isFile()) throw unsafe(path, kindOf(st));
     charge(budget, st.size, path);
-    const data = Buffer.alloc(st.size);
-    let off = 0;
-    while (off < st.size) {
-      const n = readSync(fd, data, off, st.size - off, off);
-      if (n === 0) break;
-      off += n;
-    }
-    return { data: off === st.size ? data : data.subarray(0, off), mode: st.mode & 0o777 };
+    return { data: readOpenFile(fd, st.size), mode: st.mode & 0o777 };
   } finally {
     closeSync(fd);
   }

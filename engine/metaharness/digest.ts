@@ -5,19 +5,10 @@
  * candidate at all (a link would make the evaluated files something other than the stored ones).
  */
 import { createHash } from "node:crypto";
-import { readdirSync, type Stats } from "node:fs";
+import { readdirSync } from "node:fs";
 import { join } from "node:path";
 import { EvolveError } from "../errors.ts";
-import { lstatOrNone, newBudget, readPlainFile } from "../evolve/tree.ts";
-
-/** What a special entry is, in a tamper reason's words. */
-function kindOf(st: Stats): string {
-  if (st.isSymbolicLink()) return "a symbolic link";
-  if (st.isFIFO()) return "a FIFO";
-  if (st.isSocket()) return "a socket";
-  if (st.isCharacterDevice() || st.isBlockDevice()) return "a device";
-  return "not a plain file";
-}
+import { kindOf, lstatOrNone, newBudget, readPlainFile } from "../evolve/tree.ts";
 
 /** The tree can no longer be digested as a candidate (a link or special file in it, or it is gone). */
 function notATree(path: string, what: string): EvolveError {

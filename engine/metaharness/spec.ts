@@ -5,11 +5,13 @@
  * candidate safe to copy and usable by the agent. Problems are one line each, `<path>: <what>`, and their wording is
  * stable (tests pin it; a proposer reads it).
  */
-import { closeSync, constants, fstatSync, lstatSync, openSync, readdirSync, readSync, type Stats } from "node:fs";
+import { closeSync, constants, fstatSync, lstatSync, openSync, readdirSync, type Stats } from "node:fs";
 import { join } from "node:path";
+import { readOpenFile } from "../regular-file.ts";
 import { MAX_AGENT_BYTES, MAX_AGENT_FILES } from "../conductor/layout.ts";
 import { EvolveError } from "../errors.ts";
 import { ADAPTER_MD, HERMIT_DIR } from "./layout.ts";
+import { kindOf } from "../evolve/tree.ts";
 
 /** The rules check_spec applies, as the proposer's guide (EVOLVER.md) states them. */
 export const SPEC_RULES = [
@@ -37,15 +39,6 @@ export interface SpecOptions {
 
 const READ_FLAGS = constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK;
 
-/** What a non-plain entry is, in a problem's words. */
-function kindOf(st: Stats): string {
-  if (st.isSymbolicLink()) return "a symbolic link";
-  if (st.isFIFO()) return "a FIFO";
-  if (st.isSocket()) return "a socket";
-  if (st.isCharacterDevice() || st.isBlockDevice()) return "a device";
-  return "not a plain file or directory";
-}
-
 /** A name a person can read and a shell prints as it is: no C0/C1 control characters, and nothing lost in decoding. */
 function printable(name: string): boolean {
   return !/[\u0000-\u001f\u007f-\u009f\ufffd]/.test(name);
@@ -67,14 +60,7 @@ function readPlain(path: string): Buffer | undefined {
   try {
     const st = fstatSync(fd);
     if (!st.isFile()) return undefined;
-    const data = Buffer.alloc(st.size);
-    let off = 0;
-    while (off < st.size) {
-      const n = readSync(fd, data, off, st.size - off, off);
-      if (n === 0) break;
-      off += n;
-    }
-    return data.subarray(0, off);
+    return readOpenFile(fd, st.size);
   } finally {
     closeSync(fd);
   }
@@ -105,7 +91,7 @@ function readHermit(dir: string): Map<string, Buffer> | string {
         const data = readPlain(p);
         if (!data) return `${r}: not a plain file`;
         out.set(r, data);
-      } else return `${r}: is ${kindOf(st)}`;
+      } else return `${r}: is ${kindOf(st, "not a plain file or directory")}`;
       if (out.size > MAX_AGENT_FILES) return `more than ${MAX_AGENT_FILES} files`;
     }
     return undefined;
@@ -157,7 +143,7 @@ export function checkSpec(dir: string, opts: SpecOptions = {}): SpecResult {
           problems.push(`more than ${MAX_AGENT_FILES} files`);
           over = true;
         }
-      } else problems.push(`${shown(r)}: is ${kindOf(st)}`);
+      } else problems.push(`${shown(r)}: is ${kindOf(st, "not a plain file or directory")}`);
     }
   };
   walk(dir, "");
