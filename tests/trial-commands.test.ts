@@ -222,6 +222,33 @@ describe.skipIf(!hasPodman)("a finished trial (needs podman)", () => {
     expect(evolve(["trial", "show", r.trial_id]).stdout).toMatch(new RegExp(`^ {2}regrade of {2}${okTrial}$`, "m"));
   });
 
+  it("a regrade's verifier runs in a box like the original's: the same pids cap, user namespace and network", () => {
+    // regrade is a plan of the trial runner, so its box is made by the runner's one rule; the copy it replaced made
+    // its own box, which had no pids cap, no user namespace and the engine's default network
+    const task = join(work, "box-facts");
+    cpSync(join(FIXTURES, "oracle-ok"), task, { recursive: true });
+    writeFileSync(join(task, "task.toml"), readFileSync(join(task, "task.toml"), "utf8").replace('name = "evolve-trials/oracle-ok"', 'name = "evolve-trials/box-facts"'));
+    writeFileSync(
+      join(task, "tests", "test.sh"),
+      [
+        "#!/bin/bash",
+        // cgroup v2, else v1's pids controller
+        'echo "pids $(cat /sys/fs/cgroup/pids.max 2>/dev/null || cat /sys/fs/cgroup/pids/pids.max 2>/dev/null || echo none)"',
+        'echo "uid_map $(tr -s " " < /proc/self/uid_map)"',
+        'while read -r _ dest gw _; do [ "$dest" = 00000000 ] && echo "gateway $gw"; done < /proc/net/route',
+        "echo 1 > /logs/verifier/reward.txt",
+        "",
+      ].join("\n"),
+    );
+    const orig = runFixture(task);
+    const r = json(["trial", "regrade", orig]);
+    expect(r).toMatchObject({ regrade_of: orig, status: "SCORED", reward: 1 });
+    const facts = (id: string) => readFileSync(join(home, "trials", id, "verifier", "test-stdout.txt"), "utf8");
+    expect(facts(orig)).toMatch(/^pids \d+$/m);
+    expect(facts(orig)).toMatch(/^gateway [0-9A-F]{8}$/m);
+    expect(facts(r.trial_id)).toBe(facts(orig));
+  });
+
   it("regrades a separate-verifier trial from its artifacts", () => {
     const id = runFixture(join(FIXTURES, "separate-verifier"));
     expect(json(["trial", "regrade", id])).toMatchObject({ status: "SCORED", reward: 1 });

@@ -2,9 +2,10 @@
  * A trial's lifecycle, and its job's: the one module that decides which status a trial or a job is in next, and
  * what each status means. Trials go QUEUED → RUNNING → SCORING (→ RUNNING for a task's next step) → settled; a
  * stop from outside, an interruption of the runner, a budget, a model never reached, a tree that could not be
- * written and a runner that could not even record its failure each settle here, the same way for a full run and a
- * regrade. Which statuses are live, settled, resumable or say something of the harness is {@link STATUS_CLASSES},
- * typed and checked with `satisfies` as EXCEPTIONS (outcome.ts) is for exception types.
+ * written and a runner that could not even record its failure each settle here. There is one runner (run.ts): a
+ * full trial and a regrade are two plans it walks (plan.ts), so both settle through the same calls. Which statuses
+ * are live, settled, resumable or say something of the harness is {@link STATUS_CLASSES}, typed and checked with
+ * `satisfies` as EXCEPTIONS (outcome.ts) is for exception types.
  *
  * Nothing else writes a status: a record change that moves a status is a {@link TrialTransition}, which only this
  * module makes, and tests/lifecycle.test.ts fails on a status written anywhere else.

@@ -1,7 +1,7 @@
 /**
- * What every kind of trial run (a full trial in run.ts, a verifier-only regrade in regrade.ts) does the same way:
- * keep its store record current, time its phases, write its system log and shape its exceptions, with the
- * attached secrets redacted from every line and message.
+ * The record-keeping half of the trial runner (run.ts), the same for every plan it walks (a full trial, a
+ * verifier-only regrade: plan.ts): keep the store record current, time the phases, write the system log and shape
+ * exceptions, with the attached secrets redacted from every line and message.
  */
 import { appendFileSync, existsSync } from "node:fs";
 import { trialDir, type TrialRecord } from "../store/index.ts";
@@ -112,7 +112,7 @@ export abstract class TrialRecorder {
    * Runs one phase: refuses to start after a cancel, records the phase as the trial's `attempt_phase` with its
    * times (a phase run again, as each step's agent and verify are, keeps its first start), and tells listeners.
    */
-  protected async phase<T>(p: Phase, fn: () => Promise<T>): Promise<T> {
+  async phase<T>(p: Phase, fn: () => Promise<T>): Promise<T> {
     this.checkCancelled();
     const span: TimeSpan = this.timings[p] ?? { started_at: now() };
     delete span.finished_at;

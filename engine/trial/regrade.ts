@@ -1,36 +1,36 @@
 /**
  * `evolve trial regrade`: the verifier of a settled trial runs again, as a new trial, on what the original run left.
- * No agent runs. A fresh box boots from the task image (or the separate verifier's image), gets the original's kept
- * files back, and the task's tests score it exactly as a normal verify phase would:
+ * No agent runs. A regrade is a plan (plan.ts) walked by the trial runner (run.ts), prepare → build → boot → verify:
+ * a fresh box boots from the task image (or the separate verifier's image), gets the original's kept files back, and
+ * the task's tests score it exactly as a normal verify phase would:
  *
  * - shared mode: the kept tree of changes.ts is laid back over the image (added and modified files with their mode
  *   and owner, deleted paths removed), which rebuilds the file system the original verifier saw;
  * - separate mode: the original's collected artifacts are copied into the new trial and put back at their source
  *   paths, which is all a separate verifier ever sees.
  *
+ * Only those phases are this file's: the fresh attempt, the box (its networks, caps and user namespace), stops and
+ * interrupts, the verdict of a failure and persist are the runner's, the same as a full trial's.
  * What cannot be regraded faithfully is refused before any job is made ({@link regradeRefusal}).
  */
 import { existsSync } from "node:fs";
-import { cp, mkdir, readFile } from "node:fs/promises";
+import { cp, readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { parse as parseToml } from "smol-toml";
 import { endBlocks, entryBlocks } from "../driver/tar.ts";
-import type { Engine } from "../driver/types.ts";
 import { EvolveError } from "../errors.ts";
 import { trialDir, type TrialRecord } from "../store/index.ts";
-import { baselineNetwork, DEFAULT_VERIFIER_TIMEOUT_SEC, parseTaskToml, verifierMode, type TaskConfig } from "../task/model.ts";
+import { DEFAULT_VERIFIER_TIMEOUT_SEC, parseTaskToml, verifierMode } from "../task/model.ts";
 import { isJudgeTask } from "../task/rules-env.ts";
-import { awaitHealthy, boxSpec, ensureEnvImage, requireImage } from "./box.ts";
-import { keepChangedFiles, readKeptFile, readManifest, type KeptManifest } from "./changes.ts";
-import { resolveAgentEnv, resolveVerifierEnv } from "./env.ts";
-import { CancelledFailure, TrialFailure, type ExceptionType } from "./outcome.ts";
-import { isSettledStatus, isStopped, thrownVerdict, toRunning, toScoring, verifiedVerdict, type Verdict } from "./lifecycle.ts";
-import { artifactSources, BOX, BOX_ROOT, restoreArtifactCommand, trialPaths } from "./layout.ts";
+import { awaitHealthy, ensureEnvImage, requireImage, requireRunning } from "./box.ts";
+import { readKeptFile, readManifest, type KeptManifest } from "./changes.ts";
+import { resolveVerifierEnv } from "./env.ts";
+import { TrialFailure } from "./outcome.ts";
+import { isSettledStatus, toScoring, verifiedVerdict } from "./lifecycle.ts";
+import { artifactSources, BOX_ROOT, restoreArtifactCommand } from "./layout.ts";
 import { boxPutTar } from "./inspect.ts";
-import { writeJson, writeResult, type ExceptionRecord, type TrialConfigFile } from "./result.ts";
-import type { RewardMap } from "./reward.ts";
-import { now, TrialRecorder } from "./recorder.ts";
-import type { TrialDeps, TrialRequest } from "./types.ts";
+import { regradeConfigFile, type TrialPlan } from "./plan.ts";
+import type { TrialRoom } from "./phases/room.ts";
 import { buildVerifierImage } from "./phases/verify.ts";
 
 
@@ -96,230 +96,159 @@ export async function regradeVerifier(taskDir: string): Promise<RegradeVerifier>
   return { script: "tests/test.sh", tests_dir: join(taskDir, "tests"), mode: verifierMode(cfg.verifier) };
 }
 
-/** Runs the verifier-only trial `req.trialId`, re-scoring trial `origId`; settles and returns its record. */
-export async function runRegrade(req: TrialRequest, deps: TrialDeps, origId: string): Promise<TrialRecord> {
-  return new Regrade(req, deps, origId).run();
+/**
+ * The plan of a regrade re-scoring trial `origId`: no agent; prepare checks the original can still be regraded and
+ * brings its artifacts over, build finds the image the original's verifier ran on, boot starts a box from it and
+ * lays the original's kept files (or artifacts) back, and verify scores it. One plan per attempt: it holds the box.
+ */
+export function regradePlan(origId: string): TrialPlan<TrialRoom> {
+  let box = "";
+  const separate = (room: TrialRoom) => verifierMode(room.cfg.verifier) === "separate";
+  return {
+    kind: "regrade",
+    record: { regrade_of: origId },
+    // a regrade's record starts afresh whatever an earlier attempt of it left
+    afresh: true,
+    prepare: (room) => prepareRegrade(room, origId),
+    phases: [
+      { phase: "build", run: (room) => buildRegradeImage(room, separate(room)) },
+      {
+        phase: "boot",
+        run: async (room) => {
+          box = await bootRegradeBox(room, separate(room));
+          if (separate(room)) await restoreArtifacts(room, box);
+          else await restoreKept(room, box, origId);
+        },
+      },
+    ],
+    score: async (room) => {
+      room.update(toScoring());
+      const v = await room.phase("verify", () => verifyRegrade(room, box));
+      return { verdict: "exception" in v ? verifiedVerdict(null, v.exception) : verifiedVerdict(v.rewards, null), steps: null };
+    },
+  };
 }
 
-class Regrade extends TrialRecorder {
-  private readonly engine: Engine;
-  private cfg!: TaskConfig;
-  private config!: TrialConfigFile & { regrade_of: string };
-  private box = "";
-  private image = "";
-  private literals: Record<string, string> = {};
+/** prepare: the original is still there and regradable, config.json says what is re-scored, its artifacts come over. */
+async function prepareRegrade(room: TrialRoom, origId: string): Promise<void> {
+  const { req } = room;
+  const orig = room.deps.store.getTrial(origId);
+  if (!orig) throw new TrialFailure("RegradeSourceMissingError", `the trial to regrade, ${origId}, is not in the store`);
+  const refusal = await regradeRefusal(req.home, orig, req.task.dir);
+  if (refusal) throw new TrialFailure("RegradeRefusedError", `${refusal.code}: ${refusal.message}`);
+  await room.readTask();
+  await room.writeConfig(regradeConfigFile(req, room.cfg, origId));
+  const separate = verifierMode(room.cfg.verifier) === "separate";
+  const origArtifacts = join(trialDir(req.home, origId), "artifacts");
+  if (separate && existsSync(origArtifacts)) await cp(origArtifacts, join(room.path, "artifacts"), { recursive: true });
+  room.log(`regrade of trial ${origId}: only the verifier runs, on the original's ${separate ? "artifacts" : "kept files"}`);
+}
 
-  constructor(
-    req: TrialRequest,
-    deps: TrialDeps,
-    private readonly origId: string,
-  ) {
-    // a regrade's record starts afresh whatever an earlier attempt of it left
-    super(req, deps, { regrade_of: origId }, true);
-    this.engine = deps.engine;
+/** build: the image the original's verifier ran on (a separate verifier's own tests/Dockerfile when the task has one). */
+async function buildRegradeImage(room: TrialRoom, separate: boolean): Promise<void> {
+  const { engine, req } = room;
+  const env = room.cfg.environment;
+  const log = (line: string) => room.buildLog(line);
+  if (env.docker_image) {
+    await requireImage(engine, env.docker_image);
+    room.image = env.docker_image;
+    return;
   }
+  const verifierImage = separate ? await buildVerifierImage(engine, req, room.cfg, { force: false, log }) : undefined;
+  room.image =
+    verifierImage ??
+    (
+      await ensureEnvImage(engine, {
+        taskDigest: req.task.digest, taskDir: req.task.dir, home: req.home, job: req.jobId, timeoutMs: env.build_timeout_sec * 1000, log,
+        context: join(req.task.dir, "environment"), force: !!req.forceBuild,
+      })
+    ).tag;
+}
 
-  async run(): Promise<TrialRecord> {
-    const onAbort = () => {
-      if (this.box) void this.engine.remove(this.box).catch(() => {});
-    };
-    this.deps.signal?.addEventListener("abort", onAbort);
-    let verdict: Verdict;
-    try {
-      this.update(toRunning());
-      await this.phase("prepare", () => this.prepare());
-      await this.phase("build", () => this.build());
-      await this.phase("boot", () => this.boot());
-      this.update(toScoring());
-      const { rewards, exception } = await this.phase("verify", () => this.verify());
-      verdict = verifiedVerdict(rewards, exception);
-    } catch (e) {
-      // the same rules as a full run's (lifecycle.ts): a full disk is DiskFullError, a stop CANCELLED or INTERRUPTED
-      verdict = thrownVerdict(e, (t: ExceptionType, m: string, tb?: string) => this.exc(t, m, tb), this.deps.signal);
-      this.log(`regrade failed: ${verdict.exception!.type}: ${verdict.exception!.message.split("\n")[0]}`);
-    } finally {
-      this.deps.signal?.removeEventListener("abort", onAbort);
-    }
-    return this.persist(verdict);
-  }
-
-  private async prepare(): Promise<void> {
-    for (const d of ["verifier", "artifacts"]) await mkdir(join(this.path, d), { recursive: true });
-    const orig = this.deps.store.getTrial(this.origId);
-    if (!orig) throw new TrialFailure("RegradeSourceMissingError", `the trial to regrade, ${this.origId}, is not in the store`);
-    const refusal = await regradeRefusal(this.req.home, orig, this.req.task.dir);
-    if (refusal) throw new TrialFailure("RegradeRefusedError", `${refusal.code}: ${refusal.message}`);
-    this.cfg = parseTaskToml(await readFile(join(this.req.task.dir, "task.toml"), "utf8"));
-    this.literals = resolveAgentEnv(this.cfg.environment.env, {}).literals;
-    const m = this.req.timeoutMultiplier || 1;
-    this.config = {
-      trial_name: this.req.trialId,
-      job_id: this.req.jobId,
-      task: { path: this.req.task.dir, name: this.req.task.name, digest: this.req.task.digest, source: this.req.task.source ?? null },
-      agent: { name: this.req.agent.name, model_name: this.req.agent.model ?? null },
-      timeout_multiplier: m,
-      timeouts: { agent_sec: 0, verifier_sec: (this.cfg.verifier.timeout_sec ?? DEFAULT_VERIFIER_TIMEOUT_SEC) * m, build_sec: this.cfg.environment.build_timeout_sec },
-      environment: {
-        force_build: !!this.req.forceBuild,
-        network_mode: baselineNetwork(this.cfg.environment),
-        verifier_mode: verifierMode(this.cfg.verifier),
-        cpus: this.cfg.environment.cpus ?? null,
-        memory_mb: this.cfg.environment.memory_mb ?? null,
-        storage_mb: this.cfg.environment.storage_mb ?? null,
-        gpus: this.cfg.environment.gpus ?? null,
-      },
-      secret_names: Object.keys(this.req.secrets).sort(),
-      attempt: this.req.attempt ?? 1,
-      regrade_of: this.origId,
-    };
-    await writeJson(trialPaths(this.path).config, this.config);
-    const origArtifacts = join(trialDir(this.req.home, this.origId), "artifacts");
-    if (this.separate() && existsSync(origArtifacts)) await cp(origArtifacts, join(this.path, "artifacts"), { recursive: true });
-    this.log(`regrade of trial ${this.origId}: only the verifier runs, on the original's ${this.separate() ? "artifacts" : "kept files"}`);
-  }
-
-  private separate(): boolean {
-    return verifierMode(this.cfg.verifier) === "separate";
-  }
-
-  private async build(): Promise<void> {
-    const env = this.cfg.environment;
-    const buildLog = (line: string) => this.buildLog(line);
-    const image = { taskDigest: this.req.task.digest, taskDir: this.req.task.dir, home: this.req.home, job: this.req.jobId, timeoutMs: env.build_timeout_sec * 1000, log: buildLog };
-    if (env.docker_image) {
-      await requireImage(this.engine, env.docker_image);
-      this.image = env.docker_image;
-      return;
-    }
-    // a separate verifier runs in its own image (tests/Dockerfile) when the task has one, as the original's did
-    const verifierImage = this.separate() ? await buildVerifierImage(this.engine, this.req, this.cfg, { force: false, log: buildLog }) : undefined;
-    if (verifierImage) {
-      this.image = verifierImage;
-    } else {
-      this.image = (await ensureEnvImage(this.engine, { ...image, context: join(this.req.task.dir, "environment"), force: !!this.req.forceBuild })).tag;
+/**
+ * boot: the verifier's box, started by the runner as any box of a trial (its network policy, caps and user
+ * namespace). A shared verifier's box stands in for the agent's: the runner keeps its changes at persist.
+ */
+async function bootRegradeBox(room: TrialRoom, separate: boolean): Promise<string> {
+  const { cfg, engine } = room;
+  const venv = separate ? (cfg.verifier.environment ?? cfg.environment) : cfg.environment;
+  const policy = separate ? (room.policies.separateVerifier ?? room.policies.baseline) : room.policies.baseline;
+  if (policy.mode === "allowlist") throw new TrialFailure("NetworkPolicyUnsupportedError", "regrading a task whose verifier uses network_mode = \"allowlist\" is not supported yet");
+  const box = await room.startBox(room.image, policy, venv, "verifier");
+  if (!separate) {
+    room.agentBox = box;
+    if (cfg.environment.healthcheck) {
+      const hc = cfg.environment.healthcheck;
+      await room.guard(box, () => awaitHealthy(engine, box, hc, () => !!room.deps.signal?.aborted));
+      room.checkCancelled();
     }
   }
+  const state = await requireRunning(engine, box, "before the verifier started");
+  room.workdir = cfg.environment.workdir || state.workdir || "/";
+  return box;
+}
 
-  private async boot(): Promise<void> {
-    const cfg = this.cfg;
-    const venv = this.separate() ? (cfg.verifier.environment ?? cfg.environment) : cfg.environment;
-    let mode = baselineNetwork(venv);
-    if (this.separate() && cfg.verifier.network_mode) mode = cfg.verifier.network_mode;
-    if (mode === "allowlist") throw new TrialFailure("NetworkPolicyUnsupportedError", "regrading a task whose verifier uses network_mode = \"allowlist\" is not supported yet");
-    const spec = boxSpec({ image: this.image, trialId: this.req.trialId, jobId: this.req.jobId, trialPath: this.path, network: mode === "no-network" ? "none" : "default", env: venv, literals: this.literals, role: "verifier", home: this.req.home });
-    // a verifier-only box has no agent stream to mount
-    spec.mounts = spec.mounts?.filter((m) => m.container !== BOX.agentLogs);
-    try {
-      this.box = await this.engine.create(spec);
-      if (this.deps.signal?.aborted) throw new CancelledFailure();
-      await this.engine.start(this.box);
-    } catch (e) {
-      if (e instanceof CancelledFailure) throw e;
-      throw new TrialFailure("EnvironmentStartError", `cannot start a box from ${this.image}: ${(e as Error).message}`);
+/** Lays the original's kept tree over the fresh box: files and folders with mode and owner, deletions redone. */
+async function restoreKept(room: TrialRoom, box: string, origId: string): Promise<void> {
+  const origPath = trialDir(room.req.home, origId);
+  const m = (await readManifest(origPath)) as KeptManifest;
+  const blocks: Buffer[] = [];
+  const owners: string[] = [];
+  const deleted: string[] = [];
+  let n = 0;
+  for (const e of m.files) {
+    if (e.kind === "deleted") {
+      deleted.push(e.path);
+      continue;
     }
-    this.log(`verifier box ${this.box.slice(0, 12)} started from ${this.image}`);
-    if (!this.separate() && cfg.environment.healthcheck) {
-      await awaitHealthy(this.engine, this.box, cfg.environment.healthcheck, () => !!this.deps.signal?.aborted);
-    }
-    if (this.separate()) await this.restoreArtifacts();
-    else await this.restoreKept();
+    if (e.kind === "modified" && e.type === "dir") continue;
+    const mode = parseInt(e.mode ?? "0644", 8);
+    const name = e.path.replace(/^\/+/, "");
+    if (e.type === "dir") blocks.push(...entryBlocks({ name, type: "dir", mode }));
+    else if (e.type === "symlink") blocks.push(...entryBlocks({ name, type: "symlink", mode: 0o777, linkname: e.target ?? "" }));
+    else if (e.type === "file") blocks.push(...entryBlocks({ name, type: "file", mode, data: await keptBytes(origPath, e.path) }));
+    else continue;
+    n++;
+    if ((e.uid ?? 0) !== 0 || (e.gid ?? 0) !== 0) owners.push(`${e.uid ?? 0}:${e.gid ?? 0}`, e.path);
   }
+  if (deleted.length) await asRoot(room, box, ["sh", "-c", 'rm -rf -- "$@"', "sh", ...deleted], "removing paths the run deleted");
+  if (blocks.length) await room.guard(box, () => boxPutTar(room.engine, box, "/", Buffer.concat([...blocks, endBlocks()])));
+  if (owners.length) await asRoot(room, box, ["sh", "-c", 'while [ $# -gt 1 ]; do chown -h "$1" "$2" || exit 1; shift 2; done', "sh", ...owners], "restoring owners");
+  room.log(`restored ${n} kept path(s) and ${deleted.length} deletion(s) from trial ${origId}`);
+}
 
-  /** Lays the original's kept tree over the fresh box: files and folders with mode and owner, deletions redone. */
-  private async restoreKept(): Promise<void> {
-    const origPath = trialDir(this.req.home, this.origId);
-    const m = (await readManifest(origPath)) as KeptManifest;
-    const blocks: Buffer[] = [];
-    const owners: string[] = [];
-    const deleted: string[] = [];
-    let n = 0;
-    for (const e of m.files) {
-      if (e.kind === "deleted") {
-        deleted.push(e.path);
-        continue;
-      }
-      if (e.kind === "modified" && e.type === "dir") continue;
-      const mode = parseInt(e.mode ?? "0644", 8);
-      const name = e.path.replace(/^\/+/, "");
-      if (e.type === "dir") blocks.push(...entryBlocks({ name, type: "dir", mode }));
-      else if (e.type === "symlink") blocks.push(...entryBlocks({ name, type: "symlink", mode: 0o777, linkname: e.target ?? "" }));
-      else if (e.type === "file") blocks.push(...entryBlocks({ name, type: "file", mode, data: await this.keptBytes(origPath, e.path) }));
-      else continue;
-      n++;
-      if ((e.uid ?? 0) !== 0 || (e.gid ?? 0) !== 0) owners.push(`${e.uid ?? 0}:${e.gid ?? 0}`, e.path);
-    }
-    if (deleted.length) await this.root(["sh", "-c", 'rm -rf -- "$@"', "sh", ...deleted], "removing paths the run deleted");
-    if (blocks.length) await boxPutTar(this.engine, this.box, "/", Buffer.concat([...blocks, endBlocks()]));
-    if (owners.length) await this.root(["sh", "-c", 'while [ $# -gt 1 ]; do chown -h "$1" "$2" || exit 1; shift 2; done', "sh", ...owners], "restoring owners");
-    this.log(`restored ${n} kept path(s) and ${deleted.length} deletion(s) from trial ${this.origId}`);
+/** A kept file of the original, read the one way kept files are (no link followed, bounded); a tampered one refuses the regrade. */
+async function keptBytes(origPath: string, path: string): Promise<Buffer> {
+  try {
+    return await readKeptFile(origPath, path);
+  } catch (e) {
+    throw new TrialFailure("RegradeRestoreError", (e as Error).message);
   }
+}
 
-  /** A kept file of the original, read the one way kept files are (no link followed, bounded); a tampered one refuses the regrade. */
-  private async keptBytes(origPath: string, path: string): Promise<Buffer> {
-    try {
-      return await readKeptFile(origPath, path);
-    } catch (e) {
-      throw new TrialFailure("RegradeRestoreError", (e as Error).message);
-    }
-  }
+/** Puts each listed artifact back at its source path, as the original's separate verifier box had it. */
+async function restoreArtifacts(room: TrialRoom, box: string): Promise<void> {
+  for (const s of artifactSources(room.cfg.artifacts)) await asRoot(room, box, ["sh", "-c", restoreArtifactCommand(s)], `restoring artifact ${s}`);
+}
 
-  /** Puts each listed artifact back at its source path, as the original's separate verifier box had it. */
-  private async restoreArtifacts(): Promise<void> {
-    for (const s of artifactSources(this.cfg.artifacts)) await this.root(["sh", "-c", restoreArtifactCommand(s)], `restoring artifact ${s}`);
-  }
+/** verify: the stored task's tests score the box through the one verifier path every run shares (recorder.ts). */
+async function verifyRegrade(room: TrialRoom, box: string) {
+  const { cfg, req } = room;
+  // judge tasks are refused before a regrade starts (regradeRefusal), so no judge credential is ever asked for here
+  const { env } = resolveVerifierEnv(cfg.verifier.env);
+  return room.runVerifier(box, {
+    guard: (fn) => room.guard(box, fn),
+    testsDirs: [join(req.task.dir, "tests")],
+    workdir: room.workdir,
+    env: { ...room.literals, ...env },
+    timeoutSec: (cfg.verifier.timeout_sec ?? DEFAULT_VERIFIER_TIMEOUT_SEC) * (req.timeoutMultiplier || 1),
+  });
+}
 
-  private async verify(): Promise<{ rewards: RewardMap | null; exception: ExceptionRecord | null }> {
-    const cfg = this.cfg;
-    const wd = cfg.environment.workdir || (await this.root(["pwd"], "reading the working directory")).stdout.trim() || "/";
-    // judge tasks are refused before a regrade starts (refusal above), so no judge credential is ever asked for here
-    const { env } = resolveVerifierEnv(cfg.verifier.env);
-    const v = await this.runVerifier(this.box, {
-      testsDirs: [join(this.req.task.dir, "tests")],
-      workdir: wd,
-      env: { ...this.literals, ...env },
-      timeoutSec: (cfg.verifier.timeout_sec ?? DEFAULT_VERIFIER_TIMEOUT_SEC) * (this.req.timeoutMultiplier || 1),
-    });
-    return "exception" in v ? { rewards: null, exception: v.exception } : { rewards: v.rewards, exception: null };
-  }
-
-  private async persist(verdict: Verdict): Promise<TrialRecord> {
-    const { status, rewards, exception } = verdict;
-    const span = this.beginPersist();
-    if (this.box && !isStopped(status) && this.cfg && !this.separate()) {
-      await keepChangedFiles(this.engine, this.box, this.path, (l) => this.log(l));
-    }
-    let boxesGone = true;
-    if (this.box) {
-      await this.engine.remove(this.box).catch((e: unknown) => {
-        boxesGone = false;
-        this.log(`could not remove box ${this.box.slice(0, 12)}: ${(e as Error).message}; \`evolve gc\` will`);
-      });
-    }
-    const finished = now();
-    return this.finishPersist(span, verdict, {
-      boxesGone,
-      finishedAt: finished,
-      write: (reward) =>
-        writeResult(
-          this.path,
-          this.outcome({
-            config: this.config ?? ({ trial_name: this.req.trialId, job_id: this.req.jobId, regrade_of: this.origId } as unknown as TrialConfigFile),
-            status,
-            rewards,
-            reward,
-            exception,
-            finishedAt: finished,
-            stepResults: null,
-          }),
-        ),
-    });
-  }
-
-  private async root(cmd: string[], what: string) {
-    const r = await this.engine.exec(this.box, cmd, { user: BOX_ROOT, timeoutMs: 120_000 });
-    if (this.deps.signal?.aborted) throw new CancelledFailure();
-    if (r.exitCode !== 0) throw new TrialFailure("RegradeRestoreError", `${what} failed (exit ${r.exitCode}): ${(r.stderr || r.stdout).trim().slice(-500)}`);
-    return r;
-  }
-
+/** Runs `cmd` as the box's root for a restore step; a failure is the regrade's RegradeRestoreError, naming `what`. */
+async function asRoot(room: TrialRoom, box: string, cmd: string[], what: string) {
+  const r = await room.exec(box, cmd, { user: BOX_ROOT, timeoutMs: 120_000 });
+  room.checkCancelled();
+  if (r.exitCode !== 0) throw new TrialFailure("RegradeRestoreError", `${what} failed (exit ${r.exitCode}): ${(r.stderr || r.stdout).trim().slice(-500)}`);
+  return r;
 }

@@ -1,9 +1,10 @@
 /**
- * One trial, start to finish: prepare → build → boot → install → agent → verify → persist (platform-trials.md).
- * Every phase is recorded in the store as it starts and ends; the trial always settles in exactly one status and
- * always leaves its tree (config.json, result.json, exception.txt when failed) under trialDir(home, id).
- * See errors.ts for which failure settles which status. This file keeps the order of the phases and owns the
- * trial's boxes, networks and gateway lease; what build, boot, install, agent and verify do is in phases/.
+ * One trial, start to finish: the runner walks a plan (plan.ts), prepare → build → boot → install → agent → verify
+ * → persist for a full trial (platform-trials.md), prepare → build → boot → verify → persist for a regrade
+ * (regrade.ts). Every phase is recorded in the store as it starts and ends; the trial always settles in exactly one
+ * status and always leaves its tree (config.json, result.json, exception.txt when failed) under trialDir(home, id).
+ * See lifecycle.ts for which failure settles which status. This file walks the plan and owns the trial's boxes,
+ * networks and gateway lease; what build, boot, install, agent and verify do is in phases/.
  */
 import { existsSync, readFileSync } from "node:fs";
 import { chmod, chown, mkdir, readFile, writeFile } from "node:fs/promises";
@@ -37,8 +38,8 @@ import { agentRootProblem, snapshotAgentRoot } from "../conductor/instructions.t
 import { preArtifactsScript, setupScript, testScript, type BoxScripts, type TaskScript } from "./scripts.ts";
 import { writeEvolveJson, writeJson, writeResult, type AgentUsage, type ExceptionRecord, type StepResult, type TrialConfigFile } from "./result.ts";
 import type { RewardMap } from "./reward.ts";
-import { runRegrade } from "./regrade.ts";
-import { stepPlans, trialConfigFile, type StepPlan } from "./plan.ts";
+import { regradePlan } from "./regrade.ts";
+import { stepPlans, trialConfigFile, type Scored, type StepPlan, type TrialPlan } from "./plan.ts";
 import { aggregateStepRewards, passesMinReward } from "./steps.ts";
 import { watchStopRequest } from "./stop.ts";
 import { now, TrialRecorder } from "./recorder.ts";
@@ -68,9 +69,9 @@ export async function runTrial(req: TrialRequest, deps: TrialDeps): Promise<Tria
   const watch = watchStopRequest(deps.store, req.trialId, deps.signal);
   try {
     const d = { ...deps, signal: watch.signal };
+    // a regrade's record names the trial it re-scores (job/actions.ts): the same runner walks its plan instead
     const regradeOf = deps.store.getTrial(req.trialId)?.regrade_of;
-    if (regradeOf) return await runRegrade(req, d, regradeOf);
-    return await new TrialRun(req, d).run();
+    return await new TrialRun(req, d, regradeOf ? regradePlan(regradeOf) : TrialRun.full).run();
   } finally {
     watch.dispose();
   }
@@ -78,10 +79,36 @@ export async function runTrial(req: TrialRequest, deps: TrialDeps): Promise<Tria
 
 
 /**
- * One attempt of a full trial. It keeps the order of the phases and owns the trial's boxes, networks and gateway
- * lease; what each phase does lives in phases/, which sees the attempt through the TrialRoom this class is.
+ * One attempt of a trial: it walks the attempt's plan and owns the trial's boxes, networks and gateway lease; what
+ * each phase does lives in phases/ (and regrade.ts), which sees the attempt through the TrialRoom this class is.
  */
 class TrialRun extends TrialRecorder implements TrialRoom {
+  /** A full trial: the agent's box built, booted and installed, then each step's agent and verifier. */
+  static readonly full: TrialPlan<TrialRun> = {
+    kind: "trial",
+    record: {},
+    afresh: false,
+    prepare: (r) => r.prepareAgent(),
+    phases: [
+      { phase: "build", run: buildImage },
+      {
+        phase: "boot",
+        run: async (r) => {
+          await bootAgentBox(r);
+          await r.probeAgentBox();
+        },
+      },
+      {
+        phase: "install",
+        run: async (r) => {
+          await installAgent(r);
+          await r.takeSystemBaseline();
+        },
+      },
+    ],
+    score: (r) => r.runSteps(),
+  };
+
   readonly engine: Engine;
   cfg!: TaskConfig;
   harness!: Harness;
@@ -121,8 +148,12 @@ class TrialRun extends TrialRecorder implements TrialRoom {
   /** Why the agent was stopped for a model the gateway could not serve: the trial settles ModelUnavailableError. */
   private unavailable?: string;
 
-  constructor(req: TrialRequest, deps: TrialDeps) {
-    super(req, deps);
+  constructor(
+    req: TrialRequest,
+    deps: TrialDeps,
+    private readonly plan: TrialPlan<TrialRun>,
+  ) {
+    super(req, deps, plan.record, plan.afresh);
     this.engine = deps.engine;
   }
 
@@ -135,16 +166,8 @@ class TrialRun extends TrialRecorder implements TrialRoom {
     try {
       this.update(toRunning());
       await this.phase("prepare", () => this.prepare());
-      await this.phase("build", () => buildImage(this));
-      await this.phase("boot", async () => {
-        await bootAgentBox(this);
-        await this.probeAgentBox();
-      });
-      await this.phase("install", async () => {
-        await installAgent(this);
-        await this.takeSystemBaseline();
-      });
-      ({ verdict, steps } = await this.runSteps());
+      for (const p of this.plan.phases) await this.phase(p.phase, () => p.run(this));
+      ({ verdict, steps } = await this.plan.score(this));
     } catch (e) {
       // a cancel settles CANCELLED; an interrupted runner (Ctrl-C, SIGTERM) leaves INTERRUPTED for `job resume`
       verdict = thrownVerdict(e, exc, this.deps.signal);
@@ -160,21 +183,57 @@ class TrialRun extends TrialRecorder implements TrialRoom {
 
   // ---- prepare, and the order of each step's phases (the phases themselves are in phases/) -------------------
 
+  /**
+   * The prepare phase of every plan: the attempt starts fresh, the plan settles its own part (reads the task, writes
+   * config.json), and the trial's network is made for the policies the task declares.
+   */
   private async prepare(): Promise<void> {
     await this.freshAttempt();
-    let text: string;
+    await this.plan.prepare(this);
+    const cfg = this.cfg;
+    this.policies = trialPolicies(cfg);
+    this.net = new TrialNetwork(this.engine, {
+      trialId: this.req.trialId,
+      jobId: this.req.jobId,
+      home: this.req.home,
+      policies: this.policies,
+      compose: this.compose !== undefined,
+      extraHosts: this.req.extraHosts,
+      log: (l) => this.log(l),
+      track: (id) => this.boxes.add(id),
+      ...(this.lease ? { gateway: { socketDir: this.lease.socketDir } } : {}),
+    });
+    // refuse before building anything: no GPU appears later in this trial
+    gpuDevices(cfg.environment.gpus);
+    if (cfg.environment.storage_mb !== undefined) {
+      this.log(`warning: storage_mb = ${cfg.environment.storage_mb} is not enforced by this engine; the box gets the engine's default disk`);
+    }
+  }
+
+  /** Reads the task's task.toml into `cfg`, and its literal environment values (every box's exec gets them). */
+  async readTask(): Promise<void> {
     try {
-      text = await readFile(join(this.req.task.dir, "task.toml"), "utf8");
-      this.cfg = parseTaskToml(text);
+      this.cfg = parseTaskToml(await readFile(join(this.req.task.dir, "task.toml"), "utf8"));
     } catch (e) {
       throw new TrialFailure("TaskInvalidError", `cannot read the task at ${this.req.task.dir}: ${(e as Error).message}`);
     }
+    this.literals = resolveAgentEnv(this.cfg.environment.env, {}).literals;
+  }
+
+  /** Writes config.json; result.json repeats it, and evolve.json is written beside it. */
+  async writeConfig(file: TrialConfigFile): Promise<void> {
+    this.configFile = file;
+    await writeJson(trialPaths(this.path).config, file);
+  }
+
+  /** A full trial's part of prepare: the task, the harness, the agent's environment and the gateway lease. */
+  private async prepareAgent(): Promise<void> {
+    await this.readTask();
     const cfg = this.cfg;
     const harness = getHarness(this.req.agent.name);
     if (!harness) throw new TrialFailure("UnknownAgentError", `no agent named ${this.req.agent.name} (known agents: ${harnessNames().join(", ")})`);
     this.harness = harness;
-    this.configFile = this.makeConfig();
-    await writeJson(trialPaths(this.path).config, this.configFile);
+    await this.writeConfig(trialConfigFile(this.req, cfg));
     // what the agent needs of the task (the oracle: a reference solution) is refused before anything is built
     const agentRoot = this.req.agent.root !== undefined ? this.copyAgentRoot(this.req.agent.root) : undefined;
     const prepared = harness.prepare?.(
@@ -197,10 +256,8 @@ class TrialRun extends TrialRecorder implements TrialRoom {
         `secret_not_attached: the task needs ${missing.map((m) => `\${${m}}`).join(", ")}; attach with ${missing.map((m) => `--secret ${m}`).join(" ")}`,
       );
     }
-    this.literals = env.literals;
     this.agentEnv = env.all;
     this.solutionEnv = sol.all;
-    this.policies = trialPolicies(cfg);
     this.compose = ComposeTask.load(this.req.task.dir, this.agentEnv, cfg.environment.env);
     const judgeAsked = this.stepPlans().some((p) => resolveVerifierEnv({ ...cfg.verifier.env, ...p.verifierEnv }).judge.length > 0);
     if (harness.usesModel || judgeAsked) {
@@ -226,22 +283,6 @@ class TrialRun extends TrialRecorder implements TrialRoom {
         this.log(`${why}; stopping the trial`);
         this.killBoxes();
       });
-    }
-    this.net = new TrialNetwork(this.engine, {
-      trialId: this.req.trialId,
-      jobId: this.req.jobId,
-      home: this.req.home,
-      policies: this.policies,
-      compose: this.compose !== undefined,
-      extraHosts: this.req.extraHosts,
-      log: (l) => this.log(l),
-      track: (id) => this.boxes.add(id),
-      ...(this.lease ? { gateway: { socketDir: this.lease.socketDir } } : {}),
-    });
-    // refuse before building anything: no GPU appears later in this trial
-    gpuDevices(cfg.environment.gpus);
-    if (cfg.environment.storage_mb !== undefined) {
-      this.log(`warning: storage_mb = ${cfg.environment.storage_mb} is not enforced by this engine; the box gets the engine's default disk`);
     }
   }
 
@@ -339,7 +380,8 @@ class TrialRun extends TrialRecorder implements TrialRoom {
     }
   }
 
-  private async runSteps(): Promise<{ verdict: Verdict; steps: StepResult[] | null }> {
+  /** A full trial's scoring: each step's agent and verify phases, a step's min_reward gating the next. */
+  private async runSteps(): Promise<Scored> {
     const plans = this.stepPlans();
     const multi = plans[0].name !== null;
     const results: StepResult[] = [];
@@ -612,11 +654,6 @@ class TrialRun extends TrialRecorder implements TrialRoom {
   /** The task's steps, timeouts multiplied. */
   stepPlans(): StepPlan[] {
     return stepPlans(this.cfg, this.req.task.dir, this.req.timeoutMultiplier);
-  }
-
-
-  private makeConfig(): TrialConfigFile {
-    return trialConfigFile(this.req, this.cfg);
   }
 
 

@@ -1,9 +1,9 @@
 /**
  * The one view a phase has of the attempt it runs in (run.ts's TrialRun implements it). A phase module
- * (build, agent, artifacts, verify) is a set of functions over a TrialRoom: it reads the plan and what earlier
- * phases settled, fills in what it settles itself (the image, the agent's box, its workdir), and reaches boxes only
- * through the helpers here, so that a box that died, an abort and the trial's box bookkeeping are handled the one
- * way run.ts handles them. Boxes, networks and the gateway lease stay run.ts's.
+ * (build, agent, artifacts, verify, and a regrade's phases in regrade.ts) is a set of functions over a TrialRoom:
+ * it reads the plan and what earlier phases settled, fills in what it settles itself (the image, the agent's box,
+ * its workdir), and reaches boxes only through the helpers here, so that a box that died, an abort and the trial's
+ * box bookkeeping are handled the one way run.ts handles them. Boxes, networks and the gateway lease stay run.ts's.
  */
 import type { Engine, ExecOptions, ExecResult, IdMapping } from "../../driver/types.ts";
 import type { GatewayLease } from "../../gateway/model-gateway.ts";
@@ -14,11 +14,12 @@ import type { ComposeTask } from "../compose.ts";
 import type { NetPolicy, TrialNetwork, TrialPolicies } from "../network.ts";
 import type { ExceptionType } from "../outcome.ts";
 import type { StepPlan } from "../plan.ts";
+import type { TrialConfigFile } from "../result.ts";
 import type { VerifierRun, VerifierVerdict } from "../recorder.ts";
 import type { ExceptionRecord } from "../result.ts";
 import type { BoxScripts, TaskScript } from "../scripts.ts";
 import type { SystemBaseline } from "../verifier-guard.ts";
-import type { TrialDeps, TrialRequest } from "../types.ts";
+import type { Phase, TrialDeps, TrialRequest } from "../types.ts";
 import type { TrialTransition } from "../lifecycle.ts";
 
 /** What a phase sees of the attempt: the request, what prepare settled, the attempt's boxes, and the helpers. */
@@ -31,6 +32,7 @@ export interface TrialRoom {
   readonly path: string;
 
   // ---- settled by prepare -------------------------------------------------------------------------------------
+  /** The task (readTask). */
   readonly cfg: TaskConfig;
   readonly harness: Harness;
   /** The task's literal (non-secret) environment values: every exec in the agent's box gets them. */
@@ -50,7 +52,10 @@ export interface TrialRoom {
   // ---- filled in as the attempt goes ----------------------------------------------------------------------------
   /** The image the agent's box runs (build). */
   image: string;
-  /** The agent's box (boot); "" once retired before a separate verifier. */
+  /**
+   * The agent's box (boot); "" once retired before a separate verifier. A regrade's shared verifier box stands in
+   * for it: the box the kept files are laid back in, and taken again at persist.
+   */
   agentBox: string;
   /** The agent's working directory in its box (boot). */
   workdir: string | undefined;
@@ -78,6 +83,14 @@ export interface TrialRoom {
   runVerifier(box: string, o: VerifierRun): Promise<VerifierVerdict>;
   /** Passes one line of an image build to listeners and the trial's setup stream (setup.log). */
   buildLog(line: string): void;
+  /** Runs `fn` as phase `p` of the attempt: recorded as it starts and ends, refused once the trial was stopped. */
+  phase<T>(p: Phase, fn: () => Promise<T>): Promise<T>;
+
+  // ---- prepare --------------------------------------------------------------------------------------------------
+  /** Reads the task's task.toml into `cfg` (TaskInvalidError when it cannot), and its literal environment values. */
+  readTask(): Promise<void>;
+  /** Writes config.json (what ran); result.json repeats it. */
+  writeConfig(file: TrialConfigFile): Promise<void>;
 
   // ---- boxes --------------------------------------------------------------------------------------------------------
   /** Creates and starts a box of the trial that mounts its folders, on `policy`'s networking. */

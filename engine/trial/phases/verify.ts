@@ -2,7 +2,7 @@
  * The verify phase of one step: the verifier runs in the agent's box (shared mode) or in a fresh box of its own
  * (separate mode, the agent's box of a single-step task retired first), with the judge's credential when the
  * rubric asks for one, and scores the step through the one verifier path every run shares (recorder.ts
- * runVerifier). buildVerifierImage is shared with the regrade (regrade.ts).
+ * runVerifier). buildVerifierImage is shared with the regrade's build phase (regrade.ts).
  */
 import { existsSync } from "node:fs";
 import { join } from "node:path";
