@@ -7,7 +7,6 @@
  */
 import { lstat, readdir, readFile, rm } from "node:fs/promises";
 import { join, resolve } from "node:path";
-import { pathToFileURL } from "node:url";
 import { EvolveError } from "../errors.ts";
 import { taskBlobDir, type JobRecord, type Store, type TrialRecord } from "../store/index.ts";
 import { isSettledStatus, type TrialStatus } from "../trial/lifecycle.ts";
@@ -200,9 +199,6 @@ export class JobFolderWriter {
     });
   }
 }
-
-/** The file URI of a job folder, for messages. */
-export const folderUri = (dir: string) => pathToFileURL(resolve(dir)).href;
 
 /** Empties `dir` for `--overwrite` (a link at `dir` itself is removed, never followed). */
 export async function clearTarget(dir: string): Promise<void> {
