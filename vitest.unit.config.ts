@@ -33,6 +33,8 @@ export const ENGINE_TESTS = [
   "tests/metaharness-run.test.ts",
   "tests/metaharness-proposer.test.ts",
   "tests/run-cli.test.ts",
+  // evolve run on podman writes a Harbor job folder
+  "tests/results-run.test.ts",
   "tests/run-interrupt.test.ts",
   "tests/trial-agents.test.ts",
   "tests/trial-changes.test.ts",

@@ -136,7 +136,8 @@ export function buildProgram(version: string, setExit: (code: number) => void, a
       .option("-k, --n-attempts <n>", `trials per task (default ${JOB_DEFAULTS.attempts})`, numberFlag("-k", POSITIVE_INT))
       .option("--max-spend-usd <usd>", "cap each trial's agent spend at this many dollars")
       .option("--ve <KEY=VALUE>", "override the LLM judge for this job: REWARDKIT_JUDGE or REWARDKIT_MODEL; repeatable", collect, [])
-      .option("--preflight-call", "before any box starts, make one tiny real call to the model through the gateway (costs money; off by default)"),
+      .option("--preflight-call", "before any box starts, make one tiny real call to the model through the gateway (costs money; off by default)")
+      .option("-o, --jobs-dir <dir>", "write the job as a Harbor job folder under DIR/<job name>/ as its trials settle (default ./jobs; off with [jobs] folder = false)"),
     "stream one JSON line per trial event, then the summary",
   )
     .addHelpText(
@@ -213,6 +214,24 @@ export function buildProgram(version: string, setExit: (code: number) => void, a
     .option("--json", "stream JSON lines, then the new job's summary")
     .addHelpText("after", examples(["evolve job retry 01JB...", "evolve job retry 01JB... --status INFRASTRUCTURE_ERROR --status BUDGET"]))
     .action(async (id: string, opts) => setExit(await (await import("./run.ts")).jobRetryCommand(id, opts)));
+  job
+    .command("download")
+    .description("save a job with every trial's tree (lock.json, trial.log, verifier/, steps/, the home byte for byte, artifacts/) as a Harbor job folder: one .tar.gz, or a folder under DIR")
+    .argument("<id>", "job id (or a unique start of it), or the job's --job-name (the newest job with it)")
+    .requiredOption("-o, --output <file.tar.gz|dir>", "a .tar.gz (or .tgz) file, else a folder the job's folder is written under")
+    .option("--overwrite", "replace an existing file or job folder (refused otherwise)")
+    .option("--json", "print {job_id, path}")
+    .addHelpText("after", examples(["evolve job download 01JB... -o job.tar.gz", "evolve job download smoke -o downloads/"]))
+    .action(async (id: string, opts) => setExit(await (await import("./results.ts")).jobDownloadCommand(id, opts)));
+  job
+    .command("export")
+    .description("(re)build a job's Harbor job folder from the store: <jobs dir>/<job name>/ with config.json, result.json and one folder per trial")
+    .argument("<id>", "job id (or a unique start of it), or the job's --job-name (the newest job with it)")
+    .option("-o, --output <dir>", "the jobs dir to write under (default ./jobs)")
+    .option("--overwrite", "replace a folder of that name that is not this job's (refused otherwise)")
+    .option("--json", "print {job_id, path}")
+    .addHelpText("after", examples(["evolve job export 01JB...", "evolve job export smoke -o /data/jobs"]))
+    .action(async (id: string, opts) => setExit(await (await import("./results.ts")).jobExportCommand(id, opts)));
   job
     .command("cancel")
     .description("cancel a job: queued trials settle CANCELLED, running ones are stopped")

@@ -18,6 +18,7 @@ import { createJobRetry, retryPicks } from "../engine/job/actions.ts";
 import { primaryReward, summarizeJob } from "../engine/job/summary.ts";
 import { openStore, taskBlobDir, trialDir, type JobRecord, type Store, type TrialRecord } from "../engine/store/index.ts";
 import { driveJob as runRecordedJob } from "../engine/job/drive.ts";
+import { DEFAULT_JOBS_DIR, JobFolderWriter } from "../engine/results/job-folder.ts";
 import { Interruption, isInterruption } from "../engine/trial/outcome.ts";
 import { runsOnResume, TRIAL_STATUSES, type TrialStatus } from "../engine/trial/lifecycle.ts";
 import { deferBrokenPipe, isBrokenPipe, isTTY } from "../engine/runtime.ts";
@@ -61,6 +62,8 @@ export interface RunOptions {
   task?: string;
   /** `--preflight-call`: one tiny real call through the gateway before any box starts (costs money; off by default). */
   preflightCall?: boolean;
+  /** `run` only: `-o/--jobs-dir`, where the job's Harbor job folder goes (default ./jobs). */
+  jobsDir?: string;
 }
 
 /**
@@ -219,7 +222,18 @@ async function startJob(given: RunOptions, agentName: string, kind: JobKind, str
       out(style.dim(`trial folders: ${trialDir(config.home, "<trial id>")}/  (evolve trial show <trial id>)`));
     }
     const view = progress(total, taskNames(store.listTrials(job.id)), opts.json === true, streamJson);
-    const trials = await driveJob({ store, engine, home: config.home, jobId: job.id, secrets, onEvent: view.onEvent, warn: view.warn }).finally(() => view.end());
+    // the Harbor job folder, kept as trials settle (engine/results); `run` only, and `[jobs] folder = false` turns it off
+    const folder = kind === "run" && config.jobs.folder ? new JobFolderWriter(store, config.home, job.id, opts.jobsDir ?? DEFAULT_JOBS_DIR, view.warn) : undefined;
+    const where = await folder?.start();
+    if (where !== undefined && !opts.json) out(style.dim(`job folder: ${where}/`));
+    const onEvent = (e: JobEvent) => {
+      view.onEvent(e);
+      if (e.kind === "trial_settled") void folder?.trialSettled(e.trial.id);
+    };
+    const trials = await driveJob({ store, engine, home: config.home, jobId: job.id, secrets, onEvent, warn: view.warn }).finally(async () => {
+      await folder?.finish();
+      view.end();
+    });
     return { store, job: store.getJob(job.id)!, trials };
   } catch (e) {
     await store.close();

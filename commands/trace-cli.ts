@@ -37,14 +37,17 @@ export function addTraceCommands(program: Command, trial: Command, job: Command,
     .action(async (id: string, opts) => setExit(await (await impl()).traceCommand(id, opts)));
   trial
     .command("download")
-    .description("print one of a trial's artifacts to stdout (--stream); exit 1 if the trial did not store it")
+    .description("save a trial's outputs under DIR/<trial id>/ (-o), or print one of its artifacts to stdout (--stream; exit 1 if the trial did not store it)")
     .argument("<id>", "trial id, or a unique start or end of it")
     .addOption(
       new Option("--stream <name>", "trace-parsed (JSON lines) | trace-atif (ATIF-v1.7) | trace-stdout | trace-stderr (the harness's streams) | verifier (test-stdout.txt) | agent-home (the home's text view: box path → text)").choices([
         ...ARTIFACT_STREAMS,
       ]),
     )
-    .addHelpText("after", examples(["evolve trial download 01JB... --stream trace-atif > trajectory.json", "evolve trial download 01JB... --stream verifier"]))
+    .option("-o, --output <dir>", "save the trial tree (config.json, result.json, evolve.json, agent/, verifier/, …) under DIR/<trial id>/")
+    .option("--overwrite", "with -o: replace an existing DIR/<trial id>/ (refused otherwise)")
+    .option("--json", "with -o: print {trial_id, path}")
+    .addHelpText("after", examples(["evolve trial download 01JB... -o trials/", "evolve trial download 01JB... --stream trace-atif > trajectory.json", "evolve trial download 01JB... --stream verifier"]))
     .action(async (id: string, opts) => setExit(await (await impl()).downloadCommand(id, opts)));
   job
     .command("grep")

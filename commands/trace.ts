@@ -183,11 +183,12 @@ export async function traceConvertCommand(file: string, opts: { harness: string;
   return 0;
 }
 
-/** `evolve trial download <id> --stream <name>`: one artifact to stdout. */
-export async function downloadCommand(arg: string, opts: { stream?: string }): Promise<number> {
-  if (!opts.stream) {
-    throw new EvolveError("usage", "trial download needs --stream <name>: the whole-trial download (-o) is not built yet", `streams: ${ARTIFACT_STREAMS.join(", ")}`);
+/** `evolve trial download <id> --stream <name>`: one artifact to stdout; with `-o DIR` the whole tree (commands/results.ts). */
+export async function downloadCommand(arg: string, opts: { stream?: string; output?: string; overwrite?: boolean; json?: boolean }): Promise<number> {
+  if ((opts.stream === undefined) === (opts.output === undefined)) {
+    throw new EvolveError("usage", "trial download needs exactly one of -o <dir> (the whole trial) and --stream <name> (one artifact to stdout)", `streams: ${ARTIFACT_STREAMS.join(", ")}`);
   }
+  if (opts.output !== undefined) return (await import("./results.ts")).trialDownloadCommand(arg, { ...opts, output: opts.output });
   return withStore(async (store, home) => {
     const t = requireTrial(store, arg);
     await streamArtifact(home, t, opts.stream as ArtifactStream, stdoutSink);

@@ -38,7 +38,7 @@ const ConfigSchema = z.object({
     })
     .strict()
     .optional(),
-  jobs: z.object({ max_trials: z.number().int().positive().optional() }).strict().optional(),
+  jobs: z.object({ max_trials: z.number().int().positive().optional(), folder: z.boolean().optional() }).strict().optional(),
   budget: z
     .object({
       user: z.string().min(1).optional(),
@@ -139,6 +139,8 @@ export const DEFAULT_MAX_TRIALS = 10_000;
 /** `[jobs]` of config.toml. */
 export interface JobsConfig {
   max_trials: number;
+  /** `evolve run` writes a Harbor job folder under `./jobs` (or `--jobs-dir`) as trials settle; `false` turns it off. */
+  folder: boolean;
 }
 
 /** The settings evolve runs with, defaults filled in. */
@@ -192,7 +194,7 @@ export function evolveHome(env: Record<string, string | undefined> = process.env
 /** Loads `$EVOLVE_HOME/config.toml` (absent is fine) and fills in defaults. */
 export function loadConfig(home: string = evolveHome()): Config {
   const file = join(home, "config.toml");
-  if (!existsSync(file)) return { home, ceilings: { ...DEFAULT_CEILINGS }, budget: { user: loginName() }, box: defaultBoxCaps(), jobs: { max_trials: DEFAULT_MAX_TRIALS }, network: { ...DEFAULT_NETWORK } };
+  if (!existsSync(file)) return { home, ceilings: { ...DEFAULT_CEILINGS }, budget: { user: loginName() }, box: defaultBoxCaps(), jobs: { max_trials: DEFAULT_MAX_TRIALS, folder: true }, network: { ...DEFAULT_NETWORK } };
   let raw: unknown;
   try {
     raw = parse(readFileSync(file, "utf8"));
@@ -212,7 +214,7 @@ export function loadConfig(home: string = evolveHome()): Config {
     ceilings: { ...DEFAULT_CEILINGS, ...(r.data.ceilings ?? {}) },
     budget: { user: loginName(), ...(r.data.budget ?? {}) },
     box: { ...defaultBoxCaps(), ...caps, userns },
-    jobs: { max_trials: r.data.jobs?.max_trials ?? DEFAULT_MAX_TRIALS },
+    jobs: { max_trials: r.data.jobs?.max_trials ?? DEFAULT_MAX_TRIALS, folder: r.data.jobs?.folder ?? true },
     network: { ...DEFAULT_NETWORK, ...(r.data.network ?? {}) },
   };
 }

@@ -116,6 +116,10 @@ export const ERROR_CODES = {
   parser_unknown: env("`trace convert --harness` names a harness that has no trace parser"),
   trace_input_unreadable: env("a file given to `trace convert` is missing, not a regular file, or cannot be read"),
   artifact_not_recorded: ran("the trial stored no such artifact (`trial download --stream`): absent, never printed empty"),
+  // Results out: job folders, downloads and exports (engine/results)
+  download_target_exists: env("the folder or file a download or export would write already exists and is not empty; pass --overwrite to replace it"),
+  results_target_refused: env("a path inside the folder a job folder, download or export writes is a symbolic link or not a folder: it is never followed, nothing is written through it"),
+  job_folder_taken: env("the job folder's name under the jobs dir is held by another job's folder (its config.json names another job), or by files that are not a job folder"),
   regrade_never_verified: ran("the trial never reached its verifier: there is nothing to regrade"),
   regrade_judge_task: ran("the trial's task grades with an LLM judge, which a regrade would ask again"),
   regrade_verifier_changed: ran("the agent changed what the shared verifier runs; a regrade would restore those changes"),

@@ -38,6 +38,7 @@ const LAYERS = [
   "engine/model-preflight",
   "engine/evolve",
   "engine/metaharness",
+  "engine/results",
   "commands",
   "main",
 ] as const;

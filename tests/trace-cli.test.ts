@@ -366,7 +366,10 @@ describe("trial download --stream", () => {
     expect(link.stdout).toBe("");
     const none = evolve(["trial", "download", A]);
     expect(none.code).toBe(2);
-    expect(none.stderr).toContain("error[usage]: trial download needs --stream");
+    expect(none.stderr).toContain("error[usage]: trial download needs exactly one of -o <dir> (the whole trial) and --stream <name>");
+    const both = evolve(["trial", "download", A, "--stream", "verifier", "-o", join(home, "dl")]);
+    expect(both.code).toBe(2);
+    expect(both.stderr).toContain("error[usage]: trial download needs exactly one of");
     expect(dl(A, "everything").code).toBe(2);
   });
 });
