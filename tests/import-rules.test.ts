@@ -26,7 +26,7 @@ const LAYERS = [
   "engine/task",
   "engine/driver",
   "engine/config",
-  "engine/gateway",
+  "engine/gateway-host",
   "engine/trace",
   "engine/conductor",
   "engine/harness",
