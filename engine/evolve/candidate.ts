@@ -13,8 +13,8 @@ import { mkdirSync, readdirSync, renameSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { AGENT_PATHS } from "../conductor/layout.ts";
 import { EvolveError, firstLine } from "../errors.ts";
-import { projectPaths } from "./project.ts";
-import { copyEntry, copyTreeOver, ensureDir, lstatOrNone, MAX_TREE_BYTES, newBudget, readPlainFile, unsafe, writeFileAtomic } from "./tree.ts";
+import { projectPaths } from "../eval/project.ts";
+import { copyEntry, copyTreeOver, ensureDir, lstatOrNone, MAX_TREE_BYTES, newBudget, readPlainFile, unsafe, writeFileAtomic } from "../eval/tree.ts";
 import { type Descriptor, WHERE, type Where } from "./types.ts";
 
 /** The `.agent/` files (and folders) each kind of candidate edits by default: what `scaffold` copies into `files/`. */

@@ -14,8 +14,8 @@
 import { mkdirSync, readdirSync, rmSync } from "node:fs";
 import { dirname, join, relative, sep } from "node:path";
 import { EvolveError } from "../errors.ts";
-import { copyTreeOver, lstatOrNone, newBudget, readPlainFile, writeFileAtomic } from "../evolve/tree.ts";
-import { digestOrReason } from "./digest.ts";
+import { copyTreeOver, lstatOrNone, newBudget, readPlainFile, writeFileAtomic } from "../eval/tree.ts";
+import { digestOrReason } from "../eval/digest.ts";
 import { HERMIT_DIR, isCandidateName, runPaths, SEED_ID, stepName, templatePaths } from "./layout.ts";
 import { checkSpec, shown } from "./spec.ts";
 
@@ -42,7 +42,7 @@ export interface MetaCandidate {
   /** The candidate it says it builds on, or null. */
   base: string | null;
   status: MetaStatus;
-  /** `sha256:…` of the stored files (digest.ts); null for an invalid candidate, which is never stored. */
+  /** `sha256:…` of the stored files (engine/eval/digest.ts); null for an invalid candidate, which is never stored. */
   digest: string | null;
   /** Why it is invalid or tampered, one line each. */
   problems?: string[];

@@ -8,7 +8,7 @@ import { createHash } from "node:crypto";
 import { readdirSync } from "node:fs";
 import { join } from "node:path";
 import { EvolveError } from "../errors.ts";
-import { kindOf, lstatOrNone, newBudget, readPlainFile } from "../evolve/tree.ts";
+import { kindOf, lstatOrNone, newBudget, readPlainFile } from "./tree.ts";
 
 /** The tree can no longer be digested as a candidate (a link or special file in it, or it is gone). */
 function notATree(path: string, what: string): EvolveError {
