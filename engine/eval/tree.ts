@@ -1,6 +1,6 @@
 /**
- * Plain-file trees for the evolver: walking, copying and atomically writing the files of a `.agent/`, a candidate's
- * `files/` and a backup. A harness is text a person edits, so anything that is not a plain file or folder (a link, a
+ * Plain-file trees for the evaluation layer and the strategies on it: walking, copying and atomically writing the
+ * files of a `.agent/`, a candidate (candidate-store.ts), an adapter and a backup. A harness is text a person edits, so anything that is not a plain file or folder (a link, a
  * FIFO, a socket, a device) is refused rather than followed: a link in a candidate would let a screen or an install
  * read or write outside the project, and a FIFO would hang the copy.
  */
