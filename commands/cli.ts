@@ -489,7 +489,7 @@ Honest limits:
     .option("--json", "print the attempts and utility as JSON")
     .addHelpText("after", examples(["evolve harness eval", "evolve harness eval --json | jq .utility", "evolve harness eval --on-host"]) + limits)
     .action(async (opts) => setExit(await (await harnessCmd()).evalCommand(opts)));
-  // the verifier of a card's box: run there by the read-only evolve binary (engine/evolve/card-tasks.ts), not by users
+  // the verifier of a card's box: run there by the read-only evolve binary (engine/eval/card-tasks.ts), not by users
   harness
     .command("card-check", { hidden: true })
     .description("check a conductor's output against a task card and write the reward (the verifier of a card's box)")

@@ -1,6 +1,6 @@
 /**
  * `evolve harness scaffold|screen|round|install|genebank show|eval`: the evolver's verbs over a project folder (the
- * live `.agent/` and `evolve/` beside it). These parse flags and print; the engine (engine/evolve) does the work.
+ * live `.agent/` and `evolve/` beside it). These parse flags and print; the engine (engine/evolve on engine/eval) does the work.
  * `harness diagnose` is commands/harness-diagnose.ts.
  */
 import { preflightModel } from "../engine/model-preflight.ts";
@@ -9,19 +9,20 @@ import { loadConfig } from "../engine/config.ts";
 import { openEngine } from "../engine/driver/select.ts";
 import { EvolveError } from "../engine/errors.ts";
 import { scaffoldCandidate } from "../engine/evolve/candidate.ts";
-import { conductorCardRunner } from "../engine/evolve/conductor-runner.ts";
+import { conductorCardRunner } from "../engine/eval/conductor-runner.ts";
 import { namesDataset } from "../engine/dataset-ref.ts";
-import { datasetEvaluator } from "../engine/evolve/dataset-eval.ts";
-import { boxedCardsEvaluator, runCardCheck } from "../engine/evolve/card-tasks.ts";
-import { appendOverlayEpisodes, cardsEvaluator, HOST_MODE_NOTICE, loadCards, loadRunner } from "../engine/evolve/evals.ts";
+import { datasetEvaluator } from "../engine/eval/dataset-eval.ts";
+import { boxedCardsEvaluator, runCardCheck } from "../engine/eval/card-tasks.ts";
+import { appendOverlayEpisodes, cardsEvaluator, HOST_MODE_NOTICE, loadCards, loadRunner } from "../engine/eval/evals.ts";
 import { geneBankCells, readGeneBankLines } from "../engine/evolve/genebank.ts";
 import { installCandidate, undoInstall } from "../engine/evolve/install.ts";
-import { openLocalGateway, type LocalGateway } from "../engine/evolve/local-gateway.ts";
-import { projectPaths } from "../engine/evolve/project.ts";
+import { openLocalGateway, type LocalGateway } from "../engine/eval/local-gateway.ts";
+import { projectPaths } from "../engine/eval/project.ts";
 import { round, unscreenedCandidates, type RoundsResult } from "../engine/evolve/round.ts";
 import { newRunId, parentCost, screen, screenToJson } from "../engine/evolve/screen.ts";
-import { attemptPassed, passAt1, statsToJson } from "../engine/evolve/stats.ts";
-import type { Evaluator, ScreenRecord } from "../engine/evolve/types.ts";
+import { attemptPassed, passAt1, statsToJson } from "../engine/eval/stats.ts";
+import type { Evaluator } from "../engine/eval/types.ts";
+import type { ScreenRecord } from "../engine/evolve/types.ts";
 import type { Store } from "../engine/store/index.ts";
 import { out, outJson, outTable, style } from "./output.ts";
 import { withStore } from "./store.ts";
@@ -62,14 +63,14 @@ export interface RunOpts {
   sample?: string;
   seed?: string;
   activationGate?: boolean;
-  /** `--on-host`: cards run on the host (engine/evolve/evals.ts cardsEvaluator), not in podman boxes (the default). */
+  /** `--on-host`: cards run on the host (engine/eval/evals.ts cardsEvaluator), not in podman boxes (the default). */
   onHost?: boolean;
   json?: boolean;
 }
 
 /**
  * Opens what the evaluator needs (the store; an engine for boxes; a local gateway for host cards) around `fn`: the
- * cards of `evolve/evals/` with runner.json, in podman boxes (engine/evolve/card-tasks.ts) or, with `--on-host`, on
+ * cards of `evolve/evals/` with runner.json, in podman boxes (engine/eval/card-tasks.ts) or, with `--on-host`, on
  * this machine; or the dataset `-d name@version` as real jobs.
  */
 async function withEvaluator<T>(project: string, o: { dataset?: string; model?: string; agent?: string; holdout?: string; onHost?: boolean; dryRun?: boolean; command: string }, fn: (ev: Evaluator, holdout: Evaluator | undefined) => Promise<T>): Promise<T> {
@@ -318,7 +319,7 @@ export async function evalCommand(opts: { project?: string; model?: string; onHo
 
 /**
  * `evolve harness card-check --card F --output F --reward F` (hidden): the verifier of a card's box, run there by the
- * read-only evolve binary (engine/evolve/card-tasks.ts runCardCheck); prints what the check decided.
+ * read-only evolve binary (engine/eval/card-tasks.ts runCardCheck); prints what the check decided.
  */
 export async function cardCheckCommand(opts: { card: string; output: string; reward: string }): Promise<number> {
   const r = await runCardCheck(opts);

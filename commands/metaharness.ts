@@ -69,7 +69,7 @@ export async function finalizeCommand(run: string, opts: { out?: string; json?: 
   const id = finalize(root, s);
   const c = candidateOf(s, id);
   if (outDir !== undefined) {
-    const { copyTreeOver, newBudget } = await import("../engine/evolve/tree.ts");
+    const { copyTreeOver, newBudget } = await import("../engine/eval/tree.ts");
     copyTreeOver(runPaths(root).candidateAdapter(id), outDir, newBudget());
   }
   if (opts.json) {
@@ -84,7 +84,7 @@ export async function finalizeCommand(run: string, opts: { out?: string; json?: 
 /** The flags of `evolve metaharness run` as commander gives them: the engine's MetaRunFlags, and the printing ones. */
 export interface RunFlags extends MetaRunFlags {
   dryRun?: boolean;
-  /** `--on-host`: task cards run on the host (engine/evolve/evals.ts cardsEvaluator), not in podman boxes (the default). */
+  /** `--on-host`: task cards run on the host (engine/eval/evals.ts cardsEvaluator), not in podman boxes (the default). */
   onHost?: boolean;
   json?: boolean;
 }
@@ -100,7 +100,7 @@ export async function runCommand(flags: RunFlags): Promise<number> {
   const { readFileSync } = await import("node:fs");
   const { loadConfig } = await import("../engine/config.ts");
   const { openEngine } = await import("../engine/driver/select.ts");
-  const { datasetEvaluator } = await import("../engine/evolve/dataset-eval.ts");
+  const { datasetEvaluator } = await import("../engine/eval/dataset-eval.ts");
   const { importTasks } = await import("../engine/dataset.ts");
   const { boxedCardsSearch, cardsSearch, planRun, realPropose, runMetaHarness, searchOf, trialMaterial } = await import("../engine/metaharness/run.ts");
   const { withStore } = await import("./store.ts");
@@ -135,9 +135,9 @@ export async function runCommand(flags: RunFlags): Promise<number> {
     // cards run in podman boxes unless the user said --on-host
     const hostCards = cfg.search.kind === "cards" && !!flags.onHost;
     // on the host, the conductor reaches its model through a local gateway, open for the whole run
-    let gateway: Awaited<ReturnType<typeof import("../engine/evolve/local-gateway.ts").openLocalGateway>> | undefined;
+    let gateway: Awaited<ReturnType<typeof import("../engine/eval/local-gateway.ts").openLocalGateway>> | undefined;
     if (hostCards && !flags.dryRun) {
-      const { openLocalGateway } = await import("../engine/evolve/local-gateway.ts");
+      const { openLocalGateway } = await import("../engine/eval/local-gateway.ts");
       gateway = await openLocalGateway({ home, store, warn });
     }
     try {
@@ -146,14 +146,14 @@ export async function runCommand(flags: RunFlags): Promise<number> {
       await gateway?.close();
     }
     /** The run (or its dry run) once the search set's evaluator can be made: a cards run on the host needs the gateway open. */
-    async function runWith(gateway: import("../engine/evolve/evals.ts").CardsGateway | undefined): Promise<number> {
+    async function runWith(gateway: import("../engine/eval/evals.ts").CardsGateway | undefined): Promise<number> {
       let search: import("../engine/metaharness/run.ts").SearchEvaluator;
       let tasks: number;
       if (cfg.search.kind === "cards" && !hostCards) {
         search = boxedCardsSearch({ store, home, engine, dir: cfg.search.dir, run: cfg.run, agent: cfg.agent, ...(cfg.model !== undefined ? { model: cfg.model } : {}), ...(cfg.concurrency !== undefined ? { concurrency: cfg.concurrency } : {}), warn });
         tasks = search.tasks().length;
       } else if (cfg.search.kind === "cards") {
-        const { conductorCardRunner } = await import("../engine/evolve/conductor-runner.ts");
+        const { conductorCardRunner } = await import("../engine/eval/conductor-runner.ts");
         search = cardsSearch({ dir: cfg.search.dir, agent: cfg.agent, ...(cfg.model !== undefined ? { model: cfg.model } : {}), ...(gateway ? { gateway } : {}), conductor: conductorCardRunner });
         tasks = search.tasks().length;
       } else {
@@ -185,7 +185,7 @@ export async function runCommand(flags: RunFlags): Promise<number> {
       };
       const fmt4 = (m: number | null) => (m === null ? "-" : m.toFixed(4));
       if (hostCards) {
-        const { HOST_MODE_NOTICE } = await import("../engine/evolve/evals.ts");
+        const { HOST_MODE_NOTICE } = await import("../engine/eval/evals.ts");
         warn(HOST_MODE_NOTICE);
       }
       try {

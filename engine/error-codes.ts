@@ -179,7 +179,7 @@ export const ERROR_CODES = {
   propose_placeholder_unknown: env("the round prompt (PROPOSE.md) uses a {placeholder} that is none of {round}, {k}, {state_dir}, {scratch_dir}, {steps_dir}, {template_dir}"),
   proposer_arg_invalid: env("an extra proposer argument is not KEY=VALUE (an option of the proposer CLI's agent), or sets web_search, which the evolver's web_search parameter decides"),
 
-  // The evolver's evals, screens and rounds (engine/evolve/evals.ts, screen.ts, round.ts)
+  // The evolver's evals, screens and rounds (engine/eval/evals.ts, engine/evolve/screen.ts, round.ts)
   cards_on_host_required: env("the run needs the host: a command runner (runner.json \"agent\": \"command\") is a program on this machine and runs only with --on-host"),
   card_check_undecided: ran("in a card's box, the card's check could not decide (the conductor left no output, it is too large, or the check command timed out): the attempt is invalid"),
   card_invalid: ran("a task card (evolve/evals/*.json) is not JSON, is a link or too large, or a field is missing or malformed"),

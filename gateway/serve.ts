@@ -1,5 +1,5 @@
 /**
- * Serving the gateway app: in-process during `evolve run` (one unix socket per trial, see engine/gateway/model-gateway.ts),
+ * Serving the gateway app: in-process during `evolve run` (one unix socket per trial, see engine/gateway-host/model-gateway.ts),
  * standalone under `evolve gateway serve` (TCP, bound to loopback unless told otherwise, since the gateway spends
  * real money). How a fetch handler becomes a listening server differs per runtime, so the caller passes the
  * runtime's `serve` in and this folder stays free of runtime checks.

@@ -8,7 +8,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { WHERE_FILES, buildOverlay, lineage, listCandidates, readCandidate, scaffoldCandidate } from "../engine/evolve/candidate.ts";
-import { projectPaths } from "../engine/evolve/project.ts";
+import { projectPaths } from "../engine/eval/project.ts";
 import { expectCode } from "./support/expect-code.ts";
 import { makeProject, snapshot, writeTree } from "./support/evolve-project.ts";
 

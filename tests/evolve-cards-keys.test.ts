@@ -11,9 +11,9 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ScriptedUpstream } from "../fixtures/upstream/server.ts";
 import { initAgentDir } from "../engine/conductor/init.ts";
-import { conductorCardRunner } from "../engine/evolve/conductor-runner.ts";
-import { cardsEvaluator, loadCards, loadRunner } from "../engine/evolve/evals.ts";
-import { openLocalGateway, type LocalGateway } from "../engine/evolve/local-gateway.ts";
+import { conductorCardRunner } from "../engine/eval/conductor-runner.ts";
+import { cardsEvaluator, loadCards, loadRunner } from "../engine/eval/evals.ts";
+import { openLocalGateway, type LocalGateway } from "../engine/eval/local-gateway.ts";
 import { openStore, type Store } from "../engine/store/index.ts";
 
 const upstream = new ScriptedUpstream();

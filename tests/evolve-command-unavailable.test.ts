@@ -15,9 +15,9 @@ import { ScriptedUpstream } from "../fixtures/upstream/server.ts";
 import { buildUpstreams } from "../gateway/upstreams.ts";
 import { initAgentDir } from "../engine/conductor/init.ts";
 import { runConductor } from "../engine/conductor/loop.ts";
-import { cardsEvaluator, loadCards, loadRunner } from "../engine/evolve/evals.ts";
-import { conductorCardRunner } from "../engine/evolve/conductor-runner.ts";
-import { openLocalGateway, type LocalGateway } from "../engine/evolve/local-gateway.ts";
+import { cardsEvaluator, loadCards, loadRunner } from "../engine/eval/evals.ts";
+import { conductorCardRunner } from "../engine/eval/conductor-runner.ts";
+import { openLocalGateway, type LocalGateway } from "../engine/eval/local-gateway.ts";
 import { openStore, type Store } from "../engine/store/index.ts";
 import { cliHost } from "./support/cli-host.ts";
 

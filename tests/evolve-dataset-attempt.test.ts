@@ -1,5 +1,5 @@
 /**
- * How the dataset evaluator reads a settled trial as an Attempt (engine/evolve/dataset-eval.ts attemptOf), without an
+ * How the dataset evaluator reads a settled trial as an Attempt (engine/eval/dataset-eval.ts attemptOf), without an
  * engine: the score is the primary reward, validity needs a SCORED trial whose agent's exit was recorded and that was
  * not cut off (timeout, spend cap), and the marker is looked for in the stored trace, the prompt included.
  */
@@ -7,7 +7,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { attemptOf, traceHas } from "../engine/evolve/dataset-eval.ts";
+import { attemptOf, traceHas } from "../engine/eval/dataset-eval.ts";
 import type { TrialRecord } from "../engine/store/index.ts";
 import { chunkEvent, promptEvent } from "../engine/trace/events.ts";
 import { openTraceWriter } from "../engine/trace/store.ts";

@@ -1,5 +1,5 @@
 /**
- * Task cards and the runner (engine/evolve/evals.ts): what a user's bad card or runner.json is told, each check
+ * Task cards and the runner (engine/eval/evals.ts): what a user's bad card or runner.json is told, each check
  * kind, and the command runner (its quoting of a hostile prompt, its log, a timeout making the attempt invalid).
  */
 import { chmodSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, symlinkSync, writeFileSync } from "node:fs";
@@ -7,8 +7,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { beforeEach, describe, expect, it } from "vitest";
 import { EvolveError } from "../engine/errors.ts";
-import { appendOverlayEpisodes, cardsEvaluator, CARD_MAX_BYTES, checkCard, fillTemplate, loadCards, loadRunner } from "../engine/evolve/evals.ts";
-import type { TaskCard } from "../engine/evolve/types.ts";
+import { appendOverlayEpisodes, cardsEvaluator, CARD_MAX_BYTES, checkCard, fillTemplate, loadCards, loadRunner } from "../engine/eval/evals.ts";
+import type { TaskCard } from "../engine/eval/types.ts";
 
 let project: string;
 beforeEach(() => {

@@ -7,7 +7,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { geneBankCells, offerToGeneBank, readGeneBank, readGeneBankLines } from "../engine/evolve/genebank.ts";
-import { projectPaths } from "../engine/evolve/project.ts";
+import { projectPaths } from "../engine/eval/project.ts";
 import type { GeneBankEntry } from "../engine/evolve/types.ts";
 import { expectCode } from "./support/expect-code.ts";
 import { makeProject } from "./support/evolve-project.ts";

@@ -1,5 +1,5 @@
 /**
- * Rounds end to end (engine/evolve/round.ts, screen.ts, evals.ts): real candidates and overlays, a real agent CLI
+ * Rounds end to end (engine/evolve/round.ts, screen.ts, engine/eval/evals.ts): real candidates and overlays, a real agent CLI
  * (a small node program, the runner's `command`) reaching the scripted upstream through the real gateway, and an
  * upstream that answers from what the overlay's `.agent/` tells it, so a candidate that changes PLANNING.md
  * measurably changes its scores.
@@ -11,15 +11,15 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { ScriptedUpstream, type RecordedRequest } from "../fixtures/upstream/server.ts";
 import { buildUpstreams } from "../gateway/upstreams.ts";
 import { scaffoldCandidate } from "../engine/evolve/candidate.ts";
-import { cardsEvaluator, loadCards, loadRunner } from "../engine/evolve/evals.ts";
-import { conductorCardRunner } from "../engine/evolve/conductor-runner.ts";
+import { cardsEvaluator, loadCards, loadRunner } from "../engine/eval/evals.ts";
+import { conductorCardRunner } from "../engine/eval/conductor-runner.ts";
 import { initAgentDir } from "../engine/conductor/init.ts";
 import { geneBankCells, readGeneBank } from "../engine/evolve/genebank.ts";
 import { installCandidate, undoInstall } from "../engine/evolve/install.ts";
-import { openLocalGateway, type LocalGateway } from "../engine/evolve/local-gateway.ts";
+import { openLocalGateway, type LocalGateway } from "../engine/eval/local-gateway.ts";
 import { round, readRounds } from "../engine/evolve/round.ts";
 import { CARDS_ON_HOST, drawSample } from "../engine/evolve/screen.ts";
-import type { Evaluator } from "../engine/evolve/types.ts";
+import type { Evaluator } from "../engine/eval/types.ts";
 import { openStore, type Store } from "../engine/store/index.ts";
 
 const BOOST = "Think step by step and answer with the code word.";

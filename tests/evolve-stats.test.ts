@@ -1,9 +1,9 @@
 /**
- * The paired statistics and the paired-gain gate of a screen (engine/evolve/stats.ts): what decides whether a
+ * The paired statistics and the paired-gain gate of a screen (engine/eval/stats.ts): what decides whether a
  * candidate beat its parent, checked against hand computations and published tables.
  */
 import { describe, expect, it } from "vitest";
-import { MIN_N, T_THRESHOLD, pairedGainGate, pairedStats, signTestEvidence, signTestMinN, signTestP, statsFromJson, statsToJson, tQuantile975 } from "../engine/evolve/stats.ts";
+import { MIN_N, T_THRESHOLD, pairedGainGate, pairedStats, signTestEvidence, signTestMinN, signTestP, statsFromJson, statsToJson, tQuantile975 } from "../engine/eval/stats.ts";
 
 describe("pairedStats", () => {
   it("computes the mean, sample sd, t and a Student-t 95% interval that match a hand computation", () => {

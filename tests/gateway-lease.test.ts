@@ -1,5 +1,5 @@
 /**
- * The process's gateway as trials lease it (engine/gateway/model-gateway.ts), driven over each lease's real unix socket
+ * The process's gateway as trials lease it (engine/gateway-host/model-gateway.ts), driven over each lease's real unix socket
  * against the scripted upstream: the global stop, credits and team budgets that carry over through the store's
  * ledger, the smallest of the per-trial caps, and a lease's end (keys dead, socket gone).
  */
@@ -11,7 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { monthOf } from "../gateway/budget.ts";
 import { buildUpstreams } from "../gateway/upstreams.ts";
 import { openStore, type Store } from "../engine/store/index.ts";
-import { INFLIGHT_SETTING, ModelGateway, STOP_SETTING, type GatewayLease } from "../engine/gateway/model-gateway.ts";
+import { INFLIGHT_SETTING, ModelGateway, STOP_SETTING, type GatewayLease } from "../engine/gateway-host/model-gateway.ts";
 import { ScriptedUpstream } from "../fixtures/upstream/server.ts";
 
 const upstream = new ScriptedUpstream();

@@ -11,8 +11,12 @@ import { describe, expect, it } from "vitest";
 
 const ROOT = resolve(__dirname, "..");
 
-/** The rooms, lowest first. A room is a folder of engine/ (or one engine/ file), gateway/, commands/, main.ts. */
-const LAYERS = [
+/**
+ * The rooms, lowest first. A room is a folder of engine/ (or one engine/ file), gateway/, commands/, main.ts. A list
+ * in the list is rooms of one rank, siblings that may not import each other (the search strategies, which share only
+ * what lies below them).
+ */
+const LAYERS: readonly (string | readonly string[])[] = [
   "package.json",
   "engine/error-codes",
   "engine/errors",
@@ -26,7 +30,7 @@ const LAYERS = [
   "engine/task",
   "engine/driver",
   "engine/config",
-  "engine/gateway",
+  "engine/gateway-host",
   "engine/trace",
   "engine/conductor",
   "engine/harness",
@@ -36,12 +40,14 @@ const LAYERS = [
   "engine/gc",
   "engine/doctor",
   "engine/model-preflight",
-  "engine/evolve",
-  "engine/metaharness",
+  // the evaluation layer: evaluators for cards and datasets, statistics, the candidate store
+  "engine/eval",
+  // the search strategies built on it (issue 21 §3)
+  ["engine/evolve", "engine/metaharness"],
   "engine/results",
   "commands",
   "main",
-] as const;
+];
 
 /** Upward arrows that exist today, `from -> to`: the house's debts (issue 21 §2). Remove a line when it is paid. */
 const DEBTS = new Set([
@@ -97,7 +103,7 @@ function arrows(): Map<string, string> {
 }
 
 describe("imports point down (DESIGN.md rooms, stated as data)", () => {
-  const rank = new Map<string, number>(LAYERS.map((r, i) => [r, i]));
+  const rank = new Map<string, number>(LAYERS.flatMap((r, i) => (typeof r === "string" ? [r] : r).map((room) => [room, i] as const)));
   const all = arrows();
 
   it("every room of the tree is in the layer list", () => {
@@ -114,5 +120,12 @@ describe("imports point down (DESIGN.md rooms, stated as data)", () => {
     expect(fresh, "an import points up: move the shared concept down instead").toEqual([]);
     const paid = [...DEBTS].filter((d) => !all.has(d) || !up.some(([a]) => a === d));
     expect(paid, "a debt is paid: remove it from DEBTS").toEqual([]);
+  });
+
+  it("the search strategies are siblings on the evaluation layer: neither imports the other", () => {
+    expect(rank.get("engine/evolve")).toBe(rank.get("engine/metaharness"));
+    expect(rank.get("engine/eval")).toBeLessThan(rank.get("engine/evolve")!);
+    const sideways = [...all.keys()].filter((a) => a === "engine/evolve -> engine/metaharness" || a === "engine/metaharness -> engine/evolve");
+    expect(sideways, "what both strategies need belongs in engine/eval").toEqual([]);
   });
 });

@@ -1,6 +1,6 @@
 /**
  * Issue 20 §6 (b): `evolve metaharness run --cards DIR` runs its cards in podman boxes by default, as `harness eval`
- * does (engine/evolve/card-tasks.ts). A one-step run (`--max-rounds 0`: the starting adapter evaluated once, no
+ * does (engine/eval/card-tasks.ts). A one-step run (`--max-rounds 0`: the starting adapter evaluated once, no
  * proposer session) scores each card as a trial of the conductor whose agent root is the adapter (its ADAPTER.md in
  * the planning seat: the model answers right only when it sees the adapter's marker), a `command` check reads a file
  * the model wrote in the box (the host has none), and the step's records are a trial's (input, output, score with the
@@ -12,7 +12,7 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { cardsDigest, loadCards } from "../engine/evolve/evals.ts";
+import { cardsDigest, loadCards } from "../engine/eval/evals.ts";
 import { runPaths } from "../engine/metaharness/layout.ts";
 import { ScriptedUpstream, type ScriptedReply } from "../fixtures/upstream/server.ts";
 import { evolveCli, filesHolding } from "./support/cards-box.ts";

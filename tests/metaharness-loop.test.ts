@@ -10,8 +10,8 @@ import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "no
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, afterEach, beforeEach, describe, expect, it } from "vitest";
-import { conductorCardRunner } from "../engine/evolve/conductor-runner.ts";
-import { openLocalGateway } from "../engine/evolve/local-gateway.ts";
+import { conductorCardRunner } from "../engine/eval/conductor-runner.ts";
+import { openLocalGateway } from "../engine/eval/local-gateway.ts";
 import { resolveRunConfig, type MetaRunConfig } from "../engine/metaharness/config.ts";
 import { runPaths } from "../engine/metaharness/layout.ts";
 import { cardsSearch, planRun, roundSpend, runMetaHarness, taskInfo, type Propose, type RunEvent, type SearchEvaluator, type TaskResult } from "../engine/metaharness/run.ts";

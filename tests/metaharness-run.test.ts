@@ -14,7 +14,7 @@ import { join, resolve } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { importTasks } from "../engine/dataset.ts";
 import { openEngine } from "../engine/driver/select.ts";
-import { datasetEvaluator } from "../engine/evolve/dataset-eval.ts";
+import { datasetEvaluator } from "../engine/eval/dataset-eval.ts";
 import { findVendored } from "../engine/harness/vendor.ts";
 import type { MetaRunConfig } from "../engine/metaharness/config.ts";
 import { runPaths } from "../engine/metaharness/layout.ts";

@@ -9,7 +9,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { MAX_AGENT_FILES } from "../engine/conductor/layout.ts";
-import { digestOrReason, digestTree } from "../engine/metaharness/digest.ts";
+import { digestOrReason, digestTree } from "../engine/eval/candidate-store.ts";
 import { isCandidateName, runPaths, stepName, taskDirName, templatePaths } from "../engine/metaharness/layout.ts";
 import { checkSpec, SPEC_RULES, templateHermit } from "../engine/metaharness/spec.ts";
 import { TEMPLATE_EVOLVER_MD, TEMPLATE_FILES, writeTemplate } from "../engine/metaharness/template.ts";

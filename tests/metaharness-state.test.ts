@@ -9,7 +9,7 @@ import { chmodSync, existsSync, lstatSync, mkdirSync, mkdtempSync, readFileSync,
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, afterEach, beforeEach, describe, expect, it } from "vitest";
-import { digestTree } from "../engine/metaharness/digest.ts";
+import { digestTree } from "../engine/eval/candidate-store.ts";
 import { runPaths } from "../engine/metaharness/layout.ts";
 import {
   candidateOf,

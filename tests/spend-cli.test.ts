@@ -255,7 +255,7 @@ describe("evolve job show: spend summed per lane", () => {
 
 describe("evolve gateway stop|resume|status", () => {
   it("stop sets the store's stop, status shows it, resume clears it", async () => {
-    const { STOP_SETTING } = await import("../engine/gateway/model-gateway.ts");
+    const { STOP_SETTING } = await import("../engine/gateway-host/model-gateway.ts");
     expect(evolve(["gateway", "status"]).stdout.split("\n")[0]).toBe("accepting model calls");
 
     const stop = evolve(["gateway", "stop"]);
@@ -291,7 +291,7 @@ describe("evolve gateway stop|resume|status", () => {
     expect(s.stdout).toContain(`team acme: $10.50 of $200.00 in ${month}\n`);
 
     // what running gateways publish as in flight shows beside it; an entry gone stale (a dead process) does not
-    const { INFLIGHT_SETTING } = await import("../engine/gateway/model-gateway.ts");
+    const { INFLIGHT_SETTING } = await import("../engine/gateway-host/model-gateway.ts");
     const now = Date.now();
     await withStore((st) =>
       st.putSetting(INFLIGHT_SETTING, {

@@ -18,7 +18,7 @@ import type { Engine } from "../engine/driver/types.ts";
 import { registerHarness, type HarnessContext } from "../engine/harness/index.ts";
 import { newId, openStore, type Store, type TrialRecord } from "../engine/store/index.ts";
 import { taskDigest } from "../engine/task/digest.ts";
-import { ModelGateway } from "../engine/gateway/model-gateway.ts";
+import { ModelGateway } from "../engine/gateway-host/model-gateway.ts";
 import { runTrial, settleRemovals } from "../engine/trial/run.ts";
 import type { TrialRequest } from "../engine/trial/types.ts";
 import { ScriptedUpstream } from "../fixtures/upstream/server.ts";

@@ -13,8 +13,9 @@ import { mkdirSync, readdirSync, renameSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { AGENT_PATHS } from "../conductor/layout.ts";
 import { EvolveError, firstLine } from "../errors.ts";
-import { projectPaths } from "./project.ts";
-import { copyEntry, copyTreeOver, ensureDir, lstatOrNone, MAX_TREE_BYTES, newBudget, readPlainFile, unsafe, writeFileAtomic } from "./tree.ts";
+import { idPattern, layTrees, type Layer } from "../eval/candidate-store.ts";
+import { projectPaths } from "../eval/project.ts";
+import { copyEntry, ensureDir, lstatOrNone, MAX_TREE_BYTES, newBudget, readPlainFile, unsafe, writeFileAtomic } from "../eval/tree.ts";
 import { type Descriptor, WHERE, type Where } from "./types.ts";
 
 /** The `.agent/` files (and folders) each kind of candidate edits by default: what `scaffold` copies into `files/`. */
@@ -27,8 +28,8 @@ export const WHERE_FILES: Record<Where, string[]> = {
 
 /** The top-level `.agent/` folder that stays with the live harness (see the module comment). */
 const MEMORY_DIR = AGENT_PATHS.episodes.split("/")[0];
-/** A candidate id: one path segment, so an id can never climb out of evolve/candidates. */
-const ID_RE = /^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$/;
+/** A candidate id: the store's id rule (one path segment, so an id can never climb out of evolve/candidates), either case, 100 at most. */
+const ID_RE = idPattern({ lowercase: false, max: 100 });
 /** The deepest lineage read: deeper is a loop someone wrote by hand. */
 const MAX_LINEAGE = 200;
 /** descriptor.json is a few hundred bytes; a larger one is not a descriptor. */
@@ -227,15 +228,15 @@ export function buildOverlay(project: string, harnessId: "live" | string, dest: 
   const out = join(dest, ".agent");
   rmSync(out, { recursive: true, force: true });
   mkdirSync(dest, { recursive: true });
-  const budget = newBudget();
-  copyTreeOver(agent, out, budget, [MEMORY_DIR]);
+  const layers: Layer[] = [{ from: agent, skip: [MEMORY_DIR] }];
   for (const id of chain) {
     const { descriptor, filesDir } = readCandidate(project, id);
-    for (const rel of descriptor.deleted ?? []) rmSync(join(out, agentRelPath(rel)), { recursive: true, force: true });
+    const remove = (descriptor.deleted ?? []).map(agentRelPath);
     if (lstatOrNone(join(filesDir, MEMORY_DIR))) {
       throw new EvolveError("candidate_invalid", `candidate ${id}: files/${MEMORY_DIR}/ changes memory, which stays with the live harness`, `remove ${join(filesDir, MEMORY_DIR)}`);
     }
-    copyTreeOver(filesDir, out, budget);
+    layers.push({ from: filesDir, remove });
   }
+  layTrees(out, layers);
   return out;
 }

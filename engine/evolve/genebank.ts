@@ -7,7 +7,7 @@
 import { closeSync, constants, fstatSync, mkdirSync, openSync, readFileSync, readSync, writeSync } from "node:fs";
 import { dirname } from "node:path";
 import { EvolveError, diskFullError } from "../errors.ts";
-import { projectPaths } from "./project.ts";
+import { projectPaths } from "../eval/project.ts";
 import { type GeneBankEntry, WHERE } from "./types.ts";
 
 /** One line on what is wrong with `e` as a gene bank entry, or null when it is one. */

@@ -14,11 +14,12 @@ import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { EvolveError, firstLine } from "../errors.ts";
 import { buildOverlay, readCandidate } from "./candidate.ts";
-import { projectPaths } from "./project.ts";
+import { projectPaths } from "../eval/project.ts";
 import { readScreen } from "./screen.ts";
-import { signTestEvidence } from "./stats.ts";
-import { ensureDir, listTree, lstatOrNone, newBudget, readPlainFile, unsafe, writeFileAtomic, type TreeListing } from "./tree.ts";
-import type { RoundRecord, SignTestEvidence } from "./types.ts";
+import { signTestEvidence } from "../eval/stats.ts";
+import { ensureDir, listTree, lstatOrNone, newBudget, readPlainFile, unsafe, writeFileAtomic, type TreeListing } from "../eval/tree.ts";
+import type { SignTestEvidence } from "../eval/types.ts";
+import type { RoundRecord } from "./types.ts";
 
 /** `evolve/backups/<stamp>/install.json`: one install, what it changed and whether it was undone. */
 export interface InstallRecord {

@@ -9,10 +9,11 @@ import { join } from "node:path";
 import { EvolveError, firstLine } from "../errors.ts";
 import { lineage, listCandidates, readCandidate } from "./candidate.ts";
 import { offerToGeneBank } from "./genebank.ts";
-import { projectPaths } from "./project.ts";
+import { projectPaths } from "../eval/project.ts";
 import { judge, parentCost, readRun, readScreen, runHarnessCached, screen, writeJsonAtomic } from "./screen.ts";
-import { pairedGainGate, passAt1, statsFromJson, statsToJson } from "./stats.ts";
-import type { Attempt, Evaluator, PairedStats, RoundRecord, ScreenRecord } from "./types.ts";
+import { pairedGainGate, passAt1, statsFromJson, statsToJson } from "../eval/stats.ts";
+import type { Attempt, Evaluator, PairedStats } from "../eval/types.ts";
+import type { RoundRecord, ScreenRecord } from "./types.ts";
 
 /** The rollouts a round will take, before it starts (`--dry-run`). */
 export interface RoundPlan {

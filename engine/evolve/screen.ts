@@ -8,9 +8,10 @@ import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync 
 import { join } from "node:path";
 import { EvolveError, firstLine } from "../errors.ts";
 import { buildOverlay, readCandidate } from "./candidate.ts";
-import { projectPaths } from "./project.ts";
-import { pairedGainGate, pairedStats, SIGN_TEST_ALPHA, SIGN_TEST_MIN_N, signTestEvidence, statsFromJson, statsToJson } from "./stats.ts";
-import type { Attempt, CandidateScreen, Evaluator, GateResult, ScreenRecord } from "./types.ts";
+import { projectPaths } from "../eval/project.ts";
+import { modelUnavailableError, pairedGainGate, pairedStats, SIGN_TEST_ALPHA, SIGN_TEST_MIN_N, signTestEvidence, statsFromJson, statsToJson } from "../eval/stats.ts";
+import type { Attempt, Evaluator, GateResult } from "../eval/types.ts";
+import type { CandidateScreen, ScreenRecord } from "./types.ts";
 
 /** Limits every screen states, in its record and its report. */
 export const SCREEN_LIMITS = [
@@ -80,21 +81,6 @@ export async function runHarnessCached(o: {
   writeJsonAtomic(file, run);
   o.onHarness?.({ harness: o.harness, phase: "done", attempts: r.attempts });
   return run;
-}
-
-/**
- * The error that stops an eval, screen or round when any attempt of `harness` never reached its model (no upstream,
- * unreachable, auth, 5xx): such an attempt says nothing of the harness, so nothing is scored, judged or appended to
- * memory from the run, and the command exits non-zero saying why. Undefined when every attempt met its model.
- */
-export function modelUnavailableError(harness: string, attempts: readonly Attempt[], logs: string): EvolveError | undefined {
-  const bad = attempts.filter((a) => a.model_unavailable);
-  if (bad.length === 0) return undefined;
-  return new EvolveError(
-    "attempts_model_unavailable",
-    `${bad.length} of ${attempts.length} attempts of ${harness} never reached their model (${bad[0].task}: ${bad[0].invalid_reason ?? "model unavailable"}); nothing was scored or appended to memory`,
-    `give the model an upstream (gateway.toml, or the provider's *_API_KEY) and run it again; logs under ${logs}`,
-  );
 }
 
 /**

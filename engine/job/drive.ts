@@ -6,7 +6,7 @@
  */
 import type { Engine } from "../driver/types.ts";
 import type { Store, TrialRecord } from "../store/index.ts";
-import { ModelGateway } from "../gateway/model-gateway.ts";
+import { ModelGateway } from "../gateway-host/model-gateway.ts";
 import { runTrial, settleRemovals } from "../trial/run.ts";
 import { runJob, type JobEvent } from "./job.ts";
 

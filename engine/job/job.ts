@@ -17,7 +17,7 @@ import {
   cancelledJob, cancelledTrial, claimedJob, effectiveJobStatus, endedJobStatus, isSettledStatus, newJob, queuedTrial, releasedJob, retriesAfter, runnerFailedTrial,
   runsOnResume, type JobStatus,
 } from "../trial/lifecycle.ts";
-import type { ModelGateway } from "../gateway/model-gateway.ts";
+import type { ModelGateway } from "../gateway-host/model-gateway.ts";
 import type { TrialDeps, TrialEvent, TrialRequest } from "../trial/types.ts";
 
 /** A job's status (lifecycle.ts decides it). */

@@ -14,13 +14,14 @@
  * A template folder holds `.hermit/` (manifest.json and the proposer's guide EVOLVER.md) and `seed_adapter/`.
  */
 import { join } from "node:path";
+import { idPattern } from "../eval/candidate-store.ts";
 
-/** What a candidate may be called: a folder name that is safe in every path and shell, never `.` or `..`. */
-export const CANDIDATE_NAME = /^[a-z0-9][a-z0-9._-]{0,63}$/;
+/** What a candidate may be called: a folder name that is safe in every path and shell, never `.` or `..` (the store's id rule, lower case, 64 at most). */
+export const CANDIDATE_NAME = idPattern({ lowercase: true, max: 64 });
 
 /** Whether `name` is a candidate name ({@link CANDIDATE_NAME}). */
 export function isCandidateName(name: string): boolean {
-  return CANDIDATE_NAME.test(name) && name !== "." && name !== "..";
+  return CANDIDATE_NAME.test(name);
 }
 
 /** The id of the starting adapter, the first candidate (round 0). */

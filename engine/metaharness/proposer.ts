@@ -24,7 +24,7 @@ import { trialDir, type Store, type TrialRecord } from "../store/index.ts";
 import { readBoxBytes } from "../trial/boxfs.ts";
 import { trialPaths } from "../trial/layout.ts";
 import { tokenCounts } from "../trial/tokens.ts";
-import { kindOf, lstatOrNone, MAX_TREE_BYTES, MAX_TREE_FILES, newBudget, readPlainFile, writeFileAtomic, type CopyBudget } from "../evolve/tree.ts";
+import { kindOf, lstatOrNone, MAX_TREE_BYTES, MAX_TREE_FILES, newBudget, readPlainFile, writeFileAtomic, type CopyBudget } from "../eval/tree.ts";
 import { runPaths } from "./layout.ts";
 import { templateHermit } from "./spec.ts";
 import { DEFAULT_PROPOSE_PROMPT, fillPrompt, type PromptVars } from "./propose.ts";

@@ -17,12 +17,11 @@ import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import type { Engine } from "../driver/types.ts";
 import { EvolveError } from "../errors.ts";
-import { boxedCardsEvaluator } from "../evolve/card-tasks.ts";
-import { cardsDigest, cardsEvaluator, loadCards, type CardsGateway, type ConductorCardRunner } from "../evolve/evals.ts";
-import { pairedStats, statsToJson, type PairedStatsJson } from "../evolve/stats.ts";
-import { modelUnavailableError } from "../evolve/screen.ts";
-import { copyTreeOver, lstatOrNone, newBudget, readPlainFile } from "../evolve/tree.ts";
-import type { Attempt, Evaluator } from "../evolve/types.ts";
+import { boxedCardsEvaluator } from "../eval/card-tasks.ts";
+import { cardsDigest, cardsEvaluator, loadCards, type CardsGateway, type ConductorCardRunner } from "../eval/evals.ts";
+import { modelUnavailableError, pairedStats, statsToJson, type PairedStatsJson } from "../eval/stats.ts";
+import { copyTreeOver, lstatOrNone, newBudget, readPlainFile } from "../eval/tree.ts";
+import type { Attempt, Evaluator } from "../eval/types.ts";
 import type { JobEvent } from "../job/job.ts";
 import type { Store, TrialRecord } from "../store/index.ts";
 import { streamArtifact, type Sink } from "../trace/artifacts.ts";
@@ -69,7 +68,7 @@ export interface TaskResult {
 export interface SearchEvaluator {
   /** The dataset's `name@version`, the task folder or "cards". */
   source: string;
-  /** The content digest of the search set (engine/evolve/evals.ts taskSetDigest): a resume on other tasks is refused. */
+  /** The content digest of the search set (engine/eval/evals.ts taskSetDigest): a resume on other tasks is refused. */
   digest?: string;
   /**
    * Where a cards search set runs its cards: "box" (podman trials, the default) or "host" (`--on-host`); unset for a
@@ -620,7 +619,7 @@ function checkCardsAgent(agent: string, model: string | undefined): asserts mode
 /**
  * The search set of task cards (`cards = DIR`) in podman boxes, the default: each card written as a task folder
  * under `<run>/card-tasks/` and run as a trial of the conductor with a copy of the adapter as its agent root
- * (engine/evolve/card-tasks.ts boxedCardsEvaluator, the runner of `harness eval` without `--on-host`), so the model's
+ * (engine/eval/card-tasks.ts boxedCardsEvaluator, the runner of `harness eval` without `--on-host`), so the model's
  * shell commands and a card's check command run in the box, never on the host. The learning material is a trial's,
  * as for a dataset ({@link trialMaterial}). Its digest is the cards' content, as on the host: the same cards are the
  * same tasks; where they ran is run.json's `isolation`. Nothing is written or imported before the first evaluation.

@@ -11,7 +11,7 @@ import { readOpenFile } from "../regular-file.ts";
 import { MAX_AGENT_BYTES, MAX_AGENT_FILES } from "../conductor/layout.ts";
 import { EvolveError } from "../errors.ts";
 import { ADAPTER_MD, HERMIT_DIR } from "./layout.ts";
-import { kindOf } from "../evolve/tree.ts";
+import { kindOf } from "../eval/tree.ts";
 
 /** The rules check_spec applies, as the proposer's guide (EVOLVER.md) states them. */
 export const SPEC_RULES = [

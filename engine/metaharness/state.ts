@@ -14,9 +14,9 @@
 import { mkdirSync, readdirSync, rmSync } from "node:fs";
 import { dirname, join, relative, sep } from "node:path";
 import { EvolveError } from "../errors.ts";
-import { copyTreeOver, lstatOrNone, newBudget, readPlainFile, writeFileAtomic } from "../evolve/tree.ts";
-import { digestOrReason } from "./digest.ts";
-import { HERMIT_DIR, isCandidateName, runPaths, SEED_ID, stepName, templatePaths } from "./layout.ts";
+import { digestOrReason, layTrees } from "../eval/candidate-store.ts";
+import { lstatOrNone, newBudget, readPlainFile, writeFileAtomic } from "../eval/tree.ts";
+import { CANDIDATE_NAME, HERMIT_DIR, isCandidateName, runPaths, SEED_ID, stepName, templatePaths } from "./layout.ts";
 import { checkSpec, shown } from "./spec.ts";
 
 /** One evaluation of a candidate: one step's rollouts on the whole search set. */
@@ -42,7 +42,7 @@ export interface MetaCandidate {
   /** The candidate it says it builds on, or null. */
   base: string | null;
   status: MetaStatus;
-  /** `sha256:…` of the stored files (digest.ts); null for an invalid candidate, which is never stored. */
+  /** `sha256:…` of the stored files (engine/eval/candidate-store.ts digestTree); null for an invalid candidate, which is never stored. */
   digest: string | null;
   /** Why it is invalid or tampered, one line each. */
   problems?: string[];
@@ -226,9 +226,7 @@ function storeCandidate(run: string, id: string, src: string, template: string):
   // whatever is there (a stale copy, a link the proposer planted) goes; rm never follows a link
   rmSync(p.candidate(id), { recursive: true, force: true });
   const dst = realDirs(run, p.rel.candidateAdapter(id));
-  const budget = newBudget();
-  copyTreeOver(src, dst, budget, [HERMIT_DIR]);
-  copyTreeOver(templatePaths(template).hermit, join(dst, HERMIT_DIR), budget);
+  layTrees(dst, [{ from: src, skip: [HERMIT_DIR] }, { from: templatePaths(template).hermit, at: HERMIT_DIR }]);
   const d = digestOrReason(dst);
   if ("reason" in d) throw new Error(`the copy of ${src} cannot be digested: ${d.reason}`);
   return d.digest;
@@ -335,7 +333,7 @@ export function ingestRound(run: string, state: MetaState, round: number, templa
     const problems: string[] = [];
     let id = name;
     if (!isCandidateName(name)) {
-      problems.push(`${shown(name)}: not a candidate name (${"^[a-z0-9][a-z0-9._-]{0,63}$"})`);
+      problems.push(`${shown(name)}: not a candidate name (${CANDIDATE_NAME.source})`);
       id = safeId(name, taken);
       taken.add(id);
     } else if (used.has(name)) {

@@ -5,7 +5,7 @@
  */
 import { join } from "node:path";
 import { MAX_AGENT_BYTES, MAX_AGENT_FILES } from "../conductor/layout.ts";
-import { ensureDir, writeFileAtomic } from "../evolve/tree.ts";
+import { ensureDir, writeFileAtomic } from "../eval/tree.ts";
 import { ADAPTER_MD, HERMIT_DIR } from "./layout.ts";
 import { SPEC_RULES } from "./spec.ts";
 

@@ -25,7 +25,7 @@ import { awaitHealthy, boxSpec, gpuDevices, probeLiveBox, removeLabelled, requir
 import { keepChangedFiles } from "./changes.ts";
 import { LABEL_HOME, LABEL_TRIAL } from "../driver/types.ts";
 import { resolveAgentEnv, resolveVerifierEnv } from "./env.ts";
-import { GatewayConfigError, type BudgetRefusal, type GatewayLease } from "../gateway/model-gateway.ts";
+import { GatewayConfigError, type BudgetRefusal, type GatewayLease } from "../gateway-host/model-gateway.ts";
 import { homeGateway, spendRecord } from "./spend.ts";
 import { zeroLane } from "../../gateway/meter.ts";
 import { ComposeTask } from "./compose.ts";

@@ -1,10 +1,10 @@
 /**
  * The trial's side of the gateway: its lease's totals as the trial record keeps them, and the gateway a trial run
- * on its own uses. The process gateway itself lives in engine/gateway/model-gateway.ts.
+ * on its own uses. The process gateway itself lives in engine/gateway-host/model-gateway.ts.
  */
 import type { Store } from "../store/index.ts";
 import type { LaneTotals } from "../../gateway/meter.ts";
-import { ModelGateway } from "../gateway/model-gateway.ts";
+import { ModelGateway } from "../gateway-host/model-gateway.ts";
 import { tokensOfUsage } from "./tokens.ts";
 
 /** The lane totals as the trial record keeps them (the store's `spend` and `tokens`). */

@@ -4,7 +4,7 @@
  */
 import type { Engine } from "../driver/types.ts";
 import type { Store } from "../store/index.ts";
-import type { ModelGateway } from "../gateway/model-gateway.ts";
+import type { ModelGateway } from "../gateway-host/model-gateway.ts";
 
 // statuses live with the rest of how a trial ends (outcome.ts); re-exported for the runner's callers
 export { SETTLED_STATUSES, type TrialStatus } from "./lifecycle.ts";

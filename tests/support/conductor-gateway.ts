@@ -6,7 +6,7 @@
 import { mkdtempSync, mkdirSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { ModelGateway } from "../../engine/gateway/model-gateway.ts";
+import { ModelGateway } from "../../engine/gateway-host/model-gateway.ts";
 import { openStore, type Store } from "../../engine/store/index.ts";
 import type { WireApi } from "../../engine/harness/cli-types.ts";
 import type { ModelEndpoint } from "../../engine/conductor/types.ts";

@@ -6,7 +6,7 @@
  * box bookkeeping are handled the one way run.ts handles them. Boxes, networks and the gateway lease stay run.ts's.
  */
 import type { Engine, ExecOptions, ExecResult, IdMapping } from "../../driver/types.ts";
-import type { GatewayLease } from "../../gateway/model-gateway.ts";
+import type { GatewayLease } from "../../gateway-host/model-gateway.ts";
 import type { Harness, HarnessContext } from "../../harness/types.ts";
 import type { TrialRecord } from "../../store/index.ts";
 import type { TaskConfig } from "../../task/model.ts";

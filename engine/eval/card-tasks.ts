@@ -56,6 +56,8 @@ export function cardTaskFiles(card: TaskCard, runner: RunnerConfig): Record<stri
   return {
     "task.toml": [
       'schema_version = "1.3"',
+      // the path this module had when card tasks were first written: the text is part of every card task's digest,
+      // so naming the module's present place would make every stored card task a new one
       `# task card ${card.id}, written by evolve (engine/evolve/card-tasks.ts): edit evolve/evals/${card.id}.json instead`,
       "",
       "[task]",

@@ -1,12 +1,14 @@
 /**
  * Paired statistics of a candidate against its parent on the same tasks, and the paired-gain gate of a screen
- * (spec: harness-evolution.md "Screening gates"). Pure: numbers in, numbers out.
+ * (spec: harness-evolution.md "Screening gates"), and which attempts count at all. Pure: attempts and numbers in,
+ * numbers (or the refusal of a run whose attempts never met their model) out.
  *
  * The gain of task i is γ_i = c_i − p_i. A screen has few tasks, so the t statistic is read against Student's t for
  * the interval, but the gate itself is the spec's fixed t ≥ 1.96 (with n ≥ 2): the same rule for every round, which
  * a person can check by hand. The exact sign test is reported beside it because it does not assume the gains are
  * normal (scores are often 0/1).
  */
+import { EvolveError } from "../errors.ts";
 import type { Attempt, GateResult, PairedStats, SignTestEvidence } from "./types.ts";
 
 /** Whether an attempt passed its task: scored, and fully (score ≥ 1); an unscored attempt never passes. */
@@ -262,4 +264,19 @@ export function statsFromJson(v: unknown): PairedStats {
     ci95: ci === null ? null : [(ci as number[])[0], (ci as number[])[1]],
     sign_test: { wins: st!.wins as number, losses: st!.losses as number, ties: st!.ties as number, p: st!.p as number },
   };
+}
+
+/**
+ * The error that stops an eval, screen or round when any attempt of `harness` never reached its model (no upstream,
+ * unreachable, auth, 5xx): such an attempt says nothing of the harness, so nothing is scored, judged or appended to
+ * memory from the run, and the command exits non-zero saying why. Undefined when every attempt met its model.
+ */
+export function modelUnavailableError(harness: string, attempts: readonly Attempt[], logs: string): EvolveError | undefined {
+  const bad = attempts.filter((a) => a.model_unavailable);
+  if (bad.length === 0) return undefined;
+  return new EvolveError(
+    "attempts_model_unavailable",
+    `${bad.length} of ${attempts.length} attempts of ${harness} never reached their model (${bad[0].task}: ${bad[0].invalid_reason ?? "model unavailable"}); nothing was scored or appended to memory`,
+    `give the model an upstream (gateway.toml, or the provider's *_API_KEY) and run it again; logs under ${logs}`,
+  );
 }

@@ -1,6 +1,7 @@
 /**
- * Where an evolution project keeps things: the live `.agent/` and the `evolve/` records beside it (types.ts shows
- * the whole layout). One place for every path, so the evolver's modules never spell one twice.
+ * Where an evolution project keeps things: the live `.agent/` and the `evolve/` records beside it (engine/evolve/types.ts
+ * shows the whole layout). One place for every path, so neither the evaluation layer (cards, runner.json) nor the
+ * evolver (candidates, screens, rounds) spells one twice.
  */
 import { join } from "node:path";
 

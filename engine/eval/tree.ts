@@ -1,6 +1,6 @@
 /**
- * Plain-file trees for the evolver: walking, copying and atomically writing the files of a `.agent/`, a candidate's
- * `files/` and a backup. A harness is text a person edits, so anything that is not a plain file or folder (a link, a
+ * Plain-file trees for the evaluation layer and the strategies on it: walking, copying and atomically writing the
+ * files of a `.agent/`, a candidate (candidate-store.ts), an adapter and a backup. A harness is text a person edits, so anything that is not a plain file or folder (a link, a
  * FIFO, a socket, a device) is refused rather than followed: a link in a candidate would let a screen or an install
  * read or write outside the project, and a FIFO would hang the copy.
  */
@@ -128,27 +128,30 @@ export interface TreeListing {
 }
 
 /**
- * Lists the tree at `root` without following links; a link or special file anywhere → agent_dir_unsafe. `skip` names
- * top-level entries left out (the live harness's `memory/`). A missing root lists as empty.
+ * Lists the tree at `root` without following links; a link or special file anywhere → `refuse(path, what)`
+ * (agent_dir_unsafe unless the caller says otherwise: a stored candidate's digest calls it tampering). `skip` names
+ * top-level entries left out (the live harness's `memory/`). A missing root lists as empty; an entry gone between
+ * the folder's read and its lstat is left out, as if it had gone a moment earlier.
  */
-export function listTree(root: string, skip: readonly string[] = []): TreeListing {
+export function listTree(root: string, skip: readonly string[] = [], refuse: (path: string, what: string) => Error = unsafe): TreeListing {
   const out: TreeListing = { files: new Map(), dirs: new Set() };
   const top = lstatOrNone(root);
   if (!top) return out;
-  if (!top.isDirectory()) throw unsafe(root, top.isFile() ? "a file, not a folder" : kindOf(top));
+  if (!top.isDirectory()) throw refuse(root, top.isFile() ? "a file, not a folder" : kindOf(top));
   const walk = (dir: string, rel: string) => {
     for (const name of readdirSync(dir).sort()) {
       if (!rel && skip.includes(name)) continue;
       const path = join(dir, name);
       const r = rel ? `${rel}/${name}` : name;
-      const st = lstatSync(path);
+      const st = lstatOrNone(path);
+      if (!st) continue;
       if (st.isDirectory()) {
         out.dirs.add(r);
         walk(path, r);
       } else if (st.isFile()) {
         out.files.set(r, st.mode & 0o777);
         if (out.files.size > MAX_TREE_FILES) charge({ files: MAX_TREE_FILES, bytes: 0 }, 0, root);
-      } else throw unsafe(path, kindOf(st));
+      } else throw refuse(path, kindOf(st));
     }
   };
   walk(root, "");

@@ -402,7 +402,7 @@ export async function checkCard(card: TaskCard, output: string, o: { signal?: Ab
 }
 
 /**
- * The gateway a cards evaluator's agents reach their model through (engine/evolve/local-gateway.ts opens one):
+ * The gateway a cards evaluator's agents reach their model through (local-gateway.ts opens one):
  * its URL and key, and the USD it has metered so far, so an attempt's spend is the difference across it.
  */
 export interface CardsGateway {

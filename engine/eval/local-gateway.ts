@@ -9,7 +9,7 @@ import { agentModelCall, modelUnavailable, unavailableCall } from "../../gateway
 import type { CallRecord } from "../../gateway/types.ts";
 import { loadUpstreams, type Upstreams } from "../../gateway/upstreams.ts";
 import { providerKeysFromEnv } from "../trial/recorder.ts";
-import { ModelGateway } from "../gateway/model-gateway.ts";
+import { ModelGateway } from "../gateway-host/model-gateway.ts";
 import type { CardsGateway } from "./evals.ts";
 
 /** The most calls of one attempt kept for its verdict while none is answered (an agent retrying a dead upstream). */
