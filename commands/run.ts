@@ -61,6 +61,10 @@ export interface RunOptions {
   task?: string;
   /** `--preflight-call`: one tiny real call through the gateway before any box starts (costs money; off by default). */
   preflightCall?: boolean;
+  /** `run` only: `--otlp FILE|URL` and its companions: each trial's OpenTelemetry trace, sent as it settles (commands/otel.ts). */
+  otlp?: string;
+  otlpProtocol?: string;
+  otlpHeader?: string[];
 }
 
 /**
@@ -210,6 +214,11 @@ async function startJob(given: RunOptions, agentName: string, kind: JobKind, str
     };
     // refused before the engine is even opened: a job too large to record is a usage error, not a slow failure
     checkJobSize(jobConfig.tasks.length, jobConfig.attempts, config.jobs.max_trials);
+    // a bad --otlp is refused here, before a job is recorded; the warnings go wherever the view puts them
+    let warnOtlp = (line: string): void => {
+      process.stderr.write(line + "\n");
+    };
+    const otlp = opts.otlp !== undefined ? (await import("./otel.ts")).liveOtlp(config.home, opts as RunOptions & { otlp: string }, (l) => warnOtlp(l)) : undefined;
     const engine = await openEngine({ kind: opts.engine, home: config.home });
     const job = createJob(store, jobConfig, dataset, config.jobs.max_trials);
     const total = tasks.length * jobConfig.attempts;
@@ -219,7 +228,12 @@ async function startJob(given: RunOptions, agentName: string, kind: JobKind, str
       out(style.dim(`trial folders: ${trialDir(config.home, "<trial id>")}/  (evolve trial show <trial id>)`));
     }
     const view = progress(total, taskNames(store.listTrials(job.id)), opts.json === true, streamJson);
-    const trials = await driveJob({ store, engine, home: config.home, jobId: job.id, secrets, onEvent: view.onEvent, warn: view.warn }).finally(() => view.end());
+    warnOtlp = (line) => view.warn(`${style.yellow("warning")}: ${line}`);
+    const onEvent = otlp ? otlp.onEvent(view.onEvent) : view.onEvent;
+    const trials = await driveJob({ store, engine, home: config.home, jobId: job.id, secrets, onEvent, warn: view.warn }).finally(async () => {
+      await otlp?.done();
+      view.end();
+    });
     return { store, job: store.getJob(job.id)!, trials };
   } catch (e) {
     await store.close();

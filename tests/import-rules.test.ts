@@ -32,6 +32,8 @@ const LAYERS = [
   "engine/harness",
   "engine/trial",
   "engine/job",
+  // OpenTelemetry export (issue 22 §5): reads settled trials and their traces, decides nothing
+  "engine/otel",
   "engine/dataset",
   "engine/gc",
   "engine/doctor",
