@@ -38,7 +38,7 @@ let Request: protobuf.Type;
 const env = () => ({ ...process.env, EVOLVE_HOME: home, NO_COLOR: "1" });
 const evolve = (args: string[]) => host.run(args, { cwd: ROOT, env: env() });
 
-function call(model: string, prompt: number, cached: number, output: number, reasoning: number, cost: number | null): GatewayUsageEvent {
+function call(model: string, prompt: number, cached: number, output: number, reasoning: number, cost: number | null, timing?: { started_at: string; latency_ms: number }): GatewayUsageEvent {
   return {
     type: "usage",
     data: {
@@ -50,6 +50,7 @@ function call(model: string, prompt: number, cached: number, output: number, rea
         lane: "agent",
         cost_usd: cost,
         usage: { promptTokens: prompt, completionTokens: output, inputTokens: prompt - cached, cachedReadTokens: cached, cachedWriteTokens: 0, thoughtTokens: reasoning, totalTokens: prompt + output },
+        ...timing,
       },
     },
   };
@@ -192,7 +193,8 @@ beforeAll(async () => {
     chunkEvent("agent_message_chunk", " Done."),
   ]);
   w.close();
-  appendGatewayUsage(home, A, [call("anthropic/claude-sonnet-4-5", 1000, 200, 100, 40, 0.0025), call("anthropic/claude-sonnet-4-5", 824, 112, 64, 0, 0.0012)]);
+    // the first call as the gateway records it now (its start and latency); the second as older traces hold it
+  appendGatewayUsage(home, A, [call("anthropic/claude-sonnet-4-5", 1000, 200, 100, 40, 0.0025, { started_at: "2026-03-01T10:00:12.000Z", latency_ms: 2140 }), call("anthropic/claude-sonnet-4-5", 824, 112, 64, 0, 0.0012)]);
   await store.close();
 });
 
@@ -258,6 +260,12 @@ describe("trace export over OTLP/HTTP", () => {
         expect(c.attributes["llm.token_count.prompt"]).toBe(c.attributes["gen_ai.usage.input_tokens"]);
         expect(c.attributes["llm.token_count.completion"]).toBe(c.attributes["gen_ai.usage.output_tokens"]);
       }
+      // a call's span lasts as long as the call; one stored without its time sits at the agent phase's start
+      const ns = (iso: string) => `${Date.parse(iso)}000000`;
+      const [timed, untimed] = [chats.find((c) => c.attributes["evolve.trace.seq"] === 5)!, chats.find((c) => c.attributes["evolve.trace.seq"] === 6)!];
+      expect([timed.start, timed.end]).toEqual([ns("2026-03-01T10:00:12.000Z"), ns("2026-03-01T10:00:14.140Z")]);
+      expect([untimed.start, untimed.end]).toEqual([ns("2026-03-01T10:00:10.000Z"), ns("2026-03-01T10:00:10.000Z")]);
+      expect(timed.attributes["gen_ai.usage.cost"]).toBe(0.0025);
       // the calls add up to the trial's totals, as trial show prints them
       const sum = (k: string) => chats.reduce((n, c) => n + Number(c.attributes[k]), 0);
       expect(sum("gen_ai.usage.input_tokens")).toBe(show.tokens.prompt);

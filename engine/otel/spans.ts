@@ -154,8 +154,10 @@ function agentSpanStatus(t: TrialRecord): OtelSpan["status"] {
 
 /**
  * The spans of one trial, the agent span first. Times come from the record (the trial's start and end, the
- * verifier's end for the rewards) and from the trace's own `_meta.timestamp`s; an event without one (a gateway
- * call, a harness that stamps nothing) is placed at the agent phase's start, and ends where it starts.
+ * verifier's end for the rewards) and from the trace's own `_meta.timestamp`s (a gateway call's start, with its
+ * `_meta.latency_ms`; a harness's stamps on tool calls and their results); an event without one (a trace stored
+ * before gateway calls were stamped, a harness that stamps nothing) is placed at the agent phase's start, and ends
+ * where it starts.
  */
 export function trialSpans(home: string, t: TrialRecord): OtelSpan[] {
   const traceId = traceIdOf(t.id);
@@ -223,6 +225,7 @@ export function trialSpans(home: string, t: TrialRecord): OtelSpan[] {
     const u = e.data.update;
     const cm = splitModel(u.model) ?? { provider, model: "unknown" };
     const at = timestampOf(e) ?? callStart;
+    const latency = typeof u._meta?.latency_ms === "number" && u._meta.latency_ms > 0 ? u._meta.latency_ms : 0;
     const attrs: Record<string, AttrValue> = {
       "gen_ai.operation.name": "chat",
       "gen_ai.provider.name": cm.provider === "evolve" ? provider : cm.provider,
@@ -236,7 +239,7 @@ export function trialSpans(home: string, t: TrialRecord): OtelSpan[] {
     };
     if (u.costUsd !== undefined) attrs["gen_ai.usage.cost"] = u.costUsd;
     if (typeof u._meta?.lane === "string") attrs["evolve.lane"] = u._meta.lane;
-    spans.push({ traceId, spanId: spanIdOf(t.id, `seq:${e.seq}`), parentSpanId: rootId, name: `chat ${cm.model}`, kind: SPAN_KIND.CLIENT, startMs: at, endMs: at, attributes: attrs, events: [], status: { code: STATUS_CODE.UNSET } });
+    spans.push({ traceId, spanId: spanIdOf(t.id, `seq:${e.seq}`), parentSpanId: rootId, name: `chat ${cm.model}`, kind: SPAN_KIND.CLIENT, startMs: at, endMs: at + latency, attributes: attrs, events: [], status: { code: STATUS_CODE.UNSET } });
   }
   for (const { call, last } of d.tools) {
     const c = call.data.update;
