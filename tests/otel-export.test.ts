@@ -450,6 +450,21 @@ describe("evolve trace export (the command)", () => {
     expect(r.code).toBe(2);
   });
 
+  it("run refuses a bad --otlp before a job is recorded or the engine is opened", () => {
+    const own = mkdtempSync(join(tmpdir(), "evolve-otel-run-"));
+    try {
+      const run = (args: string[]) => host.run(args, { cwd: ROOT, env: { ...process.env, EVOLVE_HOME: own, NO_COLOR: "1" } });
+      const r = run(["run", "-p", "fixtures/tasks/valid/minimal", "-a", "oracle", "--otlp", "grpc://localhost:4317"]);
+      expect(r.stderr).toContain("error[otlp_destination_invalid]");
+      expect(r.code).toBe(2);
+      const h = run(["run", "-p", "fixtures/tasks/valid/minimal", "-a", "oracle", "--otlp", "http://localhost:4318", "--otlp-header", "Authorization"]);
+      expect(h.stderr).toContain("error[otlp_header_invalid]");
+      expect(JSON.parse(run(["job", "list", "--json"]).stdout)).toEqual([]);
+    } finally {
+      rmSync(own, { recursive: true, force: true });
+    }
+  });
+
   it("keeps a header's value out of every message", () => {
     const r = evolve(["trace", "export", A, "--otlp", "http://127.0.0.1:9", "--header", "Authorization=Basic c2VjcmV0", "--timeout", "5"]);
     expect(r.code).toBe(2);
