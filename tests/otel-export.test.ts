@@ -32,6 +32,7 @@ let home: string;
 let jobId: string;
 let A: string; // scored: two gateway calls, a tool call, two reward keys
 let B: string; // settled without a trace (INFRASTRUCTURE_ERROR)
+let C: string; // scored with tokens and spend but no trace (an agent without a parser): nothing itemizes its calls
 let R: string; // still running
 let Request: protobuf.Type;
 
@@ -166,9 +167,9 @@ beforeAll(async () => {
 
   home = mkdtempSync(join(tmpdir(), "evolve-otel-"));
   const store = openStore(home);
-  const job = createJob(store, jobConfig(3));
+  const job = createJob(store, jobConfig(4));
   jobId = job.id;
-  [A, B, R] = store.listTrials(job.id).map((t) => t.id);
+  [A, B, C, R] = store.listTrials(job.id).map((t) => t.id);
   const put = (id: string, patch: Partial<TrialRecord>) => store.putTrial({ ...store.getTrial(id)!, ...patch });
   put(A, {
     agent: "claude-code",
@@ -183,6 +184,7 @@ beforeAll(async () => {
     spend: { live_usd: 0.0037, final_usd: 0.0037, source: "measured", calls: 2, unpriced_calls: 0 },
   });
   put(B, { status: "INFRASTRUCTURE_ERROR", started_at: T0, finished_at: "2026-03-01T10:00:05.000Z", exception: { type: "BuildError", message: "the image did not build", traceback: "", occurred_at: T0 } });
+  put(C, { agent: "mytool", model: "openai/gpt-5", status: "SCORED", started_at: T0, finished_at: "2026-03-01T10:03:00.000Z", rewards: { reward: 0 }, reward: 0, tokens: { prompt: 500, cached_read: 100, cache_write: 20, output: 50, reasoning: 10 }, spend: { live_usd: 0.01, final_usd: 0.01, source: "measured", calls: 3, unpriced_calls: 0 } });
   put(R, { status: "RUNNING", started_at: T0 });
   const w = openTraceWriter(home, A);
   w.append([
@@ -235,17 +237,20 @@ describe("trace export over OTLP/HTTP", () => {
         "gen_ai.provider.name": "anthropic",
         "gen_ai.agent.name": "claude-code",
         "gen_ai.request.model": "claude-sonnet-4-5",
-        "gen_ai.usage.input_tokens": show.tokens.prompt,
-        "gen_ai.usage.output_tokens": show.tokens.output,
-        "gen_ai.usage.cache_read.input_tokens": show.tokens.cached_read,
-        "gen_ai.usage.cache_creation.input_tokens": show.tokens.cache_write,
-        "gen_ai.usage.reasoning.output_tokens": show.tokens.reasoning,
-        "gen_ai.usage.cost": show.agent_result.cost_usd,
+        "evolve.usage.input_tokens": show.tokens.prompt,
+        "evolve.usage.output_tokens": show.tokens.output,
+        "evolve.usage.cache_read.input_tokens": show.tokens.cached_read,
+        "evolve.usage.cache_creation.input_tokens": show.tokens.cache_write,
+        "evolve.usage.reasoning.output_tokens": show.tokens.reasoning,
+        "evolve.usage.cost": show.agent_result.cost_usd,
         "openinference.span.kind": "AGENT",
+        "langfuse.observation.type": "agent",
         "input.value": "Create hello.txt containing Hello.",
         "output.value": "I'll create the file. Done.",
         "session.id": jobId,
       });
+      // the calls are itemized below, so the agent span carries no gen_ai usage a backend would add to theirs
+      expect(Object.keys(agent.attributes).filter((k) => k.startsWith("gen_ai.usage.") || k.startsWith("llm.token_count."))).toEqual([]);
       // the verifier's rewards, one evaluation event each, at the verifier's end
       expect(agent.events.map((e) => [e.attributes["gen_ai.evaluation.name"], e.attributes["gen_ai.evaluation.score.value"]])).toEqual(Object.entries(show.rewards));
       expect(agent.events.every((e) => e.name === "gen_ai.evaluation.result" && e.time === `${Date.parse("2026-03-01T10:01:55.500Z")}000000`)).toBe(true);
@@ -256,6 +261,7 @@ describe("trace export over OTLP/HTTP", () => {
         expect(c.kind).toBe(3); // CLIENT
         expect(c.parentSpanId).toBe(agent.spanId);
         expect(c.attributes["openinference.span.kind"]).toBe("LLM");
+        expect(c.attributes["langfuse.observation.type"]).toBe("generation");
         expect(c.attributes["llm.model_name"]).toBe("claude-sonnet-4-5");
         expect(c.attributes["llm.token_count.prompt"]).toBe(c.attributes["gen_ai.usage.input_tokens"]);
         expect(c.attributes["llm.token_count.completion"]).toBe(c.attributes["gen_ai.usage.output_tokens"]);
@@ -281,6 +287,32 @@ describe("trace export over OTLP/HTTP", () => {
       expect(tool.start).toBe(`${Date.parse("2026-03-01T10:00:20.000Z")}000000`);
       expect(tool.end).toBe(`${Date.parse("2026-03-01T10:00:21.250Z")}000000`);
       expect(tool.status).toBe(1);
+    } finally {
+      await rx.close();
+    }
+  });
+
+  it("puts a trial's totals in gen_ai.usage.* on the agent span when no call is itemized", async () => {
+    const rx = await receiver();
+    try {
+      const store = openStore(home);
+      const c = store.getTrial(C)!;
+      await store.close();
+      await exportTrials(home, [c], resolveTarget({ dest: rx.url }));
+      const spans = decodeProtobuf(rx.got[0].body);
+      expect(spans).toHaveLength(1);
+      const show = JSON.parse(evolve(["trial", "show", C, "--json"]).stdout) as { tokens: Record<string, number>; agent_result: { cost_usd: number } };
+      expect(spans[0].attributes).toMatchObject({
+        "gen_ai.provider.name": "openai",
+        "gen_ai.usage.input_tokens": show.tokens.prompt,
+        "gen_ai.usage.output_tokens": show.tokens.output,
+        "gen_ai.usage.cache_read.input_tokens": show.tokens.cached_read,
+        "gen_ai.usage.cache_creation.input_tokens": show.tokens.cache_write,
+        "gen_ai.usage.reasoning.output_tokens": show.tokens.reasoning,
+        "gen_ai.usage.cost": show.agent_result.cost_usd,
+        "evolve.usage.input_tokens": show.tokens.prompt,
+      });
+      expect(spans[0].events.map((e) => e.attributes)).toEqual([{ "gen_ai.evaluation.name": "reward", "gen_ai.evaluation.score.value": 0 }]);
     } finally {
       await rx.close();
     }
@@ -399,8 +431,8 @@ describe("evolve trace export (the command)", () => {
       expect(code).toBe(0);
       expect(stdout).not.toContain("c2VjcmV0");
       const doc = JSON.parse(stdout);
-      expect(doc).toEqual({ destination: `${rx.url}/v1/traces`, protocol: "http/protobuf", job_id: jobId, trials: 2, spans: 5, unsettled: [R] });
-      expect(rx.got.map((g) => decodeProtobuf(g.body)[0].traceId).sort()).toEqual([traceIdOf(A), traceIdOf(B)].sort());
+      expect(doc).toEqual({ destination: `${rx.url}/v1/traces`, protocol: "http/protobuf", job_id: jobId, trials: 3, spans: 6, unsettled: [R] });
+      expect(rx.got.map((g) => decodeProtobuf(g.body)[0].traceId).sort()).toEqual([traceIdOf(A), traceIdOf(B), traceIdOf(C)].sort());
     } finally {
       await rx.close();
     }
@@ -420,7 +452,7 @@ describe("evolve trace export (the command)", () => {
       expect(p.code).toBe(0);
       // concatenated messages are one request whose resource_spans are every trial's
       const spans = decodeProtobuf(readFileSync(join(dir, "j.pb")));
-      expect(new Set(spans.map((s) => s.traceId))).toEqual(new Set([traceIdOf(A), traceIdOf(B)]));
+      expect(new Set(spans.map((s) => s.traceId))).toEqual(new Set([traceIdOf(A), traceIdOf(B), traceIdOf(C)]));
       expect(decodeJson(lines[0])).toEqual(spans.filter((s) => s.traceId === traceIdOf(A)));
     } finally {
       rmSync(dir, { recursive: true, force: true });

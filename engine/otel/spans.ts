@@ -3,8 +3,9 @@
  * an `invoke_agent {agent}` span (INTERNAL) for the trial, under it a `chat {model}` span (CLIENT) per gateway call
  * and an `execute_tool {tool}` span (INTERNAL) per tool call, and the verifier's rewards as
  * `gen_ai.evaluation.result` events on the agent span. Each span carries the GenAI semantic conventions' `gen_ai.*`
- * attributes and, beside them, OpenInference's (`openinference.span.kind`, `llm.*`, `input.value`/`output.value`):
- * Phoenix reads OpenInference first, Langfuse `gen_ai.*` first, so both show the same figures.
+ * attributes and, beside them, OpenInference's (`openinference.span.kind`, `llm.*`, `input.value`/`output.value`)
+ * and Langfuse's `langfuse.observation.type`: Phoenix reads OpenInference first, Langfuse its own keys and then
+ * `gen_ai.*`, so both show the same figures, and each counts a call's tokens and cost once.
  *
  * Read-only over the store: the trial record for the agent span's totals (the very figures `trial show` prints:
  * tokens, spend, rewards) and the parsed trace (engine/trace/store.ts) for the per-call and per-tool spans. Nothing
@@ -185,6 +186,8 @@ export function trialSpans(home: string, t: TrialRecord): OtelSpan[] {
       // Langfuse groups traces by session: a job's trials are one session
       "session.id": t.job_id,
       "openinference.span.kind": "AGENT",
+      // Langfuse reads its own type first: the trial is an agent, never a generation whose usage it would add
+      "langfuse.observation.type": "agent",
       "evolve.trial.id": t.id,
       "evolve.job.id": t.job_id,
       "evolve.task.digest": t.task_digest,
@@ -202,14 +205,21 @@ export function trialSpans(home: string, t: TrialRecord): OtelSpan[] {
   if (t.source) a["evolve.dataset"] = t.source;
   if (d.instruction !== undefined) a["input.value"] = cut(d.instruction);
   if (d.answer.length > 0) a["output.value"] = cut(d.answer.join(""));
-  // the totals `trial show` prints: the record's agent-lane tokens and spend (no llm.token_count here, so Phoenix,
-  // which adds up its LLM spans, does not count the calls twice)
+  // The totals `trial show` prints (the record's agent-lane tokens and spend) always ride as evolve.usage.*. As
+  // gen_ai.usage.* only when no call is itemized: backends add up usage over a trace's spans (Langfuse its
+  // observations' cost, Phoenix its LLM spans' tokens), and the chat spans below already carry every call's.
   const tokens = tokenCounts(t.tokens);
-  if (tokens) Object.assign(a, usageAttributes({ promptTokens: tokens.prompt, completionTokens: tokens.output, cachedTokens: tokens.cached_read, cacheWriteTokens: tokens.cache_write, reasoningTokens: tokens.reasoning }, false));
   const spend = measuredLane(t.spend);
-  if (spend) {
-    a["gen_ai.usage.cost"] = spend.final_usd ?? spend.live_usd;
-    a["evolve.spend.source"] = spend.source;
+  const totals: UsageCounts | undefined = tokens && { promptTokens: tokens.prompt, completionTokens: tokens.output, cachedTokens: tokens.cached_read, cacheWriteTokens: tokens.cache_write, reasoningTokens: tokens.reasoning };
+  const cost = spend ? (spend.final_usd ?? spend.live_usd) : undefined;
+  if (totals) Object.assign(a, { "evolve.usage.input_tokens": totals.promptTokens, "evolve.usage.output_tokens": totals.completionTokens, "evolve.usage.cache_read.input_tokens": totals.cachedTokens!, "evolve.usage.cache_creation.input_tokens": totals.cacheWriteTokens!, "evolve.usage.reasoning.output_tokens": totals.reasoningTokens! });
+  if (cost !== undefined) {
+    a["evolve.usage.cost"] = cost;
+    a["evolve.spend.source"] = spend!.source;
+  }
+  if (d.calls.length === 0) {
+    if (totals) Object.assign(a, usageAttributes(totals, false));
+    if (cost !== undefined) a["gen_ai.usage.cost"] = cost;
   }
   const reward = primaryReward(t.rewards);
   if (reward !== null) a["evolve.reward"] = reward;
@@ -233,6 +243,7 @@ export function trialSpans(home: string, t: TrialRecord): OtelSpan[] {
       "gen_ai.response.model": cm.model,
       "gen_ai.conversation.id": t.id,
       "openinference.span.kind": "LLM",
+      "langfuse.observation.type": "generation",
       "llm.model_name": cm.model,
       ...usageAttributes(u.usage, true),
       "evolve.trace.seq": e.seq,
@@ -252,6 +263,7 @@ export function trialSpans(home: string, t: TrialRecord): OtelSpan[] {
       "gen_ai.tool.call.id": c.toolCallId,
       "gen_ai.conversation.id": t.id,
       "openinference.span.kind": "TOOL",
+      "langfuse.observation.type": "tool",
       "tool.name": c.name,
       "input.value": cut(JSON.stringify(c.rawInput)),
       "evolve.tool.kind": c.kind,
