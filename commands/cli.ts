@@ -137,7 +137,10 @@ export function buildProgram(version: string, setExit: (code: number) => void, a
       .option("--max-spend-usd <usd>", "cap each trial's agent spend at this many dollars")
       .option("--ve <KEY=VALUE>", "override the LLM judge for this job: REWARDKIT_JUDGE or REWARDKIT_MODEL; repeatable", collect, [])
       .option("--preflight-call", "before any box starts, make one tiny real call to the model through the gateway (costs money; off by default)")
-      .option("-o, --jobs-dir <dir>", "write the job as a Harbor job folder under DIR/<job name>/ as its trials settle (default ./jobs; off with [jobs] folder = false)"),
+      .option("-o, --jobs-dir <dir>", "write the job as a Harbor job folder under DIR/<job name>/ as its trials settle (default ./jobs; off with [jobs] folder = false)")
+      .option("--otlp <file|url>", "stream each trial's OpenTelemetry trace there as it settles (as `trace export --otlp`); a failed export only warns")
+      .option("--otlp-protocol <protocol>", "http/protobuf (default for a URL) | http/json (default for a file)")
+      .option("--otlp-header <NAME=VALUE>", "a header sent with each --otlp request (Langfuse: Authorization=Basic …); repeatable, never printed", collect, []),
     "stream one JSON line per trial event, then the summary",
   )
     .addHelpText(
@@ -149,6 +152,7 @@ export function buildProgram(version: string, setExit: (code: number) => void, a
         "evolve run -p tasks/ -a nop --max-spend-usd 2 --ve REWARDKIT_MODEL=anthropic/claude-sonnet-4-6",
         "evolve run -d example@1.0 -i 'hello*' -x '*-slow' --job-name smoke",
         "evolve run -c run.toml -n 2",
+        "evolve run -d example@1.0 -a oracle --otlp http://localhost:6006",
       ]),
     )
     .action(async (opts, cmd: Command) => setExit(await (await import("./run.ts")).runCommand(await withRunConfig(opts, cmd))));

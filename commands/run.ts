@@ -64,6 +64,10 @@ export interface RunOptions {
   preflightCall?: boolean;
   /** `run` only: `-o/--jobs-dir`, where the job's Harbor job folder goes (default ./jobs). */
   jobsDir?: string;
+  /** `run` only: `--otlp FILE|URL` and its companions: each trial's OpenTelemetry trace, sent as it settles (commands/otel.ts). */
+  otlp?: string;
+  otlpProtocol?: string;
+  otlpHeader?: string[];
 }
 
 /**
@@ -213,6 +217,11 @@ async function startJob(given: RunOptions, agentName: string, kind: JobKind, str
     };
     // refused before the engine is even opened: a job too large to record is a usage error, not a slow failure
     checkJobSize(jobConfig.tasks.length, jobConfig.attempts, config.jobs.max_trials);
+    // a bad --otlp is refused here, before a job is recorded; the warnings go wherever the view puts them
+    let warnOtlp = (line: string): void => {
+      process.stderr.write(line + "\n");
+    };
+    const otlp = opts.otlp !== undefined ? (await import("./otel.ts")).liveOtlp(config.home, opts as RunOptions & { otlp: string }, (l) => warnOtlp(l)) : undefined;
     const engine = await openEngine({ kind: opts.engine, home: config.home });
     const job = createJob(store, jobConfig, dataset, config.jobs.max_trials);
     const total = tasks.length * jobConfig.attempts;
@@ -226,12 +235,15 @@ async function startJob(given: RunOptions, agentName: string, kind: JobKind, str
     const folder = kind === "run" && config.jobs.folder ? new JobFolderWriter(store, config.home, job.id, opts.jobsDir ?? DEFAULT_JOBS_DIR, view.warn) : undefined;
     const where = await folder?.start();
     if (where !== undefined && !opts.json) out(style.dim(`job folder: ${where}/`));
-    const onEvent = (e: JobEvent) => {
+    warnOtlp = (line) => view.warn(`${style.yellow("warning")}: ${line}`);
+    const shown = (e: JobEvent) => {
       view.onEvent(e);
       if (e.kind === "trial_settled") void folder?.trialSettled(e.trial.id);
     };
+    const onEvent = otlp ? otlp.onEvent(shown) : shown;
     const trials = await driveJob({ store, engine, home: config.home, jobId: job.id, secrets, onEvent, warn: view.warn }).finally(async () => {
       await folder?.finish();
+      await otlp?.done();
       view.end();
     });
     return { store, job: store.getJob(job.id)!, trials };

@@ -1,10 +1,10 @@
 /**
- * The parsed trace's commands (`trial trace`, `trial download --stream`, `job grep`, `trace convert`), added to the
- * tree cli.ts builds. Parsing and help only; each action lazily imports commands/trace.ts.
+ * The parsed trace's commands (`trial trace`, `trial download --stream`, `job grep`, `trace convert|export`), added to the
+ * tree cli.ts builds. Parsing and help only; each action lazily imports commands/trace.ts (`trace export`: commands/otel.ts).
  */
 import { Option, type Command } from "commander";
 import { ARTIFACT_STREAMS } from "../engine/trace/artifact-streams.ts";
-import { COUNT, numberFlag } from "./flags.ts";
+import { COUNT, POSITIVE, numberFlag } from "./flags.ts";
 
 function examples(lines: string[]): string {
   return `\nExamples:\n${lines.map((l) => `  $ ${l}`).join("\n")}\n`;
@@ -76,4 +76,22 @@ export function addTraceCommands(program: Command, trial: Command, job: Command,
       ]),
     )
     .action(async (file: string, opts) => setExit(await (await impl()).traceConvertCommand(file, opts)));
+  trace
+    .command("export")
+    .description("send settled trials as OpenTelemetry traces (GenAI and OpenInference attributes) to an OTLP/HTTP endpoint or a file")
+    .argument("<trial|job>", "a trial id (or a unique start or end of it), or a job id or --job-name: its settled trials")
+    .requiredOption("--otlp <file|url>", "an http(s) endpoint (/v1/traces is appended unless the path ends with it) or a file")
+    .addOption(new Option("--protocol <protocol>", "http/protobuf (default for a URL; Phoenix takes only this) | http/json (default for a file: JSON lines)").choices(["http/protobuf", "http/json"]))
+    .option("--header <NAME=VALUE>", "a header sent with each request (Langfuse: Authorization=Basic base64(pk:sk)); repeatable, never printed", collect)
+    .option("--timeout <sec>", "how long one request may take before the endpoint counts as unreachable (default 30)", numberFlag("--timeout", POSITIVE))
+    .option("--json", "print what was sent as JSON")
+    .addHelpText(
+      "after",
+      examples([
+        "evolve trace export 01JB... --otlp http://localhost:6006",
+        "evolve trace export smoke --otlp https://cloud.langfuse.com/api/public/otel --header \"Authorization=Basic $(printf %s \"$LANGFUSE_PUBLIC_KEY:$LANGFUSE_SECRET_KEY\" | base64 -w0)\"",
+        "evolve trace export 01JB... --otlp spans.jsonl",
+      ]),
+    )
+    .action(async (ref: string, opts) => setExit(await (await import("./otel.ts")).traceExportCommand(ref, opts)));
 }

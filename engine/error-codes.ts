@@ -127,6 +127,15 @@ export const ERROR_CODES = {
   regrade_no_kept_files: ran("the trial kept no files for a verifier to see again"),
   regrade_files_incomplete: ran("the trial could not keep every changed path, so its verifier would see a different box"),
 
+  // OpenTelemetry export (engine/otel): `trace export`, `run --otlp`
+  otlp_target_not_found: env("`trace export` names neither a trial nor a job (by id, unique start or end, or job name)"),
+  otlp_trial_not_settled: env("`trace export` names a trial that is still running; its trace is exported once it settles (or use `run --otlp`)"),
+  otlp_destination_invalid: env("--otlp is neither a file path nor an http(s) URL with a host"),
+  otlp_header_invalid: env("--header is not NAME=VALUE with an HTTP header name and a one-line value"),
+  otlp_unreachable: env("the OTLP endpoint did not answer: refused, unknown host, or no answer within the time limit"),
+  otlp_rejected: env("the OTLP endpoint answered with a status other than 2xx (bad credentials, JSON to a protobuf-only endpoint, …)"),
+  otlp_write_failed: env("the --otlp file cannot be written"),
+
   // A trial's files
   path_outside_tree: env("a path given for a box's files climbs out of the box's file tree"),
   files_unavailable: ran("the trial has no files to read (no live box and no kept tree)"),

@@ -142,6 +142,9 @@ export interface GatewayUsageEvent {
       usage: TraceUsage;
       /** Priced cost, USD; null when the model has no price (never 0 for unknown). */
       cost_usd: number | null;
+      /** When the call started (ISO) and how long it took: a span's time in an OpenTelemetry export (engine/otel). */
+      started_at?: string;
+      latency_ms?: number;
     };
   };
 }
@@ -177,6 +180,8 @@ export function usageEvent(call: CallRecord): GatewayUsageEvent | undefined {
         lane: call.lane,
         usage: traceUsage(call.usage),
         cost_usd: call.cost_usd,
+        started_at: call.started_at,
+        latency_ms: call.latency_ms,
       },
     },
   };

@@ -101,6 +101,8 @@ describe("gateway usage events for the parsed trace", () => {
             totalTokens: 25_500,
           },
           cost_usd: expect.closeTo(0.0315, 12),
+          started_at: c.started_at,
+          latency_ms: 12,
         },
       },
     });

@@ -36,6 +36,8 @@ const LAYERS: readonly (string | readonly string[])[] = [
   "engine/harness",
   "engine/trial",
   "engine/job",
+  // OpenTelemetry export (issue 22 §5): reads settled trials and their traces, decides nothing
+  "engine/otel",
   "engine/dataset",
   "engine/gc",
   "engine/doctor",

@@ -44,6 +44,7 @@ const RUNS: { command: string; args: () => string[]; exit?: number }[] = [
   { command: "trial logs", args: () => ["trial", "logs", ids.scored, "--stream", "agent"] },
   { command: "trial trace", args: () => ["trial", "trace", ids.scored, "--tail", "1"] },
   { command: "job grep", args: () => ["job", "grep", ids.doneJob, "denied"] },
+  { command: "trace export", args: () => ["trace", "export", ids.scored, "--otlp", join(home, "spans.jsonl")] },
   { command: "trial files status", args: () => ["trial", "files", "status", ids.scored] },
   { command: "trial files ls", args: () => ["trial", "files", "ls", ids.scored, "/app"] },
   { command: "trial files cat", args: () => ["trial", "files", "cat", ids.scored, "/app/out.txt"] },

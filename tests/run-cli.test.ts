@@ -96,6 +96,30 @@ describe.skipIf(!hasPodman)("evolve run (needs podman and the local debian:bookw
     expect(evolve(["job", "show", show.id]).stdout).toMatch(/^spend {2}-$/m);
   });
 
+  it("--otlp sends each trial's trace as it settles; an endpoint that cannot be reached only warns, and the trial still scores", () => {
+    const task = makeTask("otlp");
+    // a home of its own: the tests below count the jobs of theirs
+    const own = { EVOLVE_HOME: mkdtempSync(join(tmpdir(), "evolve-run-otlp-home-")) };
+    const file = join(work, "spans.jsonl");
+    const r = evolve(["run", "-p", task, "-a", "oracle", "-k", "2", "--otlp", file], own);
+    expect(r.stderr).toBe("");
+    expect(r.code).toBe(0);
+    // JSON lines, one request (one trial's trace) each, with the verifier's reward as an evaluation event
+    const sent = readFileSync(file, "utf8").split("\n").filter(Boolean).map((l) => JSON.parse(l).resourceSpans[0].scopeSpans[0].spans[0]);
+    expect(sent).toHaveLength(2);
+    const trials = JSON.parse(evolve(["job", "list", "--json"], own).stdout)[0];
+    const ids = (JSON.parse(evolve(["job", "show", trials.id, "--json"], own).stdout).trials as { id: string }[]).map((t) => t.id).sort();
+    expect(sent.map((s) => s.attributes.find((a: { key: string }) => a.key === "evolve.trial.id").value.stringValue).sort()).toEqual(ids);
+    for (const s of sent) {
+      expect(s.name).toBe("invoke_agent oracle");
+      expect(s.events).toEqual([expect.objectContaining({ name: "gen_ai.evaluation.result" })]);
+    }
+    const bad = evolve(["run", "-p", task, "-a", "oracle", "--otlp", "http://127.0.0.1:9", "--json"], own);
+    expect(bad.code, bad.stderr).toBe(0);
+    expect(bad.stderr).toContain("error[otlp_unreachable]");
+    expect(bad.stdout).toContain('"SCORED"');
+  });
+
   it("doctor finds the engine ready; an engine that is not there is a one-line environment error", () => {
     const r = evolve(["doctor", "--json"]);
     expect(r.code).toBe(0);

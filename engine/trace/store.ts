@@ -148,7 +148,8 @@ function writeLines(fd: number, events: readonly TraceEvent[]): void {
 /**
  * Converts the gateway's per-call usage events (lease.end(): one per metered call, in call order) to the trace's
  * `usage` shape (events.ts: `source: "gateway"`, `model`, the counts, `costUsd` only when priced, the lane in
- * `_meta.lane`) and appends them after the harness's events. Called once the trial settles.
+ * `_meta.lane`, the call's start and duration in `_meta.timestamp` and `_meta.latency_ms`) and appends them after the
+ * harness's events. Called once the trial settles.
  */
 export function appendGatewayUsage(home: string, trialId: string, calls: readonly GatewayUsageEvent[]): TraceEvent[] {
   if (calls.length === 0) return [];
@@ -176,6 +177,9 @@ function gatewayUpdate(call: GatewayUsageEvent): TraceUpdate {
     model: g.model,
     _meta: { lane: g.lane },
   };
+  // the call's own time, so an OpenTelemetry export (engine/otel) places its span where it happened
+  if (g.started_at !== undefined) update._meta!.timestamp = g.started_at;
+  if (g.latency_ms !== undefined) update._meta!.latency_ms = g.latency_ms;
   if (g.cost_usd !== null) update.costUsd = g.cost_usd;
   return { type: "usage", data: { update } };
 }
