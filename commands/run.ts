@@ -3,7 +3,7 @@
  */
 import { loadConfig } from "../engine/config.ts";
 import { DatasetInvalidError, importTasks, resolveDataset, type StoredTask } from "../engine/dataset.ts";
-import { engineFromEnvFlag, openEngine } from "../engine/driver/select.ts";
+import { engineFromEnvFlag, openEngine } from "../engine/engine-choice.ts";
 import type { Engine } from "../engine/driver/types.ts";
 import { EvolveError } from "../engine/errors.ts";
 import { checkAgentRequest, parseAgentOptions } from "../engine/harness/index.ts";
@@ -65,7 +65,7 @@ export interface RunOptions {
 
 /**
  * The flags a Harbor user types out of habit, read as evolve means them before anything else is checked: `-e/--env`
- * is the engine choice (engine/driver/select.ts engineFromEnvFlag: docker|podman, cloud environments refused) and
+ * is the engine choice (engine/engine-choice.ts engineFromEnvFlag: docker|podman, cloud environments refused) and
  * must agree with `--engine` when both are given; `-t/--task` (Harbor's registry task, org/name[@ref]) is refused
  * with a pointer at `-i/--task-name` and `-p`.
  */

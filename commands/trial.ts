@@ -9,7 +9,7 @@
 import { existsSync } from "node:fs";
 import { mkdir, open, readFile, stat } from "node:fs/promises";
 import { join, resolve } from "node:path";
-import { openEngine } from "../engine/driver/select.ts";
+import { openEngine } from "../engine/engine-choice.ts";
 import type { Engine, EngineKind } from "../engine/driver/types.ts";
 import { EvolveError } from "../engine/errors.ts";
 import { createRegrade, createRetry, isSettled, requestStop, requireTrial, unsettled } from "../engine/job/actions.ts";

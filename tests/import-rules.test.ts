@@ -26,6 +26,7 @@ const LAYERS = [
   "engine/task",
   "engine/driver",
   "engine/config",
+  "engine/engine-choice",
   "engine/gateway",
   "engine/trace",
   "engine/conductor",
@@ -44,8 +45,6 @@ const LAYERS = [
 
 /** Upward arrows that exist today, `from -> to`: the house's debts (issue 21 §2). Remove a line when it is paid. */
 const DEBTS = new Set([
-  // driver/select.ts reads the config for the engine's default: the choice belongs to the caller
-  "engine/driver -> engine/config",
   // the trace room reads trial layouts and safe box reads, which belong on the lower floor
   "engine/trace -> engine/trial",
   // the .agent/ format lives in conductor/, and the conductor agent's harness is reached from it

@@ -9,7 +9,7 @@ import { chmodSync, existsSync, lstatSync, mkdirSync, mkdtempSync, readFileSync,
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { openEngine } from "../engine/driver/select.ts";
+import { openEngine } from "../engine/engine-choice.ts";
 import { LABEL_HOME, LABEL_MANAGED, LABEL_TRIAL, type Engine } from "../engine/driver/types.ts";
 import { newId, openStore, type Store, type TrialRecord } from "../engine/store/index.ts";
 import { taskDigest } from "../engine/task/digest.ts";
