@@ -17,7 +17,7 @@ import { chunkEvent, toolCallEvent, type TraceUpdate } from "../engine/trace/eve
 import { globMatcher, LiveTrace } from "../engine/trace/live.ts";
 import type { ParserSpec } from "../engine/trace/parsers/index.ts";
 import { captureAgentHome } from "../engine/trial/agent-home.ts";
-import { boxMounts } from "../engine/trial/layout.ts";
+import { boxMounts } from "../engine/box/layout.ts";
 import { TrialFailure } from "../engine/trial/outcome.ts";
 import { expectCode } from "./support/expect-code.ts";
 

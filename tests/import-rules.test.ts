@@ -25,6 +25,7 @@ const LAYERS = [
   "engine/store",
   "engine/task",
   "engine/driver",
+  "engine/box",
   "engine/config",
   "engine/engine-choice",
   "engine/gateway",
@@ -45,8 +46,6 @@ const LAYERS = [
 
 /** Upward arrows that exist today, `from -> to`: the house's debts (issue 21 §2). Remove a line when it is paid. */
 const DEBTS = new Set([
-  // the trace room reads trial layouts and safe box reads, which belong on the lower floor
-  "engine/trace -> engine/trial",
   // the .agent/ format lives in conductor/, and the conductor agent's harness is reached from it
   "engine/conductor -> engine/harness",
   // harnesses do trial persistence (captureAgentHome, writeTrajectory) and read trial layouts

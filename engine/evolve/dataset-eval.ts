@@ -18,8 +18,8 @@ import { JOB_DEFAULTS } from "../job/job-config.ts";
 import { primaryReward } from "../job/summary.ts";
 import { trialDir, type Store, type TrialRecord } from "../store/index.ts";
 import { readTrace } from "../trace/store.ts";
-import { readBoxFile } from "../trial/boxfs.ts";
-import { trialPaths } from "../trial/layout.ts";
+import { readBoxFile } from "../box/fs.ts";
+import { trialPaths } from "../box/layout.ts";
 import { taskSetDigest } from "./evals.ts";
 import type { Attempt, Evaluator, EvaluatorRun } from "./types.ts";
 

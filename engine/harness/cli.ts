@@ -14,7 +14,7 @@ import { didYouMean } from "../task/findings.ts";
 import { evolveBinary } from "../runtime.ts";
 import { LiveTrace } from "../trace/live.ts";
 import { captureAgentHome } from "../trial/agent-home.ts";
-import { BOX, BOX_ROOT } from "../trial/layout.ts";
+import { BOX, BOX_ROOT } from "../box/layout.ts";
 import { TrialFailure } from "../trial/outcome.ts";
 import { writeTrajectory } from "../trial/trajectory-out.ts";
 import type { CliSpec, InvocationInput, McpServer, WireApi } from "./cli-types.ts";

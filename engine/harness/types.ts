@@ -40,7 +40,7 @@ export interface HarnessContext {
   scriptCommand: (script: TaskScript, boxPath: string) => string;
   /** The trial this run belongs to (a harness keeps per-trial state by it: one harness object serves many trials). */
   trialId?: string;
-  /** The trial's `agent/` folder on the host: box-written, so read only through engine/trial/boxfs.ts. */
+  /** The trial's `agent/` folder on the host: box-written, so read only through engine/box/fs.ts. */
   agentDir?: string;
   /** `--ak` options, validated in `checkRequest`. */
   options?: Readonly<Record<string, string>>;

@@ -17,7 +17,7 @@ import type { EnvironmentConfig } from "../task/model.ts";
 import type { HarnessMount } from "../harness/types.ts";
 import { EvolveError } from "../errors.ts";
 import { TrialFailure } from "./outcome.ts";
-import { boxMounts, BOX_ROOT } from "./layout.ts";
+import { boxMounts, BOX_ROOT } from "../box/layout.ts";
 import { formatDuration } from "../duration.ts";
 import { probeBox, type BoxScripts, type TaskScript } from "./scripts.ts";
 

@@ -25,7 +25,7 @@ import { keepChangedFiles, readKeptFile, readManifest, type KeptManifest } from 
 import { resolveAgentEnv, resolveVerifierEnv } from "./env.ts";
 import { CancelledFailure, TrialFailure, type ExceptionType } from "./outcome.ts";
 import { isSettledStatus, isStopped, thrownVerdict, toRunning, toScoring, verifiedVerdict, type Verdict } from "./lifecycle.ts";
-import { artifactSources, BOX, BOX_ROOT, restoreArtifactCommand, trialPaths } from "./layout.ts";
+import { artifactSources, BOX, BOX_ROOT, restoreArtifactCommand, trialPaths } from "../box/layout.ts";
 import { boxPutTar } from "./inspect.ts";
 import { writeJson, writeResult, type ExceptionRecord, type TrialConfigFile } from "./result.ts";
 import type { RewardMap } from "./reward.ts";

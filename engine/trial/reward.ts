@@ -5,8 +5,8 @@
  * verifier's output — never a fabricated zero.
  */
 import type { ExceptionType } from "./outcome.ts";
-import { BOX, TRIAL } from "./layout.ts";
-import { BoxFileRefused, readBoxBytes, readBoxFile } from "./boxfs.ts";
+import { BOX, TRIAL } from "../box/layout.ts";
+import { BoxFileRefused, readBoxBytes, readBoxFile } from "../box/fs.ts";
 import { join } from "node:path";
 
 /** Named scores as the verifier wrote them. */

@@ -32,7 +32,7 @@ import { TrialNetwork, trialPolicies, type NetPolicy, type TrialPolicies } from 
 import { CancelledFailure, TrialFailure, type ExceptionType } from "./outcome.ts";
 import { isStopped, stoppedByGateway, thrownVerdict, toRunning, toScoring, unverifiedVerdict, verifiedVerdict, type Verdict } from "./lifecycle.ts";
 import { appendGatewayUsage, openTraceWriter, readTrace, type TraceWriter } from "../trace/store.ts";
-import { ATTEMPT_OUTPUTS, BOX_ROOT, MOUNTED, TRIAL, trialPaths } from "./layout.ts";
+import { ATTEMPT_OUTPUTS, BOX_ROOT, MOUNTED, TRIAL, trialPaths } from "../box/layout.ts";
 import { agentRootProblem, snapshotAgentRoot } from "../conductor/instructions.ts";
 import { preArtifactsScript, setupScript, testScript, type BoxScripts, type TaskScript } from "./scripts.ts";
 import { writeEvolveJson, writeJson, writeResult, type AgentUsage, type ExceptionRecord, type StepResult, type TrialConfigFile } from "./result.ts";
@@ -385,7 +385,7 @@ class TrialRun extends TrialRecorder implements TrialRoom {
     // the kept tree (`trial files` after the run, `trial regrade`): what the run changed, copied out before the box goes
     if (this.agentBox && !this.keptTaken && !isStopped(status)) await keepChangedFiles(this.engine, this.agentBox, this.path, (l) => this.log(l));
     if (this.agentBox) await this.keepBoxLog(this.agentBox);
-    // every box that mounts a trial folder is gone before evolve writes into those folders (boxfs.ts)
+    // every box that mounts a trial folder is gone before evolve writes into those folders (box/fs.ts)
     const boxesGone = await this.removeMountedBoxes();
     this.scheduleRemoval();
     const spent = await this.settleSpend();
