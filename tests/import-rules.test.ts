@@ -46,8 +46,6 @@ const LAYERS = [
 
 /** Upward arrows that exist today, `from -> to`: the house's debts (issue 21 §2). Remove a line when it is paid. */
 const DEBTS = new Set([
-  // the .agent/ format lives in conductor/, and the conductor agent's harness is reached from it
-  "engine/conductor -> engine/harness",
   // harnesses do trial persistence (captureAgentHome, writeTrajectory) and read trial layouts
   "engine/harness -> engine/trial",
 ]);

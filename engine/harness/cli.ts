@@ -17,7 +17,8 @@ import { captureAgentHome } from "../trial/agent-home.ts";
 import { BOX, BOX_ROOT } from "../box/layout.ts";
 import { TrialFailure } from "../trial/outcome.ts";
 import { writeTrajectory } from "../trial/trajectory-out.ts";
-import type { CliSpec, InvocationInput, McpServer, WireApi } from "./cli-types.ts";
+import type { CliSpec, InvocationInput, McpServer } from "./cli-types.ts";
+import type { WireApi } from "../providers.ts";
 import type { AgentOutcome, Harness, HarnessContext, HarnessStep, HarnessTrial } from "./types.ts";
 import { findVendored, needsVendoring, verifyVendoredCached, type Vendored } from "./vendor.ts";
 
