@@ -18,7 +18,7 @@ import { createJobRetry, retryPicks } from "../engine/job/actions.ts";
 import { primaryReward, summarizeJob } from "../engine/job/summary.ts";
 import { openStore, taskBlobDir, trialDir, type JobRecord, type Store, type TrialRecord } from "../engine/store/index.ts";
 import { driveJob as runRecordedJob } from "../engine/job/drive.ts";
-import { Interruption, isInterruption } from "../engine/trial/outcome.ts";
+import { Interruption, isInterruption } from "../engine/outcome.ts";
 import { runsOnResume, TRIAL_STATUSES, type TrialStatus } from "../engine/trial/lifecycle.ts";
 import { deferBrokenPipe, isBrokenPipe, isTTY } from "../engine/runtime.ts";
 import { exceptionLine, formatReward, out, outJson, outTable, QuietExit, statusWord, style, taskLabel } from "./output.ts";

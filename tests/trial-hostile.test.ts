@@ -279,7 +279,7 @@ describe.skipIf(!hasPodman || !isRoot)("a full disk under the trial folders", ()
     expect(rec.exception?.type).toBe("DiskFullError");
     expect(rec.exception?.message).toContain(join(h, "trials", id));
     expect(rec.reward).toBeNull();
-    const { DETERMINISTIC_EXCEPTIONS } = await import("../engine/trial/outcome.ts");
+    const { DETERMINISTIC_EXCEPTIONS } = await import("../engine/outcome.ts");
     expect(DETERMINISTIC_EXCEPTIONS.has("DiskFullError")).toBe(true);
   }, 120_000);
 });

@@ -2,8 +2,8 @@
 import { existsSync } from "node:fs";
 import { join, relative } from "node:path";
 import { BOX, BOX_ROOT } from "../box/layout.ts";
-import { TrialFailure } from "../trial/outcome.ts";
-import type { TaskScript } from "../trial/scripts.ts";
+import { TrialFailure } from "../outcome.ts";
+import type { TaskScript } from "../box/scripts.ts";
 import type { AgentOutcome, Harness, HarnessContext, HarnessStep } from "./types.ts";
 
 /**

@@ -23,7 +23,7 @@ import { isJudgeTask } from "../task/rules-env.ts";
 import { awaitHealthy, boxSpec, ensureEnvImage, requireImage } from "./box.ts";
 import { keepChangedFiles, readKeptFile, readManifest, type KeptManifest } from "./changes.ts";
 import { resolveAgentEnv, resolveVerifierEnv } from "./env.ts";
-import { CancelledFailure, TrialFailure, type ExceptionType } from "./outcome.ts";
+import { CancelledFailure, TrialFailure, type ExceptionType } from "../outcome.ts";
 import { isSettledStatus, isStopped, thrownVerdict, toRunning, toScoring, verifiedVerdict, type Verdict } from "./lifecycle.ts";
 import { artifactSources, BOX, BOX_ROOT, restoreArtifactCommand, trialPaths } from "../box/layout.ts";
 import { boxPutTar } from "./inspect.ts";

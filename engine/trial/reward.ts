@@ -4,7 +4,7 @@
  * without `"reward"` are metrics with no primary. Anything else is a scoring error carrying the tail of the
  * verifier's output — never a fabricated zero.
  */
-import type { ExceptionType } from "./outcome.ts";
+import type { ExceptionType } from "../outcome.ts";
 import { BOX, TRIAL } from "../box/layout.ts";
 import { BoxFileRefused, readBoxBytes, readBoxFile } from "../box/fs.ts";
 import { join } from "node:path";

@@ -10,7 +10,7 @@ import { join } from "node:path";
 import type { TaskConfig } from "../../task/model.ts";
 import { artifactSources, BOX, BOX_ROOT, collectArtifactCommand, TRIAL, trialPaths } from "../../box/layout.ts";
 import type { StepPlan } from "../plan.ts";
-import { preArtifactsScript } from "../scripts.ts";
+import { preArtifactsScript } from "../../box/scripts.ts";
 import type { TrialRoom } from "./room.ts";
 
 /** Absolute container paths of the task's (and the step's) `artifacts` entries. */

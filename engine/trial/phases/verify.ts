@@ -20,7 +20,7 @@ import type { TrialRequest } from "../types.ts";
 import { stepArtifactSources } from "./artifacts.ts";
 import { agentSystemChanges, describeSystemChanges, takeSystemBaseline } from "../verifier-guard.ts";
 import type { ExceptionRecord } from "../result.ts";
-import { EXCEPTIONS, type TrialStatus } from "../outcome.ts";
+import { EXCEPTIONS, type TrialStatus } from "../../outcome.ts";
 import type { TrialRoom } from "./room.ts";
 
 /**
