@@ -23,11 +23,14 @@ const LAYERS = [
   "gateway",
   "engine/runtime",
   "engine/store",
+  // how a trial ends: its statuses, the exception registry and TrialFailure, which any room may throw
   "engine/outcome",
   "engine/task",
   "engine/driver",
+  // the lower floor of trials: safe reads of what a box wrote, the trial and box layouts, the task scripts
   "engine/box",
   "engine/config",
+  // which engine a caller gets, guarded as config.toml says: the driver opens only what it is told
   "engine/engine-choice",
   "engine/gateway",
   "engine/trace",
