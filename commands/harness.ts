@@ -6,7 +6,7 @@
 import { preflightModel } from "../engine/model-preflight.ts";
 import { join, resolve } from "node:path";
 import { loadConfig } from "../engine/config.ts";
-import { openEngine } from "../engine/driver/select.ts";
+import { openEngine } from "../engine/engine-choice.ts";
 import { EvolveError } from "../engine/errors.ts";
 import { scaffoldCandidate } from "../engine/evolve/candidate.ts";
 import { conductorCardRunner } from "../engine/eval/conductor-runner.ts";

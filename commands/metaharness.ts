@@ -99,7 +99,7 @@ export async function runCommand(flags: RunFlags): Promise<number> {
   const cfg = resolveRunConfig(flags);
   const { readFileSync } = await import("node:fs");
   const { loadConfig } = await import("../engine/config.ts");
-  const { openEngine } = await import("../engine/driver/select.ts");
+  const { openEngine } = await import("../engine/engine-choice.ts");
   const { datasetEvaluator } = await import("../engine/eval/dataset-eval.ts");
   const { importTasks } = await import("../engine/dataset.ts");
   const { boxedCardsSearch, cardsSearch, planRun, realPropose, runMetaHarness, searchOf, trialMaterial } = await import("../engine/metaharness/run.ts");

@@ -3,7 +3,7 @@
  */
 import { loadConfig } from "../engine/config.ts";
 import { DatasetInvalidError, importTasks, resolveDataset, type StoredTask } from "../engine/dataset.ts";
-import { engineFromEnvFlag, openEngine } from "../engine/driver/select.ts";
+import { engineFromEnvFlag, openEngine } from "../engine/engine-choice.ts";
 import type { Engine } from "../engine/driver/types.ts";
 import { EvolveError } from "../engine/errors.ts";
 import { checkAgentRequest, parseAgentOptions } from "../engine/harness/index.ts";
@@ -19,7 +19,7 @@ import { primaryReward, summarizeJob } from "../engine/job/summary.ts";
 import { openStore, taskBlobDir, trialDir, type JobRecord, type Store, type TrialRecord } from "../engine/store/index.ts";
 import { driveJob as runRecordedJob } from "../engine/job/drive.ts";
 import { DEFAULT_JOBS_DIR, JobFolderWriter } from "../engine/results/job-folder.ts";
-import { Interruption, isInterruption } from "../engine/trial/outcome.ts";
+import { Interruption, isInterruption } from "../engine/outcome.ts";
 import { runsOnResume, TRIAL_STATUSES, type TrialStatus } from "../engine/trial/lifecycle.ts";
 import { deferBrokenPipe, isBrokenPipe, isTTY } from "../engine/runtime.ts";
 import { exceptionLine, formatReward, out, outJson, outTable, QuietExit, statusWord, style, taskLabel } from "./output.ts";
@@ -72,7 +72,7 @@ export interface RunOptions {
 
 /**
  * The flags a Harbor user types out of habit, read as evolve means them before anything else is checked: `-e/--env`
- * is the engine choice (engine/driver/select.ts engineFromEnvFlag: docker|podman, cloud environments refused) and
+ * is the engine choice (engine/engine-choice.ts engineFromEnvFlag: docker|podman, cloud environments refused) and
  * must agree with `--engine` when both are given; `-t/--task` (Harbor's registry task, org/name[@ref]) is refused
  * with a pointer at `-i/--task-name` and `-p`.
  */

@@ -3,7 +3,7 @@
  */
 import { loadConfig } from "../engine/config.ts";
 import { runDoctor } from "../engine/doctor.ts";
-import { openEngine } from "../engine/driver/select.ts";
+import { openEngine } from "../engine/engine-choice.ts";
 import { LABEL_HOME } from "../engine/driver/types.ts";
 import { gc, gcImages } from "../engine/gc.ts";
 import { openStore } from "../engine/store/index.ts";

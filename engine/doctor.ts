@@ -8,7 +8,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { loadConfig } from "./config.ts";
 import { firstLine } from "./errors.ts";
-import { openEngine, resolveKind } from "./driver/select.ts";
+import { openEngine, resolveKind } from "./engine-choice.ts";
 import { which } from "./driver/socket.ts";
 import { LABEL_HOME, LABEL_MANAGED, type Engine, type EngineKind, type IdMapping } from "./driver/types.ts";
 import { formatDuration } from "./duration.ts";

@@ -19,7 +19,7 @@ import { getHarness } from "./harness/index.ts";
 import { didYouMean } from "./task/findings.ts";
 import { agentSpec } from "./harness/manifest.ts";
 import { splitModel } from "./harness/cli.ts";
-import type { WireApi as AgentApi } from "./harness/cli-types.ts";
+import type { WireApi as AgentApi } from "./providers.ts";
 import { GatewayConfigError, ModelGateway } from "./gateway-host/model-gateway.ts";
 import { loadUpstreams, type Upstream, type Upstreams } from "../gateway/upstreams.ts";
 import type { WireApi as GatewayApi } from "../gateway/usage.ts";

@@ -12,7 +12,7 @@ import { createServer, type Server } from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { openEngine } from "../engine/driver/select.ts";
+import { openEngine } from "../engine/engine-choice.ts";
 import type { Engine } from "../engine/driver/types.ts";
 import { EvolveError } from "../engine/errors.ts";
 import { newId, openStore, type Store } from "../engine/store/index.ts";

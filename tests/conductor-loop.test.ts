@@ -9,7 +9,7 @@ import { join } from "node:path";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { initAgentDir } from "../engine/conductor/init.ts";
 import { runConductor } from "../engine/conductor/loop.ts";
-import type { WireApi } from "../engine/harness/cli-types.ts";
+import type { WireApi } from "../engine/providers.ts";
 import { buildTrajectory } from "../engine/trace/atif.ts";
 import { validateTrajectory } from "../engine/trace/atif-validate.ts";
 import type { TraceUpdate } from "../engine/trace/events.ts";

@@ -11,7 +11,7 @@ import { mapEngineMade, mapWorkdirPath } from "../engine/driver/userns.ts";
 import { nonRootUser } from "../engine/trial/phases/build.ts";
 import { startFailure } from "../engine/trial/box.ts";
 import { EvolveError } from "../engine/errors.ts";
-import { EXCEPTIONS, TrialFailure } from "../engine/trial/outcome.ts";
+import { EXCEPTIONS, TrialFailure } from "../engine/outcome.ts";
 
 const MAP = { hostId: 2_000_000_000, size: 65536 };
 const isRoot = process.getuid?.() === 0;

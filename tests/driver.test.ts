@@ -6,7 +6,8 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { openEngine, type Engine } from "../engine/driver/index.ts";
+import type { Engine } from "../engine/driver/index.ts";
+import { openEngine } from "../engine/engine-choice.ts";
 import { driverSuite } from "./support/driver-suite.ts";
 import { expectCode } from "./support/expect-code.ts";
 

@@ -12,7 +12,7 @@ import { JOB_DEFAULTS, VE_KEYS } from "../engine/job/job-config.ts";
 import { openStore } from "../engine/store/index.ts";
 import { isPinnedDatasetRef, namesDataset } from "../engine/dataset-ref.ts";
 import { passAt1 } from "../engine/eval/stats.ts";
-import { agentStreamFile, agentStreamNames } from "../engine/trial/layout.ts";
+import { agentStreamFile, agentStreamNames } from "../engine/box/layout.ts";
 import { jobConfig } from "./support/job-config.ts";
 import { expectCode } from "./support/expect-code.ts";
 

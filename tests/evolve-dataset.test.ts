@@ -15,7 +15,7 @@ import { join, resolve } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { AGENT_INSTRUCTIONS_BEGIN } from "../engine/conductor/instructions.ts";
 import { publishDataset } from "../engine/dataset.ts";
-import { openEngine } from "../engine/driver/select.ts";
+import { openEngine } from "../engine/engine-choice.ts";
 import type { Engine } from "../engine/driver/types.ts";
 import { datasetEvaluator, traceHas } from "../engine/eval/dataset-eval.ts";
 import type { EvaluatorRun } from "../engine/eval/types.ts";

@@ -13,12 +13,14 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { checkCliRequest, cliHarness, elfInterpreter, splitModel, AGENT_ROOT } from "../engine/harness/cli.ts";
 import type { CliSpec } from "../engine/harness/cli-types.ts";
 import { checkAgentRequest, parseAgentOptions } from "../engine/harness/index.ts";
-import { chunkEvent, toolCallEvent, type TraceUpdate } from "../engine/trace/events.ts";
+import { chunkEvent, promptEvent, toolCallEvent, type TraceUpdate } from "../engine/trace/events.ts";
 import { globMatcher, LiveTrace } from "../engine/trace/live.ts";
 import type { ParserSpec } from "../engine/trace/parsers/index.ts";
 import { captureAgentHome } from "../engine/trial/agent-home.ts";
-import { boxMounts } from "../engine/trial/layout.ts";
-import { TrialFailure } from "../engine/trial/outcome.ts";
+import { persistAgentRecords } from "../engine/trial/phases/agent.ts";
+import type { HarnessSettle } from "../engine/harness/types.ts";
+import { boxMounts } from "../engine/box/layout.ts";
+import { TrialFailure } from "../engine/outcome.ts";
 import { expectCode } from "./support/expect-code.ts";
 
 const root = resolve(__dirname, "..");
@@ -366,5 +368,50 @@ describe("the agent home capture", () => {
     cpSync(join(agent, "notes.md"), join(agent, "stderr.log"));
     const rec = await captureAgentHome(agent, "/logs/agent", "/logs/agent", ["probe.txt", "stderr.log"]);
     expect(rec.files.map((f) => f.path)).toEqual(["/logs/agent/notes.md"]);
+  });
+});
+
+describe("the records a harness names are written by the trial (harness/cli.ts settle, trial/phases/agent.ts)", () => {
+  /** A settle view of `agent` whose writes land in the folder, as the runner's, with what it logged. */
+  function settleView(agent: string, events: TraceUpdate[] = []): HarnessSettle & { lines: string[] } {
+    const lines: string[] = [];
+    return {
+      trialId: "t1",
+      agentDir: agent,
+      events: () => events.map((e, i) => ({ ...e, seq: i + 1 }) as never),
+      writeAgentFile: async (name, text) => writeFileSync(join(agent, name), text),
+      redact: (t) => t,
+      log: (l) => void lines.push(l),
+      lines,
+    };
+  }
+
+  it("keeps the home a harness names as agent-home.json, the capture as it reads, and no trajectory unless named", async () => {
+    const agent = join(scratch, "agent");
+    mkdirSync(join(agent, "home"), { recursive: true });
+    writeFileSync(join(agent, "home", "settings.json"), '{"a":1}\n');
+    writeFileSync(join(agent, "demo.txt"), "stdout");
+    const st = settleView(agent);
+    await persistAgentRecords(st, "demo", { home: { box: "/logs/agent/home", leaveOut: ["demo.txt"] } });
+    const written = readFileSync(join(agent, "agent-home.json"), "utf8");
+    expect(JSON.parse(written).files.map((f: { path: string }) => f.path)).toEqual(["/logs/agent/home/settings.json"]);
+    expect(written).toBe(JSON.stringify(await captureAgentHome(agent, "/logs/agent", "/logs/agent/home", ["demo.txt", "agent-home.json"]), null, 2) + "\n");
+    expect(existsSync(join(agent, "trajectory.json"))).toBe(false);
+    expect(st.lines).toEqual([]);
+  });
+
+  it("logs a home it could not keep under the agent's name, and still goes on to the trajectory", async () => {
+    const agent = join(scratch, "agent");
+    mkdirSync(join(agent, "home"), { recursive: true });
+    const st = settleView(agent, [promptEvent("hi"), chunkEvent("agent_message_chunk", "hello")]);
+    const write = st.writeAgentFile;
+    st.writeAgentFile = async (name, text) => (name === "agent-home.json" ? Promise.reject(new Error("disk on fire")) : write(name, text));
+    await persistAgentRecords(st, "demo", { home: { box: "/logs/agent/home", leaveOut: [] }, trajectory: { name: "demo", version: null, model: "m" } });
+    expect(st.lines[0]).toBe("demo: agent home not captured: disk on fire");
+    expect(existsSync(join(agent, "agent-home.json"))).toBe(false);
+    expect(st.lines).toHaveLength(1);
+    const t = JSON.parse(readFileSync(join(agent, "trajectory.json"), "utf8"));
+    expect(t.agent).toEqual({ name: "demo", version: "unknown", model_name: "m" });
+    expect(t.steps[0]).toMatchObject({ source: "user", message: "hi" });
   });
 });

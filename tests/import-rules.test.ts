@@ -1,9 +1,9 @@
 /**
  * The house's layering as data (issue 21 §2, DESIGN.md "Rooms and who may call whom"): every room of the source tree
  * in one list, lowest first, and a room may import only rooms below it. An import that points up — or sideways into
- * a room of the same rank — breaks the rule. The arrows that point up today are listed as debts, each to be paid by
- * moving a shared concept down: a new upward import fails this test, and so does a debt that is paid but still
- * listed, so the list only shrinks.
+ * a room of the same rank — breaks the rule: move the shared concept down instead. And, stated on its own so that it
+ * holds whatever the list says: the rooms' import graph has no cycle (DESIGN.md: "a cycle between folders is a
+ * design bug"), and a cycle is named room by room.
  */
 import { readdirSync, readFileSync } from "node:fs";
 import { dirname, join, normalize, relative, resolve } from "node:path";
@@ -27,9 +27,15 @@ const LAYERS: readonly (string | readonly string[])[] = [
   "gateway",
   "engine/runtime",
   "engine/store",
+  // how a trial ends: its statuses, the exception registry and TrialFailure, which any room may throw
+  "engine/outcome",
   "engine/task",
   "engine/driver",
+  // the lower floor of trials: safe reads of what a box wrote, the trial and box layouts, the task scripts
+  "engine/box",
   "engine/config",
+  // which engine a caller gets, guarded as config.toml says: the driver opens only what it is told
+  "engine/engine-choice",
   "engine/gateway-host",
   "engine/trace",
   "engine/conductor",
@@ -50,18 +56,6 @@ const LAYERS: readonly (string | readonly string[])[] = [
   "commands",
   "main",
 ];
-
-/** Upward arrows that exist today, `from -> to`: the house's debts (issue 21 §2). Remove a line when it is paid. */
-const DEBTS = new Set([
-  // driver/select.ts reads the config for the engine's default: the choice belongs to the caller
-  "engine/driver -> engine/config",
-  // the trace room reads trial layouts and safe box reads, which belong on the lower floor
-  "engine/trace -> engine/trial",
-  // the .agent/ format lives in conductor/, and the conductor agent's harness is reached from it
-  "engine/conductor -> engine/harness",
-  // harnesses do trial persistence (captureAgentHome, writeTrajectory) and read trial layouts
-  "engine/harness -> engine/trial",
-]);
 
 /** The room a source path (relative to the root, no extension needed) belongs to. */
 function roomOf(path: string): string {
@@ -104,6 +98,38 @@ function arrows(): Map<string, string> {
   return out;
 }
 
+/**
+ * A cycle in the rooms' import graph (`arrows`), as `a -> b (file) -> … -> a`, or undefined when there is none: a
+ * depth-first walk that meets a room still on its path has closed a circle.
+ */
+function roomCycle(arrows: ReadonlyMap<string, string>): string | undefined {
+  const next = new Map<string, { to: string; file: string }[]>();
+  for (const [a, file] of arrows) {
+    const [from, to] = a.split(" -> ");
+    next.set(from, [...(next.get(from) ?? []), { to, file }]);
+  }
+  const done = new Set<string>();
+  const path: { room: string; file: string }[] = [];
+  const visit = (room: string): string | undefined => {
+    const at = path.findIndex((p) => p.room === room);
+    if (at >= 0) return [...path.slice(at).map((p) => `${p.room} (${p.file})`), room].join(" -> ");
+    if (done.has(room)) return undefined;
+    for (const { to, file } of next.get(room) ?? []) {
+      path.push({ room, file });
+      const found = visit(to);
+      path.pop();
+      if (found) return found;
+    }
+    done.add(room);
+    return undefined;
+  };
+  for (const room of [...next.keys()].sort()) {
+    const found = visit(room);
+    if (found) return found;
+  }
+  return undefined;
+}
+
 describe("imports point down (DESIGN.md rooms, stated as data)", () => {
   const rank = new Map<string, number>(LAYERS.flatMap((r, i) => (typeof r === "string" ? [r] : r).map((room) => [room, i] as const)));
   const all = arrows();
@@ -113,15 +139,25 @@ describe("imports point down (DESIGN.md rooms, stated as data)", () => {
     expect(unknown, "add the new room to LAYERS where it belongs").toEqual([]);
   });
 
-  it("no import points up, but for the listed debts", () => {
-    const up = [...all].filter(([a]) => {
-      const [from, to] = a.split(" -> ");
-      return rank.get(to)! >= rank.get(from)!;
-    });
-    const fresh = up.filter(([a]) => !DEBTS.has(a)).map(([a, file]) => `${a} (${file})`);
-    expect(fresh, "an import points up: move the shared concept down instead").toEqual([]);
-    const paid = [...DEBTS].filter((d) => !all.has(d) || !up.some(([a]) => a === d));
-    expect(paid, "a debt is paid: remove it from DEBTS").toEqual([]);
+  it("no import points up", () => {
+    const up = [...all]
+      .filter(([a]) => {
+        const [from, to] = a.split(" -> ");
+        return rank.get(to)! >= rank.get(from)!;
+      })
+      .map(([a, file]) => `${a} (${file})`);
+    expect(up, "an import points up: move the shared concept down instead").toEqual([]);
+  });
+
+  it("finds and names a cycle (checked on a made-up graph)", () => {
+    const made = new Map([["a -> b", "a.ts"], ["b -> c", "b.ts"], ["c -> a", "c.ts"], ["c -> d", "c.ts"]]);
+    expect(roomCycle(made)).toBe("a (a.ts) -> b (b.ts) -> c (c.ts) -> a");
+    made.delete("c -> a");
+    expect(roomCycle(made)).toBeUndefined();
+  });
+
+  it("no cycle between rooms", () => {
+    expect(roomCycle(all), "rooms import each other in a circle: move what they share below them").toBeUndefined();
   });
 
   it("the search strategies are siblings on the evaluation layer: neither imports the other", () => {

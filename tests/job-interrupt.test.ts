@@ -15,10 +15,10 @@ import { createJobRetry, retryPicks } from "../engine/job/actions.ts";
 import { createJob, runJob, type JobConfig } from "../engine/job/job.ts";
 import { summarizeJob } from "../engine/job/summary.ts";
 import { openStore, type Store, type TrialRecord } from "../engine/store/index.ts";
-import { Interruption, stopFailure } from "../engine/trial/outcome.ts";
+import { Interruption, stopFailure } from "../engine/outcome.ts";
 import type { TrialDeps, TrialRequest } from "../engine/trial/types.ts";
 import { expectCode } from "./support/expect-code.ts";
-import type { TrialStatus } from "../engine/trial/outcome.ts";
+import type { TrialStatus } from "../engine/outcome.ts";
 
 const root = resolve(__dirname, "..");
 let home: string;

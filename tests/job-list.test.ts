@@ -9,7 +9,7 @@ import { join, resolve } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { cliHost } from "./support/cli-host.ts";
 import { createJob, type JobConfig, type JobStatus } from "../engine/job/job.ts";
-import type { TrialStatus } from "../engine/trial/outcome.ts";
+import type { TrialStatus } from "../engine/outcome.ts";
 import { jobKind } from "../engine/job/summary.ts";
 import { parseSince } from "../engine/job/list.ts";
 import { globToRegExp, selectTasks } from "../engine/job/select.ts";

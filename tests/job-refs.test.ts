@@ -12,7 +12,7 @@ import { join, resolve } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createJob, type JobConfig } from "../engine/job/job.ts";
 import { openStore, type Store } from "../engine/store/index.ts";
-import type { TrialStatus } from "../engine/trial/outcome.ts";
+import type { TrialStatus } from "../engine/outcome.ts";
 import { cliHost } from "./support/cli-host.ts";
 import { jobConfig } from "./support/job-config.ts";
 

@@ -10,7 +10,7 @@ import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, readlink
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { openEngine } from "../engine/driver/select.ts";
+import { openEngine } from "../engine/engine-choice.ts";
 import { findVendored } from "../engine/harness/vendor.ts";
 import { DEFAULT_PROPOSE_PROMPT, fillPrompt } from "../engine/metaharness/propose.ts";
 import { runProposer, type ProposerResult } from "../engine/metaharness/proposer.ts";

@@ -13,7 +13,7 @@ import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { importTasks } from "../engine/dataset.ts";
-import { openEngine } from "../engine/driver/select.ts";
+import { openEngine } from "../engine/engine-choice.ts";
 import { datasetEvaluator } from "../engine/eval/dataset-eval.ts";
 import { findVendored } from "../engine/harness/vendor.ts";
 import type { MetaRunConfig } from "../engine/metaharness/config.ts";

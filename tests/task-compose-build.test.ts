@@ -13,7 +13,7 @@ import { buildEscape, composeBuildEscapes } from "../engine/task/compose-build.t
 import { validateTask } from "../engine/task/validate.ts";
 import { ComposeTask, parseCompose } from "../engine/trial/compose.ts";
 import { resolveAgentEnv } from "../engine/trial/env.ts";
-import { TrialFailure } from "../engine/trial/outcome.ts";
+import { TrialFailure } from "../engine/outcome.ts";
 
 const FIXTURES = join(dirname(fileURLToPath(import.meta.url)), "..", "fixtures", "tasks");
 const OPTS = { ceilings: DEFAULT_CEILINGS, secrets: new Set<string>() };

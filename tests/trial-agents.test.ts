@@ -11,7 +11,7 @@ import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, 
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { openEngine } from "../engine/driver/select.ts";
+import { openEngine } from "../engine/engine-choice.ts";
 import type { Engine } from "../engine/driver/types.ts";
 import { findVendored, pullAgent } from "../engine/harness/vendor.ts";
 import { newId, openStore, type Store, type TrialRecord } from "../engine/store/index.ts";

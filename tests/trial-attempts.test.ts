@@ -13,7 +13,7 @@ import type { Engine } from "../engine/driver/types.ts";
 import { createJob, runJob, type JobConfig } from "../engine/job/job.ts";
 import { attemptSeconds, trialAttempts } from "../engine/job/summary.ts";
 import { openStore, type Store, type TrialRecord } from "../engine/store/index.ts";
-import type { ExceptionType } from "../engine/trial/outcome.ts";
+import type { ExceptionType } from "../engine/outcome.ts";
 import { now, TrialRecorder } from "../engine/trial/recorder.ts";
 import { toRunning } from "../engine/trial/lifecycle.ts";
 import type { TrialDeps, TrialRequest, TrialStatus } from "../engine/trial/types.ts";

@@ -11,7 +11,7 @@ import { existsSync, lstatSync, mkdtempSync, readdirSync, readFileSync, writeFil
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { openEngine } from "../engine/driver/select.ts";
+import { openEngine } from "../engine/engine-choice.ts";
 import type { Engine } from "../engine/driver/types.ts";
 import { archiveLive, KEPT_CAP_FILES, keepChangedFiles, readKeptFile, type KeptManifest } from "../engine/trial/changes.ts";
 import { readTar } from "../engine/driver/untar.ts";

@@ -12,7 +12,7 @@ import { networkInterfaces, tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ping } from "../engine/driver/rest.ts";
-import { openEngine } from "../engine/driver/select.ts";
+import { openEngine } from "../engine/engine-choice.ts";
 import { unixPath } from "../engine/driver/socket.ts";
 import { LABEL_HOME, LABEL_TRIAL, type EngineKind, type Engine } from "../engine/driver/types.ts";
 import { gc } from "../engine/gc.ts";

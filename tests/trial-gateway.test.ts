@@ -13,7 +13,7 @@ import { createServer, type Server } from "node:http";
 import { networkInterfaces, tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { openEngine } from "../engine/driver/select.ts";
+import { openEngine } from "../engine/engine-choice.ts";
 import type { Engine } from "../engine/driver/types.ts";
 import { registerHarness, type HarnessContext } from "../engine/harness/index.ts";
 import { newId, openStore, type Store, type TrialRecord } from "../engine/store/index.ts";

@@ -9,7 +9,7 @@ import { chmodSync, existsSync, lstatSync, mkdirSync, mkdtempSync, readFileSync,
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { openEngine } from "../engine/driver/select.ts";
+import { openEngine } from "../engine/engine-choice.ts";
 import { LABEL_HOME, LABEL_MANAGED, LABEL_TRIAL, type Engine } from "../engine/driver/types.ts";
 import { newId, openStore, type Store, type TrialRecord } from "../engine/store/index.ts";
 import { taskDigest } from "../engine/task/digest.ts";
@@ -279,7 +279,7 @@ describe.skipIf(!hasPodman || !isRoot)("a full disk under the trial folders", ()
     expect(rec.exception?.type).toBe("DiskFullError");
     expect(rec.exception?.message).toContain(join(h, "trials", id));
     expect(rec.reward).toBeNull();
-    const { DETERMINISTIC_EXCEPTIONS } = await import("../engine/trial/outcome.ts");
+    const { DETERMINISTIC_EXCEPTIONS } = await import("../engine/outcome.ts");
     expect(DETERMINISTIC_EXCEPTIONS.has("DiskFullError")).toBe(true);
   }, 120_000);
 });

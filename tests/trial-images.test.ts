@@ -10,7 +10,7 @@ import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { importTasks, type StoredTask } from "../engine/dataset.ts";
-import { openEngine } from "../engine/driver/select.ts";
+import { openEngine } from "../engine/engine-choice.ts";
 import { LABEL_ENV_KEY, LABEL_IMAGE_HOME, type Engine } from "../engine/driver/types.ts";
 import { createJob, runJob, type JobConfig } from "../engine/job/job.ts";
 import { openStore, type Store } from "../engine/store/index.ts";

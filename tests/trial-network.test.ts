@@ -16,7 +16,7 @@ import { loadConfig } from "../engine/config.ts";
 import { remoteAdds } from "../engine/driver/build.ts";
 import { guardNames, removeGuard, standsFirst } from "../engine/driver/hostguard.ts";
 import { ping } from "../engine/driver/rest.ts";
-import { openEngine } from "../engine/driver/select.ts";
+import { openEngine } from "../engine/engine-choice.ts";
 import { unixPath } from "../engine/driver/socket.ts";
 import { EvolveError } from "../engine/errors.ts";
 import { LABEL_TRIAL, type Engine, type EngineKind } from "../engine/driver/types.ts";

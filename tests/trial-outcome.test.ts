@@ -1,6 +1,6 @@
-/** The registry of exception types (engine/trial/outcome.ts): which status each settles and which a retry skips. */
+/** The registry of exception types (engine/outcome.ts): which status each settles and which a retry skips. */
 import { describe, expect, it } from "vitest";
-import { CancelledFailure, DETERMINISTIC_EXCEPTIONS, EXCEPTIONS, Interruption, isDeterministic, stopFailure, TrialFailure } from "../engine/trial/outcome.ts";
+import { CancelledFailure, DETERMINISTIC_EXCEPTIONS, EXCEPTIONS, Interruption, isDeterministic, stopFailure, TrialFailure } from "../engine/outcome.ts";
 import { isLiveStatus, isSettledStatus, isStopped, runsOnResume } from "../engine/trial/lifecycle.ts";
 import { TRIAL_STATUSES } from "../engine/store/records.ts";
 

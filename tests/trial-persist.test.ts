@@ -11,7 +11,7 @@ import { existsSync, mkdtempSync, readFileSync, readdirSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { openEngine } from "../engine/driver/select.ts";
+import { openEngine } from "../engine/engine-choice.ts";
 import type { Engine } from "../engine/driver/types.ts";
 import { newId, openStore, type Store, type TrialRecord } from "../engine/store/index.ts";
 import { taskDigest } from "../engine/task/digest.ts";

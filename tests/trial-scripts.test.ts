@@ -1,5 +1,5 @@
 /**
- * How a task's scripts are run in a box that may be minimal (engine/trial/scripts.ts): the `#!` line read host-side
+ * How a task's scripts are run in a box that may be minimal (engine/box/scripts.ts): the `#!` line read host-side
  * and bounded, the one probe (run here by this host's own sh, so the probe script itself is tested), and the choice
  * bash → the script's `#!` interpreter → sh, or ScriptInterpreterNotFoundError naming the script and the program.
  */
@@ -8,11 +8,11 @@ import { chmodSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { TrialFailure } from "../engine/trial/outcome.ts";
+import { TrialFailure } from "../engine/outcome.ts";
 import {
   BoxScripts, parseProbe, parseShebang, planScript, preArtifactsScript, probeBox, probeCommand, programsToProbe, readShebang, setupScript,
   shebangProgram, shellQuote, SHEBANG_MAX_BYTES, testScript, type BoxPrograms,
-} from "../engine/trial/scripts.ts";
+} from "../engine/box/scripts.ts";
 
 const dir = mkdtempSync(join(tmpdir(), "evolve-scripts-"));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));

@@ -9,8 +9,7 @@ import { closeSync, existsSync, mkdirSync, mkdtempSync, openSync, readFileSync, 
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
-import { removeTree, sweepTree } from "../engine/trial/sweep.ts";
-import { emptyBoxDir } from "../engine/trial/boxfs.ts";
+import { emptyBoxDir, removeTree, sweepTree } from "../engine/trial/sweep.ts";
 
 const SECRET = "sw33p-s3cret-9d1f";
 const dirs: string[] = [];

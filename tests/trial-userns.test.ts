@@ -10,7 +10,7 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { DEFAULT_USERNS, loadConfig, parseUserns } from "../engine/config.ts";
 import { idClash } from "../engine/doctor.ts";
-import { openEngine } from "../engine/driver/select.ts";
+import { openEngine } from "../engine/engine-choice.ts";
 import { LABEL_TRIAL, type Engine } from "../engine/driver/types.ts";
 import { newId, openStore, type Store, type TrialRecord } from "../engine/store/index.ts";
 import { taskDigest } from "../engine/task/digest.ts";

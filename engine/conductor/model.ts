@@ -5,7 +5,7 @@
  * format goes out and comes back; what the loop sees is the same {text, toolCalls, usage, id} for all four.
  */
 import { REFUSED_HEADER } from "../../gateway/meter.ts";
-import type { WireApi } from "../harness/cli-types.ts";
+import type { WireApi } from "../providers.ts";
 import type { UsageCounts } from "../trace/events.ts";
 import type { HistoryEntry, ModelEndpoint, ToolCall, ToolSchema } from "./types.ts";
 

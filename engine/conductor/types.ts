@@ -4,7 +4,7 @@
  * assembles their answers into one model call. A `harness/seats.json` entry `"module:function"` replaces a seat
  * with a function of that shape, loaded at run time from a JS/TS module relative to the `.agent/`.
  */
-import type { WireApi } from "../harness/cli-types.ts";
+import type { WireApi } from "../providers.ts";
 import type { TraceUpdate } from "../trace/events.ts";
 import type { ConductorConfig, SeatName } from "./layout.ts";
 

@@ -18,8 +18,8 @@ import { JOB_DEFAULTS } from "../job/job-config.ts";
 import { primaryReward } from "../job/summary.ts";
 import { trialDir, type Store, type TrialRecord } from "../store/index.ts";
 import { readTrace } from "../trace/store.ts";
-import { readBoxFile } from "../trial/boxfs.ts";
-import { trialPaths } from "../trial/layout.ts";
+import { readBoxFile } from "../box/fs.ts";
+import { trialPaths } from "../box/layout.ts";
 import { taskSetDigest } from "./evals.ts";
 import type { Attempt, Evaluator, EvaluatorRun } from "./types.ts";
 
@@ -154,7 +154,7 @@ export async function attemptOf(home: string, t: TrialRecord, marker: string | n
     score,
     valid: invalid === undefined,
     ...(invalid !== undefined ? { invalid_reason: invalid } : {}),
-    // the trial settled without its agent ever meeting its model (engine/trial/outcome.ts): evolve's setup, not the harness
+    // the trial settled without its agent ever meeting its model (engine/outcome.ts): evolve's setup, not the harness
     ...(t.exception?.type === "ModelUnavailableError" ? { model_unavailable: true } : {}),
     exit_code: exit?.exit_code ?? null,
     timed_out: timedOut,

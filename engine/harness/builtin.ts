@@ -1,9 +1,9 @@
 /** The two built-in agents: `oracle` (the task's reference solution) and `nop` (does nothing). */
 import { existsSync } from "node:fs";
 import { join, relative } from "node:path";
-import { BOX, BOX_ROOT } from "../trial/layout.ts";
-import { TrialFailure } from "../trial/outcome.ts";
-import type { TaskScript } from "../trial/scripts.ts";
+import { BOX, BOX_ROOT } from "../box/layout.ts";
+import { TrialFailure } from "../outcome.ts";
+import type { TaskScript } from "../box/scripts.ts";
 import type { AgentOutcome, Harness, HarnessContext, HarnessStep } from "./types.ts";
 
 /**

@@ -5,8 +5,7 @@
  * CLI's module under engine/harness/agents/ holds only these facts (../shared/reference/agent-clis.md).
  */
 
-/** The provider wire APIs the gateway serves (engine/providers.ts). A CLI speaks the one of the model's provider: no translation. */
-export type { WireApi } from "../providers.ts";
+// A CLI speaks the wire API of its model's provider (engine/providers.ts WireApi): no translation.
 import type { WireApi } from "../providers.ts";
 import type { ParserSpec } from "../trace/parsers/index.ts";
 

@@ -13,11 +13,10 @@ import { EvolveError, firstLine } from "../errors.ts";
 import { didYouMean } from "../task/findings.ts";
 import { evolveBinary } from "../runtime.ts";
 import { LiveTrace } from "../trace/live.ts";
-import { captureAgentHome } from "../trial/agent-home.ts";
-import { BOX, BOX_ROOT } from "../trial/layout.ts";
-import { TrialFailure } from "../trial/outcome.ts";
-import { writeTrajectory } from "../trial/trajectory-out.ts";
-import type { CliSpec, InvocationInput, McpServer, WireApi } from "./cli-types.ts";
+import { BOX, BOX_ROOT } from "../box/layout.ts";
+import { TrialFailure } from "../outcome.ts";
+import type { CliSpec, InvocationInput, McpServer } from "./cli-types.ts";
+import type { WireApi } from "../providers.ts";
 import type { AgentOutcome, Harness, HarnessContext, HarnessStep, HarnessTrial } from "./types.ts";
 import { findVendored, needsVendoring, verifyVendoredCached, type Vendored } from "./vendor.ts";
 
@@ -376,17 +375,11 @@ export function cliHarness(spec: CliSpec): Harness {
       trials.delete(st.trialId);
       if (!s) return;
       s.live?.stop();
+      const info = { version: s.version, provider: s.provider };
       // a trial that ended before its agent ran has no home and no trajectory: absent, never empty
-      if (!s.ran) return { version: s.version, provider: s.provider };
+      if (!s.ran) return { info };
       const leaveOut = [spec.stdoutName, STDERR_NAME, "trajectory.json", "agent-home.json"];
-      try {
-        const home = await captureAgentHome(st.agentDir, BOX.agentLogs, spec.home, leaveOut);
-        await st.writeAgentFile("agent-home.json", JSON.stringify(home, null, 2) + "\n");
-      } catch (e) {
-        st.log(`${spec.name}: agent home not captured: ${firstLine(e)}`);
-      }
-      await writeTrajectory(st, { name: spec.name, version: s.version ?? null, model: s.model });
-      return { version: s.version, provider: s.provider };
+      return { info, records: { home: { box: spec.home, leaveOut }, trajectory: { name: spec.name, version: s.version ?? null, model: s.model } } };
     },
   };
 }

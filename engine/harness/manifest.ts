@@ -31,7 +31,8 @@ import { z } from "zod";
 import { evolveHome } from "../config.ts";
 import { EvolveError, firstLine } from "../errors.ts";
 import { builtinSpec, isBuiltinAgentName, parserFor, parserNames } from "./catalog.ts";
-import type { CliSpec, Invocation, InvocationInput, NpmPackage, WireApi } from "./cli-types.ts";
+import type { CliSpec, Invocation, InvocationInput, NpmPackage } from "./cli-types.ts";
+import type { WireApi } from "../providers.ts";
 import { validAgentName, validVersion } from "./vendor.ts";
 
 const WIRE_APIS = ["anthropic", "openai-chat", "openai-responses", "gemini"] as const;

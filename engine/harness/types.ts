@@ -6,7 +6,7 @@
  */
 import type { Engine } from "../driver/types.ts";
 import type { TraceEvent, TraceUpdate } from "../trace/events.ts";
-import type { TaskScript } from "../trial/scripts.ts";
+import type { TaskScript } from "../box/scripts.ts";
 import type { McpServer } from "./cli-types.ts";
 
 /** What a harness is given for one run of one instruction (one step of a multi-step task). */
@@ -35,12 +35,12 @@ export interface HarnessContext {
   log: (line: string) => void;
   /**
    * The sh command line that runs one of the task's scripts (one the harness listed in `prepare`), copied into the
-   * agent's box at `boxPath`, with the interpreter the box has for it (trial/scripts.ts: bash, else its `#!`, else sh).
+   * agent's box at `boxPath`, with the interpreter the box has for it (box/scripts.ts: bash, else its `#!`, else sh).
    */
   scriptCommand: (script: TaskScript, boxPath: string) => string;
   /** The trial this run belongs to (a harness keeps per-trial state by it: one harness object serves many trials). */
   trialId?: string;
-  /** The trial's `agent/` folder on the host: box-written, so read only through engine/trial/boxfs.ts. */
+  /** The trial's `agent/` folder on the host: box-written, so read only through engine/box/fs.ts. */
   agentDir?: string;
   /** `--ak` options, validated in `checkRequest`. */
   options?: Readonly<Record<string, string>>;
@@ -87,6 +87,23 @@ export interface HarnessMount {
 export interface HarnessInfo {
   version?: string;
   provider?: string;
+}
+
+/**
+ * What a harness asks the trial to keep of its run (Harness.settle): the trial writes these records into `agent/`
+ * itself at persist (trial/phases/agent.ts persistAgentRecords), so a harness names them and does no persistence.
+ */
+export interface HarnessRecords {
+  /** The agent's home folder in the box (under /logs/agent), captured as `agent-home.json`; `leaveOut`: names under agent/ that are not the home's. */
+  home?: { box: string; leaveOut: readonly string[] };
+  /** The agent `trajectory.json` names (ATIF `agent`); the stored trace is written as ATIF when present. */
+  trajectory?: { name: string; version: string | null; model: string };
+}
+
+/** What a harness's settle returns: result.json's `agent_info`, and what the trial keeps for it. */
+export interface HarnessSettled {
+  info: HarnessInfo;
+  records?: HarnessRecords;
 }
 
 /** What a harness sees once the trial's boxes are all gone (persist): the place to write files into `agent/`. */
@@ -145,8 +162,9 @@ export interface Harness {
    */
   afterAgent?(ctx: HarnessContext, outcome: AgentOutcome): Promise<void>;
   /**
-   * Runs at persist, once every box of the trial is gone and the tree is redacted: writes the harness's own records
-   * (agent-home.json, trajectory.json). Also called for a trial that failed early; a failure is logged only.
+   * Runs at persist, once every box of the trial is gone and the tree is redacted: says what the agent was and which
+   * of its records the trial keeps (agent-home.json, trajectory.json). Also called for a trial that failed early; a
+   * failure is logged only.
    */
-  settle?(s: HarnessSettle): Promise<HarnessInfo | void>;
+  settle?(s: HarnessSettle): Promise<HarnessSettled | void>;
 }

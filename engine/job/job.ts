@@ -12,7 +12,7 @@ import { LABEL_HOME, LABEL_JOB, type Engine } from "../driver/types.ts";
 import { removeLabelled } from "../trial/box.ts";
 import { newId, type JobRecord, type Store, type TrialRecord } from "../store/index.ts";
 import { taskBlobDir } from "../store/index.ts";
-import { isInterruption } from "../trial/outcome.ts";
+import { isInterruption } from "../outcome.ts";
 import {
   cancelledJob, cancelledTrial, claimedJob, effectiveJobStatus, endedJobStatus, isSettledStatus, newJob, queuedTrial, releasedJob, retriesAfter, runnerFailedTrial,
   runsOnResume, type JobStatus,

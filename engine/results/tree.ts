@@ -9,8 +9,8 @@
 import { createHash } from "node:crypto";
 import { posix, relative, sep } from "node:path";
 import { trialDir, type TrialRecord } from "../store/index.ts";
-import { BoxFileRefused, listBoxFiles, openBoxFile, readRange } from "../trial/boxfs.ts";
-import { BOX, trialPaths } from "../trial/layout.ts";
+import { BoxFileRefused, listBoxFiles, openBoxFile, readRange } from "../box/fs.ts";
+import { BOX, trialPaths } from "../box/layout.ts";
 import { TrajectoryBuilder } from "../trace/atif.ts";
 import { hasTrace, parseLine, traceBytes, traceLines } from "../trace/store.ts";
 import { harborTrialConfig, harborTrialResult } from "./harbor.ts";

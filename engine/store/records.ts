@@ -10,7 +10,7 @@ const isoTime = z.string().min(1);
 
 /**
  * A trial's statuses (platform-trials.md "Statuses"). What each means and when a trial settles in it is the trial
- * runner's (engine/trial/outcome.ts); the list lives here so a stored word outside it reads as a damaged record.
+ * runner's (engine/outcome.ts); the list lives here so a stored word outside it reads as a damaged record.
  */
 export const TRIAL_STATUSES = ["QUEUED", "RUNNING", "SCORING", "SCORED", "SCORING_ERROR", "INFRASTRUCTURE_ERROR", "BUDGET", "INDETERMINATE", "CANCELLED", "INTERRUPTED"] as const;
 

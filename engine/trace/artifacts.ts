@@ -1,15 +1,15 @@
 /**
  * A settled (or running) trial's artifacts one at a time, for `trial download --stream <name>`: where each lives in
  * the trial folder and how it is read. Absent is an error (`artifact_not_recorded`), never an empty output. Files a
- * box could write (agent/, verifier/) are read through boxfs.ts (no link followed, no FIFO waited on); the parsed
+ * box could write (agent/, verifier/) are read through box/fs.ts (no link followed, no FIFO waited on); the parsed
  * trace and the ATIF built from it are streamed from the trace store, never held whole.
  */
 import { readFileSync } from "node:fs";
 import { join, posix } from "node:path";
 import { EvolveError } from "../errors.ts";
 import { trialDir, type TrialRecord } from "../store/index.ts";
-import { BoxFileRefused, readBoxFile, streamBoxFile } from "../trial/boxfs.ts";
-import { agentStreamNames, BOX, trialPaths } from "../trial/layout.ts";
+import { BoxFileRefused, readBoxFile, streamBoxFile } from "../box/fs.ts";
+import { agentStreamNames, BOX, trialPaths } from "../box/layout.ts";
 import { TrajectoryBuilder } from "./atif.ts";
 import { hasTrace, parseLine, traceBytes, traceLines } from "./store.ts";
 

@@ -5,7 +5,7 @@
 import { constants } from "node:fs";
 import { open } from "node:fs/promises";
 import { EvolveError, firstLine } from "../errors.ts";
-import { readRange } from "../trial/boxfs.ts";
+import { readRange } from "../box/fs.ts";
 import { validateTrajectory, type TrajectoryFinding } from "./atif-validate.ts";
 
 /** Trajectory files larger than this are refused rather than read (a trajectory of 256 MB is already extreme). */

@@ -8,7 +8,7 @@
 import { constants } from "node:fs";
 import { open, type FileHandle } from "node:fs/promises";
 import { EvolveError, firstLine } from "../errors.ts";
-import { readRange } from "../trial/boxfs.ts";
+import { readRange } from "../box/fs.ts";
 import { TrajectoryBuilder, type AtifTrajectory } from "./atif.ts";
 import { traceLossEvent, type SessionFile, type TraceEvent, type TraceUpdate } from "./events.ts";
 import type { ParserSpec } from "./parsers/index.ts";

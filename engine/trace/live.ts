@@ -2,12 +2,11 @@
  * The trace of a running agent: its stdout file (box-written, in the trial's `agent/` folder) is tailed from the
  * host while the agent runs, each whole line goes through the harness's parser and the updates are stored at
  * once; after the run the rest of the file and the session files the parser asks for are read and the parser ends.
- * Every read goes through boxfs.ts (no links, no FIFOs, bounded), and a parser that throws is logged and set aside:
+ * Every read goes through box/fs.ts (no links, no FIFOs, bounded), and a parser that throws is logged and set aside:
  * the trace is best effort, the verdict never depends on it.
  */
 import { join, relative, sep } from "node:path";
-import { linkedOnTheWay } from "../trial/agent-home.ts";
-import { listBoxFiles, readBoxBytes, readBoxFile } from "../trial/boxfs.ts";
+import { linkedOnTheWay, listBoxFiles, readBoxBytes, readBoxFile } from "../box/fs.ts";
 import { promptEvent, traceLossEvent, type SessionFile, type TraceParser, type TraceUpdate } from "./events.ts";
 import type { ParserSpec } from "./parsers/index.ts";
 

@@ -24,7 +24,7 @@ import { closeSync, constants, fstatSync, fsyncSync, ftruncateSync, mkdirSync, o
 import { dirname, join } from "node:path";
 import { EvolveError } from "../errors.ts";
 import { trialDir } from "../store/paths.ts";
-import { TRIAL } from "../trial/layout.ts";
+import { TRIAL } from "../box/layout.ts";
 import type { GatewayUsageEvent } from "../../gateway/meter.ts";
 import { traceLossEvent, type TraceEvent, type TraceKind, type TraceUpdate, type UsageUpdate } from "./events.ts";
 

@@ -7,9 +7,9 @@
  */
 import { createHash } from "node:crypto";
 import type { Dirent } from "node:fs";
-import { lstat, readdir, rm } from "node:fs/promises";
+import { readdir, rm } from "node:fs/promises";
 import { join, relative, sep } from "node:path";
-import { BoxFileRefused, openBoxFile, readRange } from "./boxfs.ts";
+import { BoxFileRefused, linkedOnTheWay, openBoxFile, readRange } from "../box/fs.ts";
 
 /**
  * Caches nobody reads back, left out of every capture (their box path ends so): codex's plugin cache and the
@@ -97,19 +97,6 @@ export async function captureAgentHome(agentDir: string, boxAgentLogs: string, b
   };
   await walk(root);
   return rec;
-}
-
-/** Why the folders from `agentDir` down to `rel` cannot be walked (one is a link or not a folder), or undefined. */
-export async function linkedOnTheWay(agentDir: string, rel: string): Promise<string | undefined> {
-  let at = agentDir;
-  for (const part of rel.split(sep).filter(Boolean)) {
-    at = join(at, part);
-    const st = await lstat(at).catch(() => undefined);
-    if (!st) return undefined;
-    if (st.isSymbolicLink()) return `${relative(agentDir, at)} is a symbolic link`;
-    if (!st.isDirectory()) return `${relative(agentDir, at)} is not a folder`;
-  }
-  return undefined;
 }
 
 async function captureFile(agentDir: string, p: string, bp: string, rec: AgentHomeRecord, total: () => number, add: (n: number) => void): Promise<void> {

@@ -16,10 +16,10 @@ import type { BoxDefaults } from "../config.ts";
 import type { EnvironmentConfig } from "../task/model.ts";
 import type { HarnessMount } from "../harness/types.ts";
 import { EvolveError } from "../errors.ts";
-import { TrialFailure } from "./outcome.ts";
-import { boxMounts, BOX_ROOT } from "./layout.ts";
+import { TrialFailure } from "../outcome.ts";
+import { boxMounts, BOX_ROOT } from "../box/layout.ts";
 import { formatDuration } from "../duration.ts";
-import { probeBox, type BoxScripts, type TaskScript } from "./scripts.ts";
+import { probeBox, type BoxScripts, type TaskScript } from "../box/scripts.ts";
 
 /** The image tag of a compose service a task builds: per task content (compose.ts). */
 export function taskImageTag(digest: string, kind: "task" | "verifier" = "task"): string {

@@ -15,8 +15,8 @@
  * skipped path never costs the capture of the others. Kept files are written through descriptors that follow no
  * link, and read back the same way (`readKeptFile`).
  */
-import { BOX_ROOT, TRIAL } from "./layout.ts";
-import { BoxFileRefused, openBoxFile, readRange } from "./boxfs.ts";
+import { BOX_ROOT, TRIAL } from "../box/layout.ts";
+import { BoxFileRefused, openBoxFile, readRange } from "../box/fs.ts";
 import { createHash, type Hash } from "node:crypto";
 import { constants, createWriteStream } from "node:fs";
 import { mkdir, open, readFile, rm } from "node:fs/promises";

@@ -25,7 +25,7 @@ import { parse } from "yaml";
 import { buildEscape, composeBuildEscapes, interpolate, serviceBuild } from "../task/compose-build.ts";
 import { LABEL_HOME, LABEL_JOB, LABEL_MANAGED, LABEL_TRIAL, type Engine, type IdMapping } from "../driver/types.ts";
 import { ensureBuilt, requireImage, startFailure, taskImageTag } from "./box.ts";
-import { TrialFailure } from "./outcome.ts";
+import { TrialFailure } from "../outcome.ts";
 import type { TrialNetwork } from "./network.ts";
 
 /** One compose service, as evolve runs it. */

@@ -8,7 +8,7 @@ import { posix } from "node:path";
 import { LABEL_TRIAL, type Engine } from "../driver/types.ts";
 import { EvolveError } from "../errors.ts";
 import { TarReader, type TarHeader, type TarSink } from "../driver/untar.ts";
-import { BOX_ROOT } from "./layout.ts";
+import { BOX_ROOT } from "../box/layout.ts";
 
 /** One path the box's file system changed, as the engine reports it against the image. */
 export interface BoxChange {

@@ -13,7 +13,7 @@
 import type { JobRecord, TrialRecord } from "../store/index.ts";
 import { JOB_STATUSES, TRIAL_STATUSES } from "../store/records.ts";
 import { firstLine, isDiskFull } from "../errors.ts";
-import { isDeterministic, isInterruption, stopFailure, TrialFailure, type ExceptionType, type TrialStatus } from "./outcome.ts";
+import { isDeterministic, isInterruption, stopFailure, TrialFailure, type ExceptionType, type TrialStatus } from "../outcome.ts";
 import type { ExceptionRecord } from "./result.ts";
 import { primaryReward, type RewardMap } from "./reward.ts";
 

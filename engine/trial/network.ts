@@ -53,7 +53,7 @@
 import { helperImage } from "../driver/hostguard.ts";
 import { LABEL_HOME, LABEL_JOB, LABEL_MANAGED, LABEL_TRIAL, type Engine } from "../driver/types.ts";
 import { baselineNetwork, verifierMode, type NetworkMode, type TaskConfig } from "../task/model.ts";
-import { TrialFailure } from "./outcome.ts";
+import { TrialFailure } from "../outcome.ts";
 export { hostAllowed } from "../task/rules-network.ts";
 import { PROXY_SCRIPT, RELAY_SCRIPT } from "./proxy/script.ts";
 

@@ -24,7 +24,7 @@
 import { readFile } from "node:fs/promises";
 import { boxCgroup, cgroupPids, setFrozen, type BoxCgroup } from "../driver/cgroup.ts";
 import type { Engine } from "../driver/types.ts";
-import { BOX_ROOT } from "./layout.ts";
+import { BOX_ROOT } from "../box/layout.ts";
 
 /** The box's processes at one moment: "pid:starttime" keys, and how they were seen. */
 export interface ProcSnapshot {

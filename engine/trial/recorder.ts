@@ -5,10 +5,10 @@
  */
 import { appendFileSync, existsSync } from "node:fs";
 import { trialDir, type TrialRecord } from "../store/index.ts";
-import { CancelledFailure, type ExceptionType } from "./outcome.ts";
+import { CancelledFailure, type ExceptionType } from "../outcome.ts";
 import { beginAttempt, persistFailedVerdict, settle, type TrialTransition, type Verdict } from "./lifecycle.ts";
-import { BOX, BOX_ROOT, TEST_SCRIPT, TRIAL, trialPaths, verifyCommand } from "./layout.ts";
-import { testScript, type BoxScripts } from "./scripts.ts";
+import { BOX, BOX_ROOT, TEST_SCRIPT, TRIAL, trialPaths, verifyCommand } from "../box/layout.ts";
+import { testScript, type BoxScripts } from "../box/scripts.ts";
 import { probeLiveBox } from "./box.ts";
 import type { ExecOptions, ExecResult } from "../driver/types.ts";
 import { sweepTree, type SweepReport } from "./sweep.ts";

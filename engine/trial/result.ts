@@ -8,7 +8,7 @@ import { join } from "node:path";
 import { randomBytes } from "node:crypto";
 import { pathToFileURL } from "node:url";
 import { sweepTree, type SweepReport } from "./sweep.ts";
-import { trialPaths } from "./layout.ts";
+import { trialPaths } from "../box/layout.ts";
 import type { RewardMap } from "./reward.ts";
 import type { Phase, TrialStatus } from "./types.ts";
 import { tokenCounts } from "./tokens.ts";

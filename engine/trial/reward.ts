@@ -4,9 +4,9 @@
  * without `"reward"` are metrics with no primary. Anything else is a scoring error carrying the tail of the
  * verifier's output — never a fabricated zero.
  */
-import type { ExceptionType } from "./outcome.ts";
-import { BOX, TRIAL } from "./layout.ts";
-import { BoxFileRefused, readBoxBytes, readBoxFile } from "./boxfs.ts";
+import type { ExceptionType } from "../outcome.ts";
+import { BOX, TRIAL } from "../box/layout.ts";
+import { BoxFileRefused, readBoxBytes, readBoxFile } from "../box/fs.ts";
 import { join } from "node:path";
 
 /** Named scores as the verifier wrote them. */

@@ -14,7 +14,7 @@ import type { Engine, ExecOptions, ExecResult, IdMapping } from "../driver/types
 import { loadConfig, type BoxDefaults } from "../config.ts";
 import { firstLine } from "../errors.ts";
 import { getHarness, harnessNames } from "../harness/index.ts";
-import type { Harness, HarnessContext, HarnessInfo, HarnessMount } from "../harness/types.ts";
+import type { Harness, HarnessContext, HarnessInfo, HarnessMount, HarnessSettle } from "../harness/types.ts";
 import type { TraceUpdate } from "../trace/events.ts";
 import { randomBytes } from "node:crypto";
 import { constants } from "node:fs";
@@ -30,12 +30,12 @@ import { homeGateway, spendRecord } from "./spend.ts";
 import { zeroLane } from "../../gateway/meter.ts";
 import { ComposeTask } from "./compose.ts";
 import { TrialNetwork, trialPolicies, type NetPolicy, type TrialPolicies } from "./network.ts";
-import { CancelledFailure, TrialFailure, type ExceptionType } from "./outcome.ts";
+import { CancelledFailure, TrialFailure, type ExceptionType } from "../outcome.ts";
 import { isStopped, stoppedByGateway, thrownVerdict, toRunning, toScoring, unverifiedVerdict, verifiedVerdict, type Verdict } from "./lifecycle.ts";
 import { appendGatewayUsage, openTraceWriter, readTrace, type TraceWriter } from "../trace/store.ts";
-import { ATTEMPT_OUTPUTS, BOX_ROOT, MOUNTED, TRIAL, trialPaths } from "./layout.ts";
+import { ATTEMPT_OUTPUTS, BOX_ROOT, MOUNTED, TRIAL, trialPaths } from "../box/layout.ts";
 import { agentRootProblem, snapshotAgentRoot } from "../conductor/instructions.ts";
-import { preArtifactsScript, setupScript, testScript, type BoxScripts, type TaskScript } from "./scripts.ts";
+import { preArtifactsScript, setupScript, testScript, type BoxScripts, type TaskScript } from "../box/scripts.ts";
 import { writeEvolveJson, writeJson, writeResult, type AgentUsage, type ExceptionRecord, type StepResult, type TrialConfigFile } from "./result.ts";
 import type { RewardMap } from "./reward.ts";
 import { regradePlan } from "./regrade.ts";
@@ -44,7 +44,7 @@ import { aggregateStepRewards, passesMinReward } from "./steps.ts";
 import { watchStopRequest } from "./stop.ts";
 import { now, TrialRecorder } from "./recorder.ts";
 import type { TrialDeps, TrialRequest } from "./types.ts";
-import { agentStep } from "./phases/agent.ts";
+import { agentStep, persistAgentRecords } from "./phases/agent.ts";
 import { archiveStep, collectArtifacts } from "./phases/artifacts.ts";
 import { bootAgentBox, buildImage, installAgent } from "./phases/build.ts";
 import type { TrialRoom } from "./phases/room.ts";
@@ -427,7 +427,7 @@ class TrialRun extends TrialRecorder implements TrialRoom {
     // the kept tree (`trial files` after the run, `trial regrade`): what the run changed, copied out before the box goes
     if (this.agentBox && !this.keptTaken && !isStopped(status)) await keepChangedFiles(this.engine, this.agentBox, this.path, (l) => this.log(l));
     if (this.agentBox) await this.keepBoxLog(this.agentBox);
-    // every box that mounts a trial folder is gone before evolve writes into those folders (boxfs.ts)
+    // every box that mounts a trial folder is gone before evolve writes into those folders (box/fs.ts)
     const boxesGone = await this.removeMountedBoxes();
     this.scheduleRemoval();
     const spent = await this.settleSpend();
@@ -450,23 +450,24 @@ class TrialRun extends TrialRecorder implements TrialRoom {
   }
 
   /**
-   * The harness's own records at persist (every box gone, the tree redacted): its home capture and trajectory,
-   * written through fresh files. A failure is the harness's and is only logged.
+   * The harness's own records at persist (every box gone, the tree redacted): its home capture and trajectory, as
+   * its settle names them, written through fresh files. A failure is the harness's and is only logged.
    */
   private async settleHarness(): Promise<HarnessInfo | undefined> {
     if (!this.harness?.settle) return undefined;
     const agentDir = trialPaths(this.path).agent;
+    const st: HarnessSettle = {
+      trialId: this.req.trialId,
+      agentDir,
+      events: () => readTrace(this.req.home, this.req.trialId),
+      writeAgentFile: (name, text) => writeFresh(join(agentDir, name), text),
+      redact: (t) => this.redact(t),
+      log: (l) => this.log(l),
+    };
     try {
-      return (
-        (await this.harness.settle({
-          trialId: this.req.trialId,
-          agentDir,
-          events: () => readTrace(this.req.home, this.req.trialId),
-          writeAgentFile: (name, text) => writeFresh(join(agentDir, name), text),
-          redact: (t) => this.redact(t),
-          log: (l) => this.log(l),
-        })) ?? undefined
-      );
+      const settled = await this.harness.settle(st);
+      if (settled?.records) await persistAgentRecords(st, this.harness.name, settled.records);
+      return settled?.info;
     } catch (e) {
       this.log(`${this.harness.name}: settling its records failed: ${firstLine(e)}`);
       return undefined;

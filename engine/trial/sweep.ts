@@ -400,3 +400,18 @@ function replaceAll(buf: Buffer, needle: Buffer, by: Buffer): Buffer {
   parts.push(buf.subarray(from));
   return Buffer.concat(parts);
 }
+
+/**
+ * Empties a folder a box could write, without following any link in it (links are removed, never their targets),
+ * whatever the depth of what the box left there (removeTree walks by descriptors, not full paths).
+ * The folder itself stays (it is a mount point of the box).
+ */
+export async function emptyBoxDir(dir: string): Promise<void> {
+  let names: string[];
+  try {
+    names = await readdir(dir);
+  } catch {
+    return;
+  }
+  for (const n of names) await removeTree(join(dir, n));
+}

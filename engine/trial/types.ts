@@ -8,7 +8,7 @@ import type { ModelGateway } from "../gateway-host/model-gateway.ts";
 
 // statuses live with the rest of how a trial ends (outcome.ts); re-exported for the runner's callers
 export { SETTLED_STATUSES, type TrialStatus } from "./lifecycle.ts";
-import type { TrialStatus } from "./outcome.ts";
+import type { TrialStatus } from "../outcome.ts";
 import { PHASES } from "../store/records.ts";
 
 /** The steps of one attempt, in order (the list is the store's, records.ts, so records check it). */

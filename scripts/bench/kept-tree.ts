@@ -19,7 +19,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
-import { openEngine } from "../../engine/driver/select.ts";
+import { openEngine } from "../../engine/engine-choice.ts";
 import { archiveLive, keepChangedFiles } from "../../engine/trial/changes.ts";
 
 const CASES: Record<string, string> = {

@@ -20,7 +20,7 @@ import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { parseArgs } from "node:util";
 import { importTasks } from "../../engine/dataset.ts";
-import { openEngine } from "../../engine/driver/select.ts";
+import { openEngine } from "../../engine/engine-choice.ts";
 import { createJob, runJob, type JobConfig } from "../../engine/job/job.ts";
 import { openStore } from "../../engine/store/index.ts";
 import { runTrial, settleRemovals } from "../../engine/trial/run.ts";

@@ -8,7 +8,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { importTasks } from "../../engine/dataset.ts";
-import { openEngine } from "../../engine/driver/select.ts";
+import { openEngine } from "../../engine/engine-choice.ts";
 import { newId, openStore } from "../../engine/store/index.ts";
 import { runTrial, settleRemovals } from "../../engine/trial/run.ts";
 

@@ -24,7 +24,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { importTasks, type StoredTask } from "../../engine/dataset.ts";
-import { openEngine } from "../../engine/driver/select.ts";
+import { openEngine } from "../../engine/engine-choice.ts";
 import type { Engine } from "../../engine/driver/types.ts";
 import { LABEL_IMAGE_HOME } from "../../engine/driver/types.ts";
 import { createJob, runJob, type JobConfig } from "../../engine/job/job.ts";

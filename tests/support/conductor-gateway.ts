@@ -8,7 +8,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { ModelGateway } from "../../engine/gateway-host/model-gateway.ts";
 import { openStore, type Store } from "../../engine/store/index.ts";
-import type { WireApi } from "../../engine/harness/cli-types.ts";
+import type { WireApi } from "../../engine/providers.ts";
 import type { ModelEndpoint } from "../../engine/conductor/types.ts";
 import { ScriptedUpstream } from "../../fixtures/upstream/server.ts";
 import { buildUpstreams } from "../../gateway/upstreams.ts";

@@ -7,7 +7,8 @@ import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync 
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { openEngine, type Engine } from "../../engine/driver/index.ts";
+import type { Engine } from "../../engine/driver/index.ts";
+import { openEngine } from "../../engine/engine-choice.ts";
 import type { RestEngine } from "../../engine/driver/engine.ts";
 import type { EngineKind } from "../../engine/driver/types.ts";
 import { expectCode } from "./expect-code.ts";

@@ -3,7 +3,8 @@
  * "droid": a Bun-compiled native binary from npm, pointed at the gateway by a BYOK custom model in its
  * `.factory/settings.json`; no Factory login.
  */
-import type { BoxFile, CliSpec, Invocation, InvocationInput, McpServer, WireApi } from "../cli-types.ts";
+import type { BoxFile, CliSpec, Invocation, InvocationInput, McpServer } from "../cli-types.ts";
+import type { WireApi } from "../../providers.ts";
 import { droidParser } from "../../trace/parsers/droid.ts";
 
 /** The custom model's display name; droid's `-m` id for it is `custom:<name with dashes>-<index>`. */

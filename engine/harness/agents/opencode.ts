@@ -2,7 +2,8 @@
  * opencode (`opencode run --format json`), the facts of ../shared/reference/agent-clis.md "opencode": a Bun-compiled
  * native binary from npm, pointed at the gateway by a provider entry in an `opencode.json` of its own.
  */
-import type { CliSpec, Invocation, InvocationInput, McpServer, WireApi } from "../cli-types.ts";
+import type { CliSpec, Invocation, InvocationInput, McpServer } from "../cli-types.ts";
+import type { WireApi } from "../../providers.ts";
 import { opencodeParser } from "../../trace/parsers/opencode.ts";
 
 /** The provider id in opencode's config: `-m evolve/<model>`. */

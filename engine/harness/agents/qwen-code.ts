@@ -4,7 +4,8 @@
  * Node ≥ 22), pointed at the gateway by a `modelProviders` entry in `QWEN_HOME/settings.json` whose `envKey` names
  * the variable holding the key, so one variable serves every wire API it speaks.
  */
-import type { CliSpec, Invocation, InvocationInput, McpServer, WireApi } from "../cli-types.ts";
+import type { CliSpec, Invocation, InvocationInput, McpServer } from "../cli-types.ts";
+import type { WireApi } from "../../providers.ts";
 import { qwenCodeParser } from "../../trace/parsers/qwen-code.ts";
 
 /** Its auth type (the `modelProviders` protocol id) for each wire API. */

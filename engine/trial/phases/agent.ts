@@ -1,21 +1,25 @@
 /**
  * The agent phase of one step: the step's workdir and setup.sh, the harness's run in the agent's box with a fresh
- * gateway credential, and the sweep that ends every process the agent left before anything reads its work.
+ * gateway credential, and the sweep that ends every process the agent left before anything reads its work; at
+ * persist, the records its harness names (its home, its trajectory), which the trial writes, not the harness.
  */
 import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { firstLine } from "../../errors.ts";
 import { formatDuration } from "../../duration.ts";
-import type { Harness } from "../../harness/types.ts";
+import type { Harness, HarnessRecords, HarnessSettle } from "../../harness/types.ts";
+import { BOX } from "../../box/layout.ts";
+import { captureAgentHome } from "../agent-home.ts";
 import { requireRunningAfter } from "../box.ts";
-import { TrialFailure } from "../outcome.ts";
+import { TrialFailure } from "../../outcome.ts";
 import { toRunning } from "../lifecycle.ts";
 import type { StepPlan } from "../plan.ts";
 import { killNewProcs, snapshotProcs, type KilledProc, type ProcSnapshot } from "../procs.ts";
-import { setupScript } from "../scripts.ts";
+import { setupScript } from "../../box/scripts.ts";
 import { now } from "../recorder.ts";
 import type { StepResult } from "../result.ts";
 import type { TrialRoom } from "./room.ts";
+import { writeTrajectory } from "../trajectory-out.ts";
 
 /**
  * Runs the agent of step `plan` in the agent's box and records on `step` how it went: its clock, and the
@@ -119,4 +123,21 @@ export async function endAgentProcesses(room: TrialRoom, box: string, before: Pr
     const names = r.left.slice(0, 10).map((p) => `${p.name}(${p.pid})`).join(", ");
     throw new TrialFailure("AgentProcessesSurvivedError", `${r.left.length} process(es) the agent started were still alive after the sweep (${names}); no verifier runs beside them`);
   }
+}
+
+/**
+ * Keeps what the harness `agent`'s settle named (persist: every box gone, the tree redacted), through `st`'s fresh
+ * files: its home folder as `agent/agent-home.json`, then the stored trace as `agent/trajectory.json`. The trial
+ * writes its tree; the harness only says what belongs in it. A failed capture is logged, never thrown.
+ */
+export async function persistAgentRecords(st: HarnessSettle, agent: string, records: HarnessRecords): Promise<void> {
+  if (records.home) {
+    try {
+      const home = await captureAgentHome(st.agentDir, BOX.agentLogs, records.home.box, records.home.leaveOut);
+      await st.writeAgentFile("agent-home.json", JSON.stringify(home, null, 2) + "\n");
+    } catch (e) {
+      st.log(`${agent}: agent home not captured: ${firstLine(e)}`);
+    }
+  }
+  if (records.trajectory) await writeTrajectory(st, records.trajectory);
 }

@@ -8,9 +8,9 @@ import { copyFile, mkdir, mkdtemp, readdir, rename, rm } from "node:fs/promises"
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { TaskConfig } from "../../task/model.ts";
-import { artifactSources, BOX, BOX_ROOT, collectArtifactCommand, TRIAL, trialPaths } from "../layout.ts";
+import { artifactSources, BOX, BOX_ROOT, collectArtifactCommand, TRIAL, trialPaths } from "../../box/layout.ts";
 import type { StepPlan } from "../plan.ts";
-import { preArtifactsScript } from "../scripts.ts";
+import { preArtifactsScript } from "../../box/scripts.ts";
 import type { TrialRoom } from "./room.ts";
 
 /** Absolute container paths of the task's (and the step's) `artifacts` entries. */

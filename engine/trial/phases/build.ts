@@ -6,8 +6,8 @@
 import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { awaitHealthy, ensureEnvImage, requireImage, requireRunning } from "../box.ts";
-import { BOX, BOX_ROOT } from "../layout.ts";
-import { TrialFailure } from "../outcome.ts";
+import { BOX, BOX_ROOT } from "../../box/layout.ts";
+import { TrialFailure } from "../../outcome.ts";
 import type { TrialRoom } from "./room.ts";
 
 /** build: makes (or finds cached) the image the agent's box runs and sets `room.image`. */

@@ -10,17 +10,17 @@ import type { Engine } from "../../driver/types.ts";
 import { verifierMode, type TaskConfig } from "../../task/model.ts";
 import { ensureEnvImage, requireRunningAfter } from "../box.ts";
 import { keepChangedFiles } from "../changes.ts";
-import { emptyBoxDir } from "../boxfs.ts";
 import { judgeFamily, resolveVerifierEnv, withJudgeEnv } from "../env.ts";
-import { BOX_ROOT, restoreArtifactCommand, trialPaths } from "../layout.ts";
+import { BOX_ROOT, restoreArtifactCommand, trialPaths } from "../../box/layout.ts";
 import type { StepPlan } from "../plan.ts";
+import { emptyBoxDir } from "../sweep.ts";
 import { now } from "../recorder.ts";
 import type { StepResult } from "../result.ts";
 import type { TrialRequest } from "../types.ts";
 import { stepArtifactSources } from "./artifacts.ts";
 import { agentSystemChanges, describeSystemChanges, takeSystemBaseline } from "../verifier-guard.ts";
 import type { ExceptionRecord } from "../result.ts";
-import { EXCEPTIONS, type TrialStatus } from "../outcome.ts";
+import { EXCEPTIONS, type TrialStatus } from "../../outcome.ts";
 import type { TrialRoom } from "./room.ts";
 
 /**

@@ -16,7 +16,7 @@
  * (timed out, exited non-zero, hit its spend cap) does not end the trial: the verifier still scores it and the
  * exception rides along. Which status a trial moves to, and what each status means, is lifecycle.ts's.
  */
-import type { TRIAL_STATUSES } from "../store/records.ts";
+import type { TRIAL_STATUSES } from "./store/records.ts";
 
 /**
  * A trial's status (platform-trials.md "Statuses"); the list is the store's (records.ts), so records check it.

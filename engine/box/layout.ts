@@ -6,7 +6,6 @@
 import { existsSync, readdirSync } from "node:fs";
 import { join } from "node:path";
 import type { Mount } from "../driver/types.ts";
-import type { HarnessMount } from "../harness/types.ts";
 
 /** Paths inside a box. */
 export const BOX = {
@@ -102,7 +101,7 @@ export function agentStreamNames(agent: string): string[] {
 /**
  * The file holding the agent stream in `agentDir` (a trial's or an archived step's agent/): the first of
  * agentStreamNames that exists, else the first `*.txt` by name (an agent renamed since), else `<agent>.txt` where
- * it would be. Existence only: reading it is boxfs.ts's (the box wrote it).
+ * it would be. Existence only: reading it is fs.ts's (the box wrote it).
  */
 export function agentStreamFile(agentDir: string, agent: string): string {
   for (const n of agentStreamNames(agent)) if (existsSync(join(agentDir, n))) return join(agentDir, n);
@@ -129,9 +128,9 @@ export function archivedSteps(dir: string, order: readonly string[] = []): strin
 /**
  * The trial folders a box mounts. A separate verifier runs in a box of its own: the agent's box then never sees
  * `/logs/verifier` (what the verifier writes is out of the agent's reach), and the verifier's box sees the agent's
- * logs read-only.
+ * logs read-only. `harness` is the harness's own mounts (its HarnessMount list).
  */
-export function boxMounts(trialDir: string, role: "agent" | "verifier", separateVerifier: boolean, harness: readonly HarnessMount[] = []): Mount[] {
+export function boxMounts(trialDir: string, role: "agent" | "verifier", separateVerifier: boolean, harness: readonly { host: string; box: string }[] = []): Mount[] {
   const p = trialPaths(trialDir);
   // the harness's own folders (a vendored agent CLI) are the agent's box's alone, and read-only
   const own = role === "agent" ? harness.map((m) => ({ host: m.host, container: m.box, readOnly: true })) : [];

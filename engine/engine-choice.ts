@@ -1,11 +1,14 @@
 /**
- * Choosing and opening the engine: `--engine`, else `EVOLVE_ENGINE`, else podman when it is installed, else docker.
+ * Which container engine a command gets, and how it is guarded: `--engine`, else `EVOLVE_ENGINE`, else podman when
+ * it is installed, else docker; its network guard from config.toml's `[network]`. The driver opens exactly what it
+ * is given (engine/driver/open.ts): the defaults live here, one room above the config they read.
  */
-import { loadConfig } from "../config.ts";
-import { EvolveError } from "../errors.ts";
-import { RestEngine } from "./engine.ts";
-import { DOCKERD_HINT, ensureDockerSocket, ensurePodmanSocket, notFound, which } from "./socket.ts";
-import type { EngineKind } from "./types.ts";
+import { loadConfig } from "./config.ts";
+import { connectEngine } from "./driver/open.ts";
+import type { RestEngine } from "./driver/engine.ts";
+import { which } from "./driver/socket.ts";
+import type { EngineKind } from "./driver/types.ts";
+import { EvolveError } from "./errors.ts";
 
 /** Which engine to use, from the argument, EVOLVE_ENGINE, or what is installed. */
 export function resolveKind(kind?: string): EngineKind {
@@ -46,23 +49,14 @@ export function engineFromEnvFlag(env: string): EngineKind {
   throw new EvolveError("engine_unknown", `--env ${env}: unknown environment`, "evolve runs local podman or docker: --env podman or --env docker (an alias of --engine)");
 }
 
+
 /**
- * Opens the engine: finds (podman: or starts) its REST socket under `home` and returns an Engine speaking to it.
- * Throws `engine_not_found` or `engine_unavailable` with a hint naming the fix.
+ * Opens the engine `kind` names, else the default one (resolveKind), guarded as `home`'s config.toml says: finds
+ * (podman: or starts) its REST socket under `home`. Throws `engine_unknown`, `engine_not_found` or
+ * `engine_unavailable` with a hint naming the fix.
  */
 export async function openEngine(opts: { kind?: EngineKind; home: string }): Promise<RestEngine> {
   const kind = resolveKind(opts.kind);
   const net = loadConfig(opts.home).network;
-  const guard = { allowHost: net.allow_host, allowRanges: net.allow_ranges };
-  if (kind === "podman") {
-    if (!process.env.CONTAINER_HOST && !which("podman")) throw notFound("podman");
-    const socket = await ensurePodmanSocket(opts.home);
-    return new RestEngine("podman", socket, {
-      hint: "run `evolve doctor` to check podman",
-      reconnect: () => ensurePodmanSocket(opts.home),
-      guard,
-    });
-  }
-  const socket = await ensureDockerSocket();
-  return new RestEngine("docker", socket, { hint: DOCKERD_HINT, guard });
+  return connectEngine({ kind, home: opts.home, guard: { allowHost: net.allow_host, allowRanges: net.allow_ranges } });
 }

@@ -14,7 +14,7 @@
 import { existsSync } from "node:fs";
 import { open } from "node:fs/promises";
 import { basename, join, relative } from "node:path";
-import { TrialFailure } from "./outcome.ts";
+import { TrialFailure } from "../outcome.ts";
 
 /** One of the task's scripts: its path as the task's author knows it (`tests/test.sh`) and the file on the host. */
 export interface TaskScript {

@@ -9,8 +9,7 @@
  */
 import { constants } from "node:fs";
 import type { Dirent } from "node:fs";
-import { open, readdir, readlink, realpath, type FileHandle } from "node:fs/promises";
-import { removeTree } from "./sweep.ts";
+import { lstat, open, readdir, readlink, realpath, type FileHandle } from "node:fs/promises";
 import { join, relative, sep } from "node:path";
 
 /** What one box-written file may cost to read: bytes (a tail is read from the end). */
@@ -121,21 +120,6 @@ export async function readRange(fh: FileHandle, start: number, n: number): Promi
 }
 
 /**
- * Empties a folder a box could write, without following any link in it (links are removed, never their targets),
- * whatever the depth of what the box left there (sweep.ts removeTree walks by descriptors, not full paths).
- * The folder itself stays (it is a mount point of the box).
- */
-export async function emptyBoxDir(dir: string): Promise<void> {
-  let names: string[];
-  try {
-    names = await readdir(dir);
-  } catch {
-    return;
-  }
-  for (const n of names) await removeTree(join(dir, n));
-}
-
-/**
  * Visits every entry under `dir`, depth first, never descending into a linked folder (dirents are lstat-based);
  * `visit` returns false to stop the walk. An unreadable folder is skipped.
  */
@@ -195,4 +179,17 @@ export async function streamBoxFile(root: string, path: string, onChunk: (b: Buf
   } finally {
     await fh.close();
   }
+}
+
+/** Why the folders from `agentDir` down to `rel` cannot be walked (one is a link or not a folder), or undefined. */
+export async function linkedOnTheWay(agentDir: string, rel: string): Promise<string | undefined> {
+  let at = agentDir;
+  for (const part of rel.split(sep).filter(Boolean)) {
+    at = join(at, part);
+    const st = await lstat(at).catch(() => undefined);
+    if (!st) return undefined;
+    if (st.isSymbolicLink()) return `${relative(agentDir, at)} is a symbolic link`;
+    if (!st.isDirectory()) return `${relative(agentDir, at)} is not a folder`;
+  }
+  return undefined;
 }
