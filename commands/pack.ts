@@ -20,7 +20,7 @@ export async function packCommand(ref: string, opts: { output: string; agent?: s
     return packRef(store, home, engine, ref, { out: resolve(opts.output), agents: opts.agent, log: (l) => process.stderr.write(style.dim(l) + "\n") });
   });
   const seconds = (Date.now() - started) / 1000;
-  if (opts.json) return outJson({ ...r, seconds }), 0;
+  if (opts.json) return outJson({ ...r, elapsed_sec: seconds }), 0;
   out(`${style.green("packed")} ${r.dataset.name}@${r.dataset.version} ${style.dim(`(${r.dataset.tasks} tasks, ${r.images.length} image(s), ${r.agents.length} agent(s)) → ${r.file}`)}`);
   out(`  pack ${mb(r.bytes)}; images ${mb(r.image_bytes)} added up, ${mb(r.images_archive_bytes)} in one archive (shared layers once); ${seconds.toFixed(1)} s`);
   out(style.dim(`  manifest sha256 ${r.manifest_sha256}`));
@@ -36,7 +36,7 @@ export async function unpackCommand(file: string, opts: { engine?: EngineKind; j
     return unpackFile(store, home, engine, resolve(file), { log: (l) => process.stderr.write(style.dim(l) + "\n") });
   });
   const seconds = (Date.now() - started) / 1000;
-  if (opts.json) return outJson({ ...r, seconds }), 0;
+  if (opts.json) return outJson({ ...r, elapsed_sec: seconds }), 0;
   out(`${style.green("unpacked")} ${r.dataset.name}@${r.dataset.version} ${style.dim(`(${r.dataset.status}; ${r.dataset.tasks} tasks, ${r.dataset.digest})`)}`);
   for (const i of r.images) out(`  ${style.dim("image")} ${i}`);
   for (const a of r.agents.imported) out(`  ${style.dim("agent")} ${a.harness}@${a.version}`);
