@@ -16,6 +16,8 @@ const root = resolve(__dirname, "..");
 const bun = join(root, "node_modules/.bin/bun");
 const hasPodman = spawnSync("podman", ["image", "exists", "debian:bookworm-slim"]).status === 0;
 let work: string;
+/** The task images the test built, removed however it ends. */
+let refs: string[] = [];
 
 function evolve(home: string, agents: string, args: string[], path?: string) {
   const env = { ...process.env, EVOLVE_HOME: home, EVOLVE_AGENTS_DIR: agents, NO_COLOR: "1", ...(path ? { PATH: path } : {}) };
@@ -42,6 +44,7 @@ beforeAll(() => {
   work = mkdtempSync(join(tmpdir(), "evolve-pack-engine-"));
 });
 afterAll(() => {
+  if (refs.length > 0) spawnSync("podman", ["rmi", ...refs]);
   rmSync(work, { recursive: true, force: true });
 });
 
@@ -73,7 +76,7 @@ describe.skipIf(!hasPodman)("a pack runs on a fresh machine with no build (needs
     expect(packed.bytes).toBe(readFileSync(packFile).length);
 
     // the far machine: none of the task images, a fresh home and agents folder
-    const refs = packed.images.map((i: { ref: string }) => i.ref);
+    refs = packed.images.map((i: { ref: string }) => i.ref);
     expect(spawnSync("podman", ["rmi", ...refs]).status).toBe(0);
     const u = evolve(far, farAgents, ["unpack", packFile, "--json"]);
     expect(u.code, u.stderr).toBe(0);
@@ -105,6 +108,5 @@ describe.skipIf(!hasPodman)("a pack runs on a fresh machine with no build (needs
     expect(again.code, again.stderr).toBe(0);
     expect(JSON.parse(again.stdout)).toMatchObject({ source: { kind: "job" }, dataset: { name: "packed", version: "1.0", digest: srcDigest } });
     expect(existsSync(asked)).toBe(false);
-    spawnSync("podman", ["rmi", ...refs]);
   }, 600_000);
 });
