@@ -3,7 +3,8 @@
  * real podman: a dataset of two tasks (our minimal fixture, each with an environment of its own on one base) is
  * packed with a vendored agent; its task images are removed; a fresh EVOLVE_HOME and agents folder unpack it; and
  * the oracle runs there with a `podman` on PATH that fails any build and records that it was asked, scoring 1 on
- * both tasks. The far machine's dataset has the source's digest, and a job run there packs again.
+ * both tasks. The far machine's dataset has the source's digest, and a job run there packs again (a folder run's
+ * tasks as dataset job-<id>@1).
  */
 import { spawnSync } from "node:child_process";
 import { chmodSync, cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
@@ -107,6 +108,19 @@ describe.skipIf(!hasPodman)("a pack runs on a fresh machine with no build (needs
     const again = evolve(far, farAgents, ["pack", jobId, "-o", join(work, "job.evolvepack"), "--json"], `${fake}:${process.env.PATH}`);
     expect(again.code, again.stderr).toBe(0);
     expect(JSON.parse(again.stdout)).toMatchObject({ source: { kind: "job" }, dataset: { name: "packed", version: "1.0", digest: srcDigest } });
+    expect(existsSync(asked)).toBe(false);
+
+    // a folder run (-p) has no dataset: its pack publishes the job's tasks as dataset job-<id>@1 (the images are here)
+    const folderRun = evolve(far, farAgents, ["run", "-p", join(ds, "ta"), "-a", "oracle", "-o", join(work, "jobs"), "--json"], `${fake}:${process.env.PATH}`);
+    expect(folderRun.code, folderRun.stderr).toBe(0);
+    const folderJob = folderRun.stdout.trim().split("\n").map((l) => JSON.parse(l)).find((l) => l.kind === "job").job_id as string;
+    const fp = evolve(far, farAgents, ["pack", folderJob, "-o", join(work, "folder.evolvepack"), "--json"], `${fake}:${process.env.PATH}`);
+    expect(fp.code, fp.stderr).toBe(0);
+    expect(JSON.parse(fp.stdout)).toMatchObject({ source: { kind: "job", ref: folderJob }, dataset: { name: `job-${folderJob.toLowerCase()}`, version: "1", tasks: 1 }, images: [{ ref: refs[0] }] });
+    const third = join(work, "third");
+    const u3 = evolve(third, join(work, "third-agents"), ["unpack", join(work, "folder.evolvepack")]);
+    expect(u3.code, u3.stderr).toBe(0);
+    expect(evolve(third, join(work, "third-agents"), ["dataset", "show", `job-${folderJob.toLowerCase()}@1`]).code).toBe(0);
     expect(existsSync(asked)).toBe(false);
   }, 600_000);
 });
