@@ -19,7 +19,8 @@ import { LABEL_ENV_KEY, type Engine } from "../driver/types.ts";
 import { EvolveError } from "../errors.ts";
 import { agentsDir, exportAgents, importAgents, listVendored } from "../harness/vendor.ts";
 import type { JobConfig } from "../job/job.ts";
-import { newId, resolveJobId, taskBlobDir, type Store } from "../store/index.ts";
+import { findJob } from "../job/list.ts";
+import { newId, taskBlobDir, type Store } from "../store/index.ts";
 import { listTaskFiles, taskDigest } from "../task/digest.ts";
 import { summarizeTask } from "../task/model.ts";
 import { describeImages, loadImages, saveImages, taskImages } from "./images.ts";
@@ -56,7 +57,7 @@ function resolveSource(store: Store, ref: string, agents: readonly string[]): { 
   let jobId: string | undefined;
   if (!ref.includes("@")) {
     try {
-      jobId = resolveJobId(store, ref);
+      jobId = findJob(store, ref).id;
     } catch (e) {
       if (!(e instanceof EvolveError) || e.code !== "job_not_found") throw e;
     }
@@ -113,9 +114,11 @@ function bigFileHeader(name: string, size: number): Buffer {
 }
 
 /**
- * Packs a dataset version (`name@version`, or a bare name for its newest) or a job (its id or name: the dataset it
- * ran, or its tasks as dataset `job-<id>@1`, and the vendored agents its trials ran) into `opts.out`: images built
- * first where missing, agents as `agent export` writes them, every member digested into the manifest.
+ * Packs a dataset version (`name@version`, or a bare name for its newest) or a job (its id, a unique start of it or
+ * its --job-name, as every job command takes it; a job wins over a dataset of the same bare name) into `opts.out`.
+ * A job carries the dataset it ran (or its tasks as dataset `job-<id>@1`) and the vendored agents its trials ran.
+ * Images are built first where missing, agents go in as `agent export` writes them, every member is digested into
+ * the manifest.
  */
 export async function packRef(store: Store, home: string, engine: Engine, ref: string, opts: PackOptions): Promise<PackResult> {
   const log = opts.log ?? (() => {});
