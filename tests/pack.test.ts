@@ -168,7 +168,7 @@ describe("reading a pack", () => {
 });
 
 describe("unpacking", () => {
-  it("refuses a task whose content is not the digest its manifest records, before any image is loaded or anything is published", async () => {
+  it("refuses a task or dataset whose content is not the digest its manifest records, or a version held here with other content, before any image is loaded or anything is published", async () => {
     const { manifest, files } = goodPack();
     const home = join(scratch, "home");
     mkdirSync(home);
@@ -190,6 +190,16 @@ describe("unpacking", () => {
       const right = { ...manifest, dataset: { ...manifest.dataset, tasks: [{ name: "demo/one", digest: real, folder: "t1" }] } };
       await expect(unpackFile(store, home, engine, writePack(right, files))).rejects.toMatchObject({ code: "pack_digest_mismatch", message: expect.stringContaining("dataset demo@1.0") });
       expect(store.listDatasets()).toEqual([]);
+      // every digest right, but demo@1.0 is held here with other content: refused before the engine is reached
+      const tasks = [{ name: "demo/one", digest: real }];
+      const whole = {
+        ...right,
+        dataset: { ...right.dataset, digest: datasetDigest(tasks) },
+        images: [{ ref: "evolve-env:abc" }],
+        members: [...right.members, { path: "images.tar", size: 3, sha256: sha("abc") }],
+      };
+      store.putDataset({ name: "demo", version: "1.0", digest: `sha256:${"1".repeat(64)}`, tasks: [], status: "active", created_at: new Date().toISOString(), updated_at: new Date().toISOString() });
+      await expect(unpackFile(store, home, engine, writePack(whole, [...files, { name: "images.tar", type: "file", mode: 0o644, data: Buffer.from("abc") }]))).rejects.toMatchObject({ code: "dataset_version_exists" });
     } finally {
       await store.close();
     }

@@ -241,6 +241,14 @@ export async function unpackFile(store: Store, home: string, engine: Engine, fil
     }
     const dsDigest = datasetDigest(m.dataset.tasks);
     if (dsDigest !== m.dataset.digest) throw mismatch(`dataset ${m.dataset.name}@${m.dataset.version} has digest ${dsDigest}, not the ${m.dataset.digest} its manifest records`);
+    // a version held here with other content is refused now, not after the images are loaded and the agents imported
+    const held = store.getDataset(m.dataset.name, m.dataset.version);
+    if (held && held.digest !== m.dataset.digest) {
+      const ref = `${m.dataset.name}@${m.dataset.version}`;
+      throw held.status === "deleted"
+        ? new EvolveError("dataset_version_deleted", `${ref} was deleted here and held other content; nothing was unpacked`, "pack the dataset under a new version")
+        : new EvolveError("dataset_version_exists", `${ref} is already published here with different content; nothing was unpacked`, "pack the dataset under a new version; a published version never changes");
+    }
     if (m.images.length > 0) {
       log(`loading ${m.images.length} image(s)`);
       await loadImages(engine, join(stage, IMAGES_MEMBER));
