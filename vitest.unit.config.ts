@@ -35,6 +35,8 @@ export const ENGINE_TESTS = [
   "tests/run-cli.test.ts",
   // evolve run on podman writes a Harbor job folder
   "tests/results-run.test.ts",
+  // evolve pack / unpack on podman: a pack runs on a fresh home with no build
+  "tests/pack-engine.test.ts",
   "tests/run-interrupt.test.ts",
   "tests/trial-agents.test.ts",
   "tests/trial-changes.test.ts",

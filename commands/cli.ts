@@ -311,6 +311,25 @@ export function buildProgram(version: string, setExit: (code: number) => void, a
     .addHelpText("after", examples(["evolve gateway status", "evolve gateway status --json | jq .user"]))
     .action(async (opts) => setExit(await (await import("./gateway.ts")).gatewayStatusCommand(opts)));
 
+  program
+    .command("pack")
+    .description("write one file for an air-gapped machine: a dataset's tasks, every image they run (built first if missing) and vendored agents, under a manifest of sha256 digests")
+    .argument("<ref>", "a dataset (name@version, or a name for its newest version) or a job (id or --job-name: its dataset and the agents it ran)")
+    .requiredOption("-o, --output <file>", "the pack to write (e.g. demo.evolvepack)")
+    .option("--agent <name[@version]>", "a vendored agent to carry (repeatable; a job carries the agents it ran)", (v: string, acc: string[] = []) => [...acc, v])
+    .addOption(engineOpt())
+    .option("--json", "print what was packed as JSON")
+    .addHelpText("after", examples(["evolve pack demo@1.0 -o demo.evolvepack --agent codex", "evolve pack 01JB... -o job.evolvepack"]))
+    .action(async (ref: string, opts) => setExit(await (await import("./pack.ts")).packCommand(ref, opts)));
+  program
+    .command("unpack")
+    .description("verify a pack's every digest, then load its images, import its agents and publish its dataset")
+    .argument("<file>", "a file `evolve pack` wrote")
+    .addOption(engineOpt())
+    .option("--json", "print what was unpacked as JSON")
+    .addHelpText("after", examples(["evolve unpack demo.evolvepack && evolve run -d demo@1.0 -a codex"]))
+    .action(async (file: string, opts) => setExit(await (await import("./pack.ts")).unpackCommand(file, opts)));
+
   const agent = program.command("agent").description("vendor agent CLIs for offline boxes (pull, export, import) and register other CLIs");
   agent
     .command("pull")

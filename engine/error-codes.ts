@@ -158,6 +158,14 @@ export const ERROR_CODES = {
   agent_manifest_invalid: ran("an `agent register` manifest is not TOML or does not match the manifest schema"),
   agent_name_reserved: env("the name is a built-in agent's and cannot be registered"),
 
+  // Portable packs for air-gapped machines (engine/pack)
+  pack_unreadable: env("`evolve unpack` names no regular file: missing, a folder, a FIFO, a socket or a device"),
+  pack_corrupt: ran("a pack is not a readable .evolvepack: no manifest first, a malformed manifest, a member missing or one the manifest does not list"),
+  pack_digest_mismatch: ran("a pack member (or a task, the dataset or an image it carries) differs from the sha256 digest its manifest records"),
+  pack_member_refused: ran("a pack holds a hostile member: an absolute or climbing path, a link, a device or other special file, or a name twice"),
+  pack_too_large: ran("a pack holds more bytes or members than unpack allows (or than its manifest declares): a tar or gzip bomb"),
+  pack_image_failed: env("the container engine could not save or load a pack's images"),
+
   // Trajectories (ATIF)
   trajectory_unreadable: env("the trajectory file cannot be read as JSON: missing, not a regular file, over the size limit, or not JSON"),
 

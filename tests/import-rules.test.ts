@@ -53,6 +53,8 @@ const LAYERS: readonly (string | readonly string[])[] = [
   // the search strategies built on it (issue 21 §3)
   ["engine/evolve", "engine/metaharness"],
   "engine/results",
+  // portable packs: a dataset's tasks, images and agents carried to an air-gapped machine (issue 22 §4)
+  "engine/pack",
   "commands",
   "main",
 ];

@@ -209,6 +209,11 @@ export class ComposeTask {
     }
   }
 
+  /** Every image `build` made or checked (main's when it came from compose, then the sidecars'): what a pack carries. */
+  imageRefs(): string[] {
+    return [...(this.mainImage ? [this.mainImage] : []), ...this.images.values()];
+  }
+
   /**
    * Starts the sidecars in depends_on order on the trial's service network, each named by its service; returns
    * once all run. A sidecar that exits at once is logged (one-shot init services exist), not fatal.
