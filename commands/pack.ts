@@ -3,7 +3,7 @@
  * the work is engine/pack's.
  */
 import { resolve } from "node:path";
-import { openEngine } from "../engine/driver/select.ts";
+import { openEngine } from "../engine/engine-choice.ts";
 import type { EngineKind } from "../engine/driver/types.ts";
 import { packRef, unpackFile } from "../engine/pack/pack.ts";
 import { withStore } from "./store.ts";

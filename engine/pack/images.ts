@@ -13,7 +13,7 @@ import { parseTaskToml } from "../task/model.ts";
 import { ensureEnvImage, requireImage } from "../trial/box.ts";
 import { ComposeTask } from "../trial/compose.ts";
 import { resolveAgentEnv } from "../trial/env.ts";
-import { TrialFailure } from "../trial/outcome.ts";
+import { TrialFailure } from "../outcome.ts";
 
 /**
  * The references of every image the stored task in `dir` runs: its compose services' images, its docker_image or
