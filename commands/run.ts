@@ -457,6 +457,6 @@ export async function driveJob(o: {
 function report(job: JobRecord, trials: TrialRecord[], json: boolean): number {
   const summary = summarizeJob(job, trials);
   if (json) outJson({ kind: "job_summary", summary });
-  else printJobSummary(summary, trials);
+  else printJobSummary(summary, trials, undefined, job.folder);
   return trials.every((t) => t.status === "SCORED") ? 0 : 1;
 }
