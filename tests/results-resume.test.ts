@@ -15,6 +15,7 @@ import { driveJob } from "../engine/job/drive.ts";
 import { createJob, type JobConfig } from "../engine/job/job.ts";
 import { openJobFolder } from "../engine/results/job-folder.ts";
 import { openStore, type Store } from "../engine/store/index.ts";
+import { cliHost } from "./support/cli-host.ts";
 
 const root = resolve(__dirname, "..");
 let dir: string;
@@ -29,7 +30,9 @@ beforeAll(async () => {
   [{ digest }] = (await importTasks(store, home, join(root, "fixtures/tasks/valid/minimal"), { secrets: new Set() })).tasks;
 });
 
+const host = cliHost();
 afterAll(async () => {
+  host.close();
   await store.close();
   rmSync(dir, { recursive: true, force: true });
 });
@@ -130,5 +133,19 @@ describe("a job remembers its folder, and every run of its trials writes there",
     await settleAllCancelled(job.id, again);
     expect(readdirSync(folder)).toEqual(["notes.txt"]);
     expect(warnings.join("\n")).toContain("now holds files that are not its");
+  });
+
+  it("job show says where the job's folder is (--json: folder); a job with none says nothing of it", async () => {
+    const jobsDir = join(dir, "jobs-d");
+    const job = createJob(store, config());
+    await (await openJobFolder(store, home, job.id, { enabled: true, jobsDir, warn }))!.finish();
+    const env = { ...process.env, EVOLVE_HOME: home, NO_COLOR: "1" };
+    const shown = host.run(["job", "show", job.id], { cwd: dir, env });
+    expect(shown.code, shown.stderr).toBe(0);
+    expect(shown.stdout).toContain(`job folder  ${resolve(jobsDir, job.id)}/\n`);
+    expect(JSON.parse(host.run(["job", "show", job.id, "--json"], { cwd: dir, env }).stdout).folder).toBe(resolve(jobsDir, job.id));
+    const plain = createJob(store, config());
+    expect(host.run(["job", "show", plain.id], { cwd: dir, env }).stdout).not.toContain("job folder");
+    expect(JSON.parse(host.run(["job", "show", plain.id, "--json"], { cwd: dir, env }).stdout)).not.toHaveProperty("folder");
   });
 });
