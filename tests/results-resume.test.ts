@@ -69,6 +69,8 @@ describe("a job remembers its folder, and every run of its trials writes there",
     expect(store.getJob(job.id)?.folder).toBe(resolve(jobsDir, job.id));
     await first!.finish();
     expect(trialFolders(join(jobsDir, job.id))).toEqual([]);
+    // no trial settled yet: Harbor's evals has no group until its first trial result
+    expect(JSON.parse(readFileSync(join(jobsDir, job.id, "result.json"), "utf8")).stats.evals).toEqual({});
 
     // the other job's folder goes; `job resume` (no jobs dir given) keeps to the folder the job recorded
     rmSync(join(jobsDir, "nightly"), { recursive: true });
@@ -78,9 +80,10 @@ describe("a job remembers its folder, and every run of its trials writes there",
     const names = trialFolders(join(jobsDir, job.id));
     expect(names).toHaveLength(2);
     expect(existsSync(join(jobsDir, "nightly"))).toBe(false);
-    const result = JSON.parse(readFileSync(join(jobsDir, job.id, "result.json"), "utf8")) as { n_total_trials: number; stats: { n_completed_trials: number } };
+    const result = JSON.parse(readFileSync(join(jobsDir, job.id, "result.json"), "utf8")) as { n_total_trials: number; stats: { n_completed_trials: number; evals: Record<string, { n_trials: number }> } };
     expect(result.n_total_trials).toBe(2);
     expect(result.stats.n_completed_trials).toBe(2);
+    expect(result.stats.evals).toEqual({ "oracle__adhoc": expect.objectContaining({ n_trials: 2, n_errors: 2 }) });
     for (const n of names) expect(JSON.parse(readFileSync(join(jobsDir, job.id, n, "result.json"), "utf8")).exception_info).not.toBeNull();
   });
 

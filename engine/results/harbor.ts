@@ -225,16 +225,20 @@ export function harborJobResult(job: JobRecord, trials: readonly TrialRecord[], 
       n_pending_trials: count((t) => !isSettledStatus(t.status as TrialStatus) && t.status !== "RUNNING" && t.status !== "SCORING"),
       n_cancelled_trials: count((t) => t.status === "CANCELLED"),
       n_retries: trials.reduce((a, t) => a + Math.max(0, (t.attempts?.length ?? t.attempt ?? 1) - 1), 0),
-      evals: {
-        [group]: {
-          n_trials: settled.length,
-          n_errors: settled.filter((t) => t.exception).length,
-          metrics: s.mean_reward !== null ? [{ mean: s.mean_reward }] : [],
-          pass_at_k: s.pass_at_k ?? {},
-          reward_stats: rewardStats,
-          exception_stats: exceptionStats,
-        },
-      },
+      // Harbor adds a group as its first trial's result comes in: none while no trial has settled
+      evals:
+        settled.length === 0
+          ? {}
+          : {
+              [group]: {
+                n_trials: settled.length,
+                n_errors: settled.filter((t) => t.exception).length,
+                metrics: s.mean_reward !== null ? [{ mean: s.mean_reward }] : [],
+                pass_at_k: s.pass_at_k ?? {},
+                reward_stats: rewardStats,
+                exception_stats: exceptionStats,
+              },
+            },
       n_input_tokens: sumTok("prompt"),
       n_cache_tokens: sumTok("cached_read"),
       n_output_tokens: sumTok("output"),
