@@ -6,5 +6,7 @@ export default defineConfig({
     testTimeout: 60_000,
     hookTimeout: 120_000,
     reporters: ["default", "./tests/support/summary-reporter.ts"],
+    // every file: a test that runs jobs must not leave ./jobs/ in the checkout
+    setupFiles: ["./tests/support/clean-checkout.ts"],
   },
 });

@@ -59,7 +59,7 @@ const ALL_INFRA_NOTE = (n: number, id: string) =>
   `all ${n} trial${n === 1 ? "" : "s"} failed for infrastructure (INFRASTRUCTURE_ERROR): nothing was measured about the agent; fix the cause (see exceptions), then \`evolve job retry ${id}\``;
 
 /** Prints a job summary and its trials, as `job show` and the end of `run` show them. */
-export function printJobSummary(s: JobSummary, trials: readonly TrialRecord[], spend: JobSpend = jobSpend(trials)): void {
+export function printJobSummary(s: JobSummary, trials: readonly TrialRecord[], spend: JobSpend = jobSpend(trials), folder?: string): void {
   out(`${style.bold(`job ${s.id}`)}${s.name !== null ? ` ${s.name}` : ""}  ${s.kind}  ${statusWord(s.status)}  ${s.agent}${s.model ? ` (${s.model})` : ""}  on ${s.source}  ${style.dim(when(s.created_at))}`);
   if (s.retry_of) out(`retries job ${s.retry_of}`);
   // COMPLETED says every trial settled, not that anything was measured: a job of infrastructure failures says so first
@@ -84,6 +84,8 @@ export function printJobSummary(s: JobSummary, trials: readonly TrialRecord[], s
     for (const why of mu.why) out(`  ${why}`);
   }
   out(`spend  ${formatJobSpend(spend)}`);
+  // where `harbor view` and scripts find the job (engine/results): the one line that says so once the job ends
+  if (folder !== undefined) out(`job folder  ${folder}/`);
   if (trials.length === 0) return;
   out("");
   outTable(
@@ -193,8 +195,9 @@ export async function jobShowCommand(ref: string, opts: { json?: boolean; status
     const spend = jobSpend(trials, { agent: store.getSpend("job", id, "agent"), judge: store.getSpend("job", id, "judge") });
     // the summary stays the whole job's; --status narrows the trials listed
     const shown = only ? trials.filter((t) => only.includes(t.status)) : trials;
-    if (opts.json) return outJson({ ...summary, spend, config: jobConfig(job), trials: shown }), 0;
-    printJobSummary(summary, shown, spend);
+    const folder = job.folder !== undefined ? { folder: job.folder } : {};
+    if (opts.json) return outJson({ ...summary, spend, ...folder, config: jobConfig(job), trials: shown }), 0;
+    printJobSummary(summary, shown, spend, job.folder);
     if (only && shown.length === 0) out(style.dim(`\nno trial is ${only.join(" or ")}`));
     else if (only) out(style.dim(`\n${shown.length} of ${trials.length} trials shown (${only.join(", ")})`));
     return 0;

@@ -18,7 +18,7 @@ import { createJobRetry, retryPicks } from "../engine/job/actions.ts";
 import { primaryReward, summarizeJob } from "../engine/job/summary.ts";
 import { openStore, taskBlobDir, trialDir, type JobRecord, type Store, type TrialRecord } from "../engine/store/index.ts";
 import { driveJob as runRecordedJob } from "../engine/job/drive.ts";
-import { DEFAULT_JOBS_DIR, JobFolderWriter } from "../engine/results/job-folder.ts";
+import { DEFAULT_JOBS_DIR, openJobFolder } from "../engine/results/job-folder.ts";
 import { Interruption, isInterruption } from "../engine/outcome.ts";
 import { runsOnResume, TRIAL_STATUSES, type TrialStatus } from "../engine/trial/lifecycle.ts";
 import { deferBrokenPipe, isBrokenPipe, isTTY } from "../engine/runtime.ts";
@@ -231,18 +231,10 @@ async function startJob(given: RunOptions, agentName: string, kind: JobKind, str
       out(style.dim(`trial folders: ${trialDir(config.home, "<trial id>")}/  (evolve trial show <trial id>)`));
     }
     const view = progress(total, taskNames(store.listTrials(job.id)), opts.json === true, streamJson);
-    // the Harbor job folder, kept as trials settle (engine/results); `run` only, and `[jobs] folder = false` turns it off
-    const folder = kind === "run" && config.jobs.folder ? new JobFolderWriter(store, config.home, job.id, opts.jobsDir ?? DEFAULT_JOBS_DIR, view.warn) : undefined;
-    const where = await folder?.start();
-    if (where !== undefined && !opts.json) out(style.dim(`job folder: ${where}/`));
     warnOtlp = (line) => view.warn(`${style.yellow("warning")}: ${line}`);
-    const shown = (e: JobEvent) => {
-      view.onEvent(e);
-      if (e.kind === "trial_settled") void folder?.trialSettled(e.trial.id);
-    };
-    const onEvent = otlp ? otlp.onEvent(shown) : shown;
-    const trials = await driveJob({ store, engine, home: config.home, jobId: job.id, secrets, onEvent, warn: view.warn }).finally(async () => {
-      await folder?.finish();
+    const onEvent = otlp ? otlp.onEvent(view.onEvent) : view.onEvent;
+    // `check` jobs get no folder: openJobFolder makes a new one only for a `run` job given a jobs dir
+    const trials = await driveJob({ store, engine, home: config.home, jobId: job.id, secrets, onEvent, warn: view.warn, jobsDir: opts.jobsDir ?? DEFAULT_JOBS_DIR, json: opts.json }).finally(async () => {
       await otlp?.done();
       view.end();
     });
@@ -311,7 +303,7 @@ export async function resumeCommand(arg: string, opts: { json?: boolean; engine?
     if (!opts.json) out(`${style.bold(`job ${id}`)}: resuming ${pending} of ${before.length} trials`);
     const view = progress(pending, taskNames(before), opts.json === true);
     const secrets = secretsFromEnv((job.config as JobConfig).secret_names);
-    const trials = await driveJob({ store, engine, home: config.home, jobId: id, secrets, onEvent: view.onEvent, warn: view.warn }).finally(() => view.end());
+    const trials = await driveJob({ store, engine, home: config.home, jobId: id, secrets, onEvent: view.onEvent, warn: view.warn, json: opts.json }).finally(() => view.end());
     return report(store.getJob(id)!, trials, opts.json === true);
   } finally {
     await store.close();
@@ -364,7 +356,7 @@ export async function jobRetryCommand(arg: string, opts: { status?: string[]; js
     if (!opts.json) out(`${style.bold(`job ${made.job.id}`)}: retrying ${n} trial${n === 1 ? "" : "s"} of job ${id}`);
     const view = progress(n, taskNames(made.trials), opts.json === true);
     const secrets = secretsFromEnv(jobConfig(made.job).secret_names);
-    const trials = await driveJob({ store, engine, home: config.home, jobId: made.job.id, secrets, onEvent: view.onEvent, warn: view.warn }).finally(() => view.end());
+    const trials = await driveJob({ store, engine, home: config.home, jobId: made.job.id, secrets, onEvent: view.onEvent, warn: view.warn, json: opts.json }).finally(() => view.end());
     return report(store.getJob(made.job.id)!, trials, opts.json === true);
   } finally {
     await store.close();
@@ -414,6 +406,10 @@ export async function driveJob(o: {
   onEvent?: (e: JobEvent) => void;
   /** Where a warning line goes (default stderr); a live display passes its own so it can redraw around it. */
   warn?: (line: string) => void;
+  /** `evolve run`'s `-o/--jobs-dir`: where a new job's Harbor job folder goes (engine/results openJobFolder). */
+  jobsDir?: string;
+  /** --json: the job folder's path is not printed. */
+  json?: boolean;
 }): Promise<TrialRecord[]> {
   const stop = new AbortController();
   const say = (line: string) => {
@@ -424,6 +420,10 @@ export async function driveJob(o: {
       // stderr is gone too: the job record still says how to go on
     }
   };
+  // the Harbor job folder, kept as the trials settle by the engine's runner: the same for every command that runs a
+  // job's trials (`[jobs] folder = false` turns it off); a failure to write it is a warning, never the job's
+  const folder = await openJobFolder(o.store, o.home, o.jobId, { enabled: loadConfig().jobs.folder, jobsDir: o.jobsDir, warn: (m) => say(`${style.yellow("warning")}: ${m}`) });
+  if (folder?.folder !== undefined && !o.json) out(style.dim(`job folder: ${folder.folder}/`));
   let outputGone = false;
   const onSignal = (signal: string, exitCode: number) => () => {
     if (stop.signal.aborted) {
@@ -452,7 +452,7 @@ export async function driveJob(o: {
   };
   let trials: TrialRecord[];
   try {
-    trials = await runRecordedJob({ ...o, onEvent, signal: stop.signal, warn: (m) => say(`${style.yellow("warning")}: ${m}`) });
+    trials = await runRecordedJob({ ...o, onEvent, signal: stop.signal, warn: (m) => say(`${style.yellow("warning")}: ${m}`), folder });
   } finally {
     for (const [signal, h] of handlers) process.off(signal, h);
     restorePipe();
@@ -471,6 +471,6 @@ export async function driveJob(o: {
 function report(job: JobRecord, trials: TrialRecord[], json: boolean): number {
   const summary = summarizeJob(job, trials);
   if (json) outJson({ kind: "job_summary", summary });
-  else printJobSummary(summary, trials);
+  else printJobSummary(summary, trials, undefined, job.folder);
   return trials.every((t) => t.status === "SCORED") ? 0 : 1;
 }

@@ -45,7 +45,7 @@ async function runOneTrialJob(
     const v = made.verifier;
     if (v) out(style.dim(`  verifier ${v.script} of that stored task (${v.mode} mode, ${v.tests_dir}), on trial ${of}'s ${v.mode === "separate" ? "collected artifacts" : "kept files"}`));
   }
-  await driveJob({ store, engine, home, jobId: made.job.id, secrets: secretsFromEnv(config.secret_names ?? []) });
+  await driveJob({ store, engine, home, jobId: made.job.id, secrets: secretsFromEnv(config.secret_names ?? []), json: opts.json });
   const t = store.getTrial(made.trial.id)!;
   const doc = {
     job_id: made.job.id,

@@ -25,7 +25,8 @@ describe.skipIf(!dockerUp)("on Docker (DOCKER_HOST answers)", () => {
     let home: string;
     const evolve = (args: string[]) => {
       const r = spawnSync(bun, [join(root, "main.ts"), ...args], {
-        cwd: root,
+        // the run's ./jobs folder lands in the test's home, never in the checkout
+        cwd: home,
         encoding: "utf8",
         env: { ...process.env, EVOLVE_HOME: home, NO_COLOR: "1", EVOLVE_ENGINE: "" },
         timeout: 240_000,

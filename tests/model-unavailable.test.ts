@@ -54,7 +54,7 @@ function evolve(home: string, args: string[], timeoutMs = 420_000): Promise<{ co
   const env: Record<string, string | undefined> = { ...process.env, EVOLVE_HOME: home, EVOLVE_AGENTS_DIR: AGENTS, NO_COLOR: "1" };
   for (const k of Object.keys(env)) if (/^(OPENAI|ANTHROPIC|GEMINI|GOOGLE)_/.test(k)) delete env[k];
   return new Promise((done, fail) => {
-    const child = spawn(BUN, [join(ROOT, "main.ts"), ...args], { cwd: ROOT, env, stdio: ["ignore", "pipe", "pipe"] });
+    const child = spawn(BUN, [join(ROOT, "main.ts"), ...args], { cwd: home, env, stdio: ["ignore", "pipe", "pipe"] });
     let stdout = "";
     let stderr = "";
     child.stdout.on("data", (b) => (stdout += b));

@@ -168,8 +168,11 @@ describe("Harbor job folder", () => {
     const stats = checkModel(res.stats, JOB_STATS, "job result.json stats");
     expect(stats).toMatchObject({ n_completed_trials: 2, n_errored_trials: 1, n_pending_trials: 0 });
     const evals = stats.evals as Record<string, unknown>;
-    expect(Object.keys(evals)).toEqual(["codex__openai/gpt-6__example@1.0"]);
+    // Harbor's key spells "/" as "-" and names the dataset without its version (as datasets[].name above)
+    expect(Object.keys(evals)).toEqual(["codex__openai-gpt-6__example"]);
     const ev = checkModel(Object.values(evals)[0], EVAL_STATS, "eval stats");
+    // reward.txt is read as a float by Harbor: a whole reward's key is "1.0"
+    expect(ev.reward_stats).toEqual({ reward: { "1.0": [trialName(trial(T1))] } });
     expect(ev.exception_stats).toEqual({ RewardFileNotFoundError: [trialName(failed)] });
 
     for (const t of [trial(T1), failed]) {

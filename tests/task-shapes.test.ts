@@ -18,7 +18,8 @@ const hasPodman = spawnSync("podman", ["image", "exists", "debian:bookworm-slim"
 const homes: string[] = [];
 
 function evolve(home: string, args: string[]) {
-  const r = spawnSync(bun, [join(root, "main.ts"), ...args], { encoding: "utf8", env: { ...process.env, EVOLVE_HOME: home, NO_COLOR: "1" }, timeout: 400_000 });
+  // cwd: the run's ./jobs folder lands in the home, never in the checkout
+  const r = spawnSync(bun, [join(root, "main.ts"), ...args], { cwd: home, encoding: "utf8", env: { ...process.env, EVOLVE_HOME: home, NO_COLOR: "1" }, timeout: 400_000 });
   return { code: r.status, stdout: r.stdout, stderr: r.stderr };
 }
 

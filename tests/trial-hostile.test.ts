@@ -158,13 +158,14 @@ describe.skipIf(!hasPodman)("job resume after a SIGKILL", () => {
     rmSync(h, { recursive: true, force: true });
   });
   const cli = (args: string[]) =>
-    spawnSync(bun, [join(root, "main.ts"), ...args], { encoding: "utf8", env: { ...process.env, EVOLVE_HOME: h, NO_COLOR: "1" }, timeout: 180_000 });
+    spawnSync(bun, [join(root, "main.ts"), ...args], { cwd: h, encoding: "utf8", env: { ...process.env, EVOLVE_HOME: h, NO_COLOR: "1" }, timeout: 180_000 });
   const boxesOf = () =>
     execFileSync("podman", ["ps", "-aq", "--filter", `label=${LABEL_HOME}=${h}`], { encoding: "utf8" }).trim().split("\n").filter(Boolean);
 
   it.skipIf(process.env.EVOLVE_ENGINE === "docker")("removes the boxes the killed run left before it runs the trial again, which starts afresh", async () => {
     const { spawn } = await import("node:child_process");
     const child = spawn(bun, [join(root, "main.ts"), "run", "-p", join(FIXTURES, "escape-and-hang"), "-a", "oracle"], {
+      cwd: h,
       env: { ...process.env, EVOLVE_HOME: h, NO_COLOR: "1" },
       stdio: "ignore",
     });

@@ -10,6 +10,18 @@ import { ModelGateway } from "../gateway-host/model-gateway.ts";
 import { runTrial, settleRemovals } from "../trial/run.ts";
 import { runJob, type JobEvent } from "./job.ts";
 
+/**
+ * What keeps a view of the job outside the store up to date (the Harbor job folder, engine/results/job-folder.ts):
+ * told of each trial as it settles and once at the end. It rides here, on the one path every run of a job's trials
+ * takes, so `run`, `job resume`, `job retry` and `trial retry|regrade` cannot differ in whether it is kept.
+ */
+export interface JobFolderHook {
+  /** A trial settled (its record is final in the store); must not throw. */
+  trialSettled(trialId: string): unknown;
+  /** The job stopped running (its status written); resolves once everything queued is written. Must not throw. */
+  finish(): Promise<void>;
+}
+
 /** Runs job `jobId` (new or interrupted) and closes `engine`; resolves with the job's trials. */
 export async function driveJob(o: {
   store: Store;
@@ -21,11 +33,22 @@ export async function driveJob(o: {
   signal?: AbortSignal;
   /** Where the gateway's warnings go (an unpriced model, a store poll that failed). */
   warn?: (message: string) => void;
+  /** The job's folder, kept as trials settle (none: no folder). */
+  folder?: JobFolderHook;
 }): Promise<TrialRecord[]> {
   const gateway = new ModelGateway({ home: o.home, store: o.store, warn: o.warn });
+  const folder = o.folder;
+  // the folder hears of a settled trial before the caller's display, whatever the display does with the event
+  const onEvent = folder
+    ? (e: JobEvent) => {
+        if (e.kind === "trial_settled") folder.trialSettled(e.trial.id);
+        o.onEvent?.(e);
+      }
+    : o.onEvent;
   try {
-    return await runJob(o.jobId, { store: o.store, engine: o.engine, home: o.home, runTrial, secrets: o.secrets, signal: o.signal, onEvent: o.onEvent, gateway });
+    return await runJob(o.jobId, { store: o.store, engine: o.engine, home: o.home, runTrial, secrets: o.secrets, signal: o.signal, onEvent, gateway });
   } finally {
+    await folder?.finish();
     await gateway.close();
     await settleRemovals();
     await o.engine.close();

@@ -181,6 +181,14 @@ export function harborJobConfig(job: JobRecord, o: { jobName: string; jobsDir: s
 }
 
 /**
+ * A reward as Harbor writes it as a `reward_stats` key: Python's float spelling (reward.txt is read as a float, so a
+ * whole reward is "1.0", never "1"), which scripts index by.
+ */
+function rewardKey(v: number): string {
+  return Number.isInteger(v) ? `${v}.0` : String(v);
+}
+
+/**
  * A job's result.json as Harbor's JobResult (trial_results left out, as Harbor writes it). One eval group (a job runs
  * one agent on one source); its `metrics` mean is evolve's: over the trials that produced a reward, never a failure
  * counted as 0 (x_evolve says so).
@@ -194,14 +202,15 @@ export function harborJobResult(job: JobRecord, trials: readonly TrialRecord[], 
   const rewardStats: Record<string, Record<string, string[]>> = {};
   const exceptionStats: Record<string, string[]> = {};
   for (const t of settled) {
-    for (const [k, v] of Object.entries(t.rewards ?? {})) ((rewardStats[k] ??= {})[String(v)] ??= []).push(name(t));
+    for (const [k, v] of Object.entries(t.rewards ?? {})) ((rewardStats[k] ??= {})[rewardKey(v)] ??= []).push(name(t));
     if (t.exception) (exceptionStats[t.exception.type] ??= []).push(name(t));
   }
   const tok = trials.map((t) => tokenCounts(t.tokens)).filter((x) => x !== undefined);
   const sumTok = (k: "prompt" | "cached_read" | "output") => (tok.length ? tok.reduce((a, x) => a + x[k], 0) : null);
   const finals = trials.map((t) => t.spend).filter((x) => x !== undefined);
-  const source = c.source.kind === "dataset" ? c.source.ref : "adhoc";
-  const group = [c.agent.name, ...(c.agent.model ? [c.agent.model] : []), source].join("__");
+  // Harbor's key: agent, model, dataset name ("adhoc" for none), each with "/" spelled "-" (its EvalDimensions)
+  const source = c.source.kind === "dataset" ? c.source.ref.replace(/@[^@]*$/, "") : "adhoc";
+  const group = [c.agent.name, ...(c.agent.model ? [c.agent.model] : []), source].map((x) => x.replaceAll("/", "-")).join("__");
   const spent = finals.length ? finals.reduce((a, x) => a + (x.final_usd ?? x.live_usd), 0) : null;
   return {
     id: harborUuid(job.id),
@@ -216,16 +225,20 @@ export function harborJobResult(job: JobRecord, trials: readonly TrialRecord[], 
       n_pending_trials: count((t) => !isSettledStatus(t.status as TrialStatus) && t.status !== "RUNNING" && t.status !== "SCORING"),
       n_cancelled_trials: count((t) => t.status === "CANCELLED"),
       n_retries: trials.reduce((a, t) => a + Math.max(0, (t.attempts?.length ?? t.attempt ?? 1) - 1), 0),
-      evals: {
-        [group]: {
-          n_trials: settled.length,
-          n_errors: settled.filter((t) => t.exception).length,
-          metrics: s.mean_reward !== null ? [{ mean: s.mean_reward }] : [],
-          pass_at_k: s.pass_at_k ?? {},
-          reward_stats: rewardStats,
-          exception_stats: exceptionStats,
-        },
-      },
+      // Harbor adds a group as its first trial's result comes in: none while no trial has settled
+      evals:
+        settled.length === 0
+          ? {}
+          : {
+              [group]: {
+                n_trials: settled.length,
+                n_errors: settled.filter((t) => t.exception).length,
+                metrics: s.mean_reward !== null ? [{ mean: s.mean_reward }] : [],
+                pass_at_k: s.pass_at_k ?? {},
+                reward_stats: rewardStats,
+                exception_stats: exceptionStats,
+              },
+            },
       n_input_tokens: sumTok("prompt"),
       n_cache_tokens: sumTok("cached_read"),
       n_output_tokens: sumTok("output"),

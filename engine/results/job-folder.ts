@@ -6,13 +6,14 @@
  * it never touches a trial's record.
  */
 import { lstat, readdir, readFile, rm } from "node:fs/promises";
-import { join, resolve } from "node:path";
+import { basename, dirname, join, resolve } from "node:path";
 import { EvolveError } from "../errors.ts";
 import { taskBlobDir, type JobRecord, type Store, type TrialRecord } from "../store/index.ts";
 import { isSettledStatus, type TrialStatus } from "../trial/lifecycle.ts";
 import { trialDir } from "../store/index.ts";
 import { existsSync } from "node:fs";
 import { jobConfig } from "../job/job.ts";
+import type { JobFolderHook } from "../job/drive.ts";
 import { harborJobConfig, harborJobResult } from "./harbor.ts";
 import { jobFolderName, trialFolderName } from "./ids.ts";
 import { DirSink, ensureRoot, TarGzSink, type TreeSink } from "./sink.ts";
@@ -124,11 +125,12 @@ export async function archiveJob(store: Store, home: string, jobId: string, file
 }
 
 /**
- * Keeps a running job's folder up to date (`evolve run`): the job's files at start, each trial's folder as it
- * settles, and the job's files again at each settle and at the end. Writes run one at a time in the background; a
- * failure is reported through `warn` once and never thrown, so a job runs and scores exactly as without a folder.
+ * Keeps a running job's folder up to date (every run of a job's trials, through engine/job/drive.ts): the job's
+ * files at start, each trial's folder as it settles, and the job's files again at each settle and at the end.
+ * Writes run one at a time in the background; a failure is reported through `warn` once and never thrown, so a job
+ * runs and scores exactly as without a folder. The folder started is recorded on the job (`folder`).
  */
-export class JobFolderWriter {
+export class JobFolderWriter implements JobFolderHook {
   private chain: Promise<void> = Promise.resolve();
   private dir: string | undefined;
   private name = "";
@@ -140,7 +142,11 @@ export class JobFolderWriter {
     private jobId: string,
     private jobsDir: string,
     private warn: (m: string) => void,
-  ) {}
+    /** The exact folder to write (the one the job recorded), rather than one picked under `jobsDir`. */
+    private at?: string,
+  ) {
+    if (at !== undefined) this.jobsDir = dirname(at);
+  }
 
   /** The job folder, once `start` found it (undefined before, or when it could not be written). */
   get folder(): string | undefined {
@@ -166,11 +172,12 @@ export class JobFolderWriter {
     await this.queue("starting it", async () => {
       const job = this.store.getJob(this.jobId)!;
       await ensureRoot(this.jobsDir);
-      const got = await jobFolderFor(job, this.jobsDir);
+      const got = this.at !== undefined ? await recordedFolder(job, this.at) : await jobFolderFor(job, this.jobsDir);
       if (got.fellBack) this.warn(`${join(this.jobsDir, got.fellBack)} is another job's folder: this job's is ${got.dir}`);
       await ensureRoot(got.dir);
       this.dir = got.dir;
       this.name = got.name;
+      rememberFolder(this.store, this.jobId, resolve(got.dir));
       await this.jobFiles();
     });
     return this.failed ? undefined : this.dir;
@@ -198,6 +205,57 @@ export class JobFolderWriter {
       if (this.dir) await this.jobFiles();
     });
   }
+}
+
+/** The folder a job recorded, when it is still free or still the job's own; else `job_folder_taken`. */
+async function recordedFolder(job: JobRecord, dir: string): Promise<{ dir: string; name: string; fellBack?: string }> {
+  const owner = await folderOwner(dir);
+  if (owner === "empty" || (typeof owner === "object" && owner.jobId === job.id)) return { dir, name: basename(dir) };
+  throw new EvolveError("job_folder_taken", `${dir} (job ${job.id}'s folder) now holds files that are not its`, `move them away; \`evolve job export ${job.id} -o DIR\` writes the job elsewhere`);
+}
+
+/** Records on the job the folder its trials are written to (read again in the transaction: the runner writes it too). */
+function rememberFolder(store: Store, jobId: string, dir: string): void {
+  store.transaction(() => {
+    const job = store.getJob(jobId);
+    if (job && job.folder !== dir) store.putJob({ ...job, folder: dir });
+  });
+}
+
+/** The job whose trials `job` was made from (`job retry`, `trial retry|regrade`), when it is still stored. */
+function originJob(store: Store, job: JobRecord): JobRecord | undefined {
+  if (job.retry_of !== undefined) return store.getJob(job.retry_of);
+  const first = store.listTrials(job.id)[0];
+  const from = first?.retry_of ?? first?.regrade_of;
+  const t = from !== undefined ? store.getTrial(from) : undefined;
+  return t ? store.getJob(t.job_id) : undefined;
+}
+
+/**
+ * The folder job `jobId`'s trials are written to as they run, started; undefined when it gets none. The one place
+ * that decides it: with `[jobs] folder = false` (`enabled` false) none; a job that recorded a folder (`job resume`)
+ * keeps it; a new `run` job gets one under `jobsDir` (`evolve run` passes it: ./jobs by default, like Harbor); a job
+ * made from another's trials (`job retry`, `trial retry|regrade`) gets one beside its origin's folder when that job
+ * had one; others (`check`, a job run with the folder off, the evolve loop's jobs) none. Returns the writer to hand
+ * to driveJob (engine/job/drive.ts) as its `folder`.
+ */
+export async function openJobFolder(
+  store: Store,
+  home: string,
+  jobId: string,
+  o: { enabled: boolean; /** where a new `run` job's folder goes */ jobsDir?: string; warn: (m: string) => void },
+): Promise<JobFolderWriter | undefined> {
+  const job = store.getJob(jobId);
+  if (!o.enabled || !job) return undefined;
+  let writer: JobFolderWriter | undefined;
+  if (job.folder !== undefined) writer = new JobFolderWriter(store, home, jobId, dirname(job.folder), o.warn, job.folder);
+  else if (o.jobsDir !== undefined && jobConfig(job).kind === "run") writer = new JobFolderWriter(store, home, jobId, o.jobsDir, o.warn);
+  else {
+    const origin = originJob(store, job)?.folder;
+    if (origin !== undefined) writer = new JobFolderWriter(store, home, jobId, dirname(origin), o.warn);
+  }
+  await writer?.start();
+  return writer;
 }
 
 /** Empties `dir` for `--overwrite` (a link at `dir` itself is removed, never followed). */

@@ -69,6 +69,11 @@ export const JobRecordSchema = z.object({
   runner: z.object({ pid: z.number().int(), host: z.string(), started_at: isoTime }).nullable().optional(),
   /** Lineage: the job whose unscored trials this one runs again (`job retry`). */
   retry_of: z.string().optional(),
+  /**
+   * The Harbor job folder its trials were written to (absolute), once one was: `job resume` keeps writing there,
+   * and a job made from its trials (`job retry`, `trial retry|regrade`) gets its own beside it (engine/results).
+   */
+  folder: z.string().optional(),
 });
 
 const ExceptionSchema = z.object({
