@@ -69,6 +69,8 @@ export const JobRecordSchema = z.object({
   runner: z.object({ pid: z.number().int(), host: z.string(), started_at: isoTime }).nullable().optional(),
   /** Lineage: the job whose unscored trials this one runs again (`job retry`). */
   retry_of: z.string().optional(),
+  /** A job run elsewhere and uploaded (`evolve upload`, engine/results/upload.ts): where it came from and its task links. */
+  upload: z.looseObject({ import_id: z.string(), original_job_id: z.string().nullable(), uploaded_at: isoTime }).optional(),
 });
 
 const ExceptionSchema = z.object({
