@@ -5,6 +5,7 @@
  */
 import { spawn } from "node:child_process";
 import { resolve } from "node:path";
+import { fileURLToPath } from "node:url";
 import { loadConfig } from "../engine/config.ts";
 import { EvolveError } from "../engine/errors.ts";
 import { isCompiledBinary } from "../engine/runtime.ts";
@@ -28,7 +29,9 @@ function printDone(rec: ImportRecord): void {
 
 /** The command line that runs import `id` in a new process of this binary (`job import <id> --run`). */
 function selfCommand(id: string): string[] {
-  return [process.execPath, ...process.execArgv, ...(isCompiledBinary() ? [] : [process.argv[1]]), "job", "import", id, "--run"];
+  // from sources, the runtime runs main.ts beside this folder (argv[1] may be a test host, not the CLI's entry)
+  const entry = isCompiledBinary() ? [] : [fileURLToPath(new URL("../main.ts", import.meta.url))];
+  return [process.execPath, ...process.execArgv, ...entry, "job", "import", id, "--run"];
 }
 
 /** `evolve upload <job folder | .tar.gz> [-d name@version] [--no-wait] [--json]`. */
