@@ -9,7 +9,7 @@ import { fileURLToPath } from "node:url";
 import { loadConfig } from "../engine/config.ts";
 import { EvolveError } from "../engine/errors.ts";
 import { isCompiledBinary } from "../engine/runtime.ts";
-import { getImport, IMPORT_STATUSES, listImports, PORTED_PROVIDER, type ImportRecord } from "../engine/results/imports.ts";
+import { getImport, IMPORT_STATUSES, listImports, PORTED_PROVIDER, putImport, type ImportRecord } from "../engine/results/imports.ts";
 import { runImport, startImport, uploadLimits } from "../engine/results/upload.ts";
 import { out, outJson, outTable, style, when } from "./output.ts";
 import { withStore } from "./store.ts";
@@ -43,6 +43,8 @@ export async function uploadCommand(path: string, opts: { dataset?: string; wait
     const [bin, ...args] = selfCommand(rec.id);
     const child = spawn(bin, args, { detached: true, stdio: "ignore", env: process.env });
     child.unref();
+    // the record names the worker at once, so it does not read as interrupted once this process has exited
+    if (child.pid !== undefined) putImport(config.home, { ...rec, runner: { pid: child.pid, host: rec.runner!.host } });
     if (opts.json) outJson({ import_id: rec.id, status: rec.status });
     else out(`import ${rec.id} started: \`evolve job import ${rec.id} --watch\` follows it`);
     return 0;

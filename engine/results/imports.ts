@@ -13,7 +13,7 @@ import { join } from "node:path";
 export const PORTED_PROVIDER = "ported";
 
 /** An import's statuses. */
-export const IMPORT_STATUSES = ["RUNNING", "COMPLETED", "FAILED"] as const;
+export const IMPORT_STATUSES = ["RUNNING", "COMPLETED", "FAILED"] as const; // in this order: code names them by position
 export type ImportStatus = (typeof IMPORT_STATUSES)[number];
 
 /** A trial left out of an import, and why (`trial_too_large`). */
@@ -84,8 +84,8 @@ function alive(pid: number): boolean {
 
 /** A RUNNING import whose process is gone, read as FAILED (`import_interrupted`): nothing will finish it. */
 function settled(rec: ImportRecord): ImportRecord {
-  if (rec.status !== "RUNNING" || !rec.runner || rec.runner.host !== hostname() || alive(rec.runner.pid)) return rec;
-  return { ...rec, status: "FAILED", error: { code: "import_interrupted", message: `the process importing it (pid ${rec.runner.pid}) is gone` }, runner: null };
+  if (rec.status !== IMPORT_STATUSES[0] || !rec.runner || rec.runner.host !== hostname() || alive(rec.runner.pid)) return rec;
+  return { ...rec, status: IMPORT_STATUSES[2], error: { code: "import_interrupted", message: `the process importing it (pid ${rec.runner.pid}) is gone` }, runner: null };
 }
 
 /** The import `id`, or undefined. */

@@ -5,11 +5,8 @@
  * a refused import leaves nothing behind; then each trial gets a record, its files where a native trial's are
  * (engine/trial/layout.ts), and its trace.
  *
- * What is decided here, and only here:
- * - a trial's status: evolve's own (`x_evolve.status`, a job evolve wrote) when settled; else rewards → SCORED;
- *   Harbor's exception names → their statuses (PORTED_STATUSES); another name kept as written, settling as the
- *   exception registry says (engine/trial/outcome.ts) or INFRASTRUCTURE_ERROR; no rewards and no exception → SCORED
- *   with no score (not an error);
+ * What is decided here, and only here (a trial's status is the lifecycle's: engine/trial/lifecycle.ts
+ * portedTrialStatus, from its rewards, its exception name and evolve's own `x_evolve.status`):
  * - the trace: evolve's parsed trace when the folder carries it (`agent/trace-parsed.jsonl`, a round trip), else the
  *   harness's own transcript (a codex rollout, a claude project session) through its parser, else
  *   `agent/trajectory.json` (ATIF; a `system` step is the system prompt);
@@ -23,11 +20,9 @@ import { hostname } from "node:os";
 import { EvolveError } from "../errors.ts";
 import { DEFAULT_JOB_ARCHIVE_BYTES } from "../config.ts";
 import { newId, trialDir, type DatasetRecord, type JobRecord, type Store, type TrialRecord } from "../store/index.ts";
-import { TRIAL_STATUSES } from "../store/records.ts";
 import { BoxFileRefused, openBoxFile, readRange } from "../trial/boxfs.ts";
 import { TRIAL } from "../trial/layout.ts";
-import { EXCEPTIONS, isExceptionType, type TrialStatus } from "../trial/outcome.ts";
-import { isSettledStatus } from "../trial/lifecycle.ts";
+import { portedJob, portedTrialStatus } from "../trial/lifecycle.ts";
 import { primaryReward } from "../job/summary.ts";
 import type { JobConfig, JobKind } from "../job/job.ts";
 import { resolveDataset } from "../dataset.ts";
@@ -38,7 +33,7 @@ import { MAX_SESSION_BYTES } from "../trace/convert.ts";
 import { rolloutToUpdates } from "../trace/parsers/codex-rollout.ts";
 import { openTraceWriter } from "../trace/store.ts";
 import type { TraceUpdate } from "../trace/events.ts";
-import { getImport, importWorkDir, putImport, type ImportRecord, type SkippedEntry, type SkippedTrial } from "./imports.ts";
+import { getImport, IMPORT_STATUSES, importWorkDir, putImport, type ImportRecord, type SkippedEntry, type SkippedTrial } from "./imports.ts";
 import { isUploadArchive, MAX_UPLOAD_FILE, unpackArchive, walkFolder, type SourceFile, type UploadBounds, type UploadSource } from "./upload-source.ts";
 
 type Obj = Record<string, unknown>;
@@ -49,13 +44,6 @@ const num = (v: unknown): number | undefined => (typeof v === "number" && Number
 /** The keys every trial's result.json must have (platform-upload.md "What result.json must hold"). */
 export const REQUIRED_TRIAL_KEYS = ["task_name", "trial_name", "trial_uri", "task_id", "task_checksum", "config", "agent_info"] as const;
 
-/** Harbor's exception names that settle a status of their own; any other name stays as written. */
-export const PORTED_STATUSES: Readonly<Record<string, TrialStatus>> = {
-  ScoringError: "SCORING_ERROR",
-  InfrastructureError: "INFRASTRUCTURE_ERROR",
-  ApiUsageLimitError: "BUDGET",
-  CancelledError: "CANCELLED",
-};
 
 /** Why a trial is not linked to a stored task (platform-upload.md "Task linkage"). */
 export type LinkReason = "hash_mismatch" | "task_not_in_dataset" | "no_task_digest" | "no_hash_match" | "no_dataset_named" | "dataset_ambiguous";
@@ -94,6 +82,9 @@ export interface UploadLimits extends UploadBounds {
 export function uploadLimits(archiveBytes: number = DEFAULT_JOB_ARCHIVE_BYTES): UploadLimits {
   return { archiveBytes, fileBytes: MAX_UPLOAD_FILE, traceBytes: Math.min(TRAJECTORY_READ_LIMIT, MAX_SESSION_BYTES) };
 }
+
+/** An import's statuses by name (imports.ts): its own words, not a trial's or a job's. */
+const [IMPORT_RUNNING, IMPORT_COMPLETED, IMPORT_FAILED] = IMPORT_STATUSES;
 
 /** The largest record file (result.json, config.json, lock.json) read. */
 const RECORD_LIMIT = 64 * 1024 * 1024;
@@ -152,18 +143,6 @@ function jobRoot(src: UploadSource): string {
   throw new EvolveError("upload_invalid", "no job here: a job folder's root holds config.json and result.json (both required)", "give the folder `harbor run` or `evolve job download` wrote (the one holding config.json), or its .tar.gz");
 }
 
-/**
- * The status an uploaded trial settles with (see the file's comment): evolve's own when it wrote the job, else by
- * its rewards and exception name.
- */
-export function portedStatus(rewards: Record<string, number> | null, exceptionType: string | undefined, stated?: unknown): TrialStatus {
-  if (typeof stated === "string" && (TRIAL_STATUSES as readonly string[]).includes(stated) && isSettledStatus(stated as TrialStatus)) return stated as TrialStatus;
-  if (rewards) return "SCORED";
-  if (!exceptionType) return "SCORED";
-  if (Object.hasOwn(PORTED_STATUSES, exceptionType)) return PORTED_STATUSES[exceptionType];
-  if (isExceptionType(exceptionType) && EXCEPTIONS[exceptionType].status !== "SCORED") return EXCEPTIONS[exceptionType].status;
-  return "INFRASTRUCTURE_ERROR";
-}
 
 /** The rewards map of a result.json: names to finite numbers; null when none. */
 function rewardsOf(result: Obj): Record<string, number> | null {
@@ -404,7 +383,7 @@ async function importSource(store: Store, home: string, importId: string, src: U
   const originalName = str(jobConfigIn.job_name) ?? null;
   if (originalId) {
     const dup = store.listJobs().find((j) => (j.upload as UploadInfo | undefined)?.original_job_id === originalId);
-    if (dup) throw new EvolveError("job_already_uploaded", `job ${originalId}${originalName ? ` (${originalName})` : ""} was uploaded already, as job ${dup.id}`, `delete it first (\`evolve store gc\` after removing job ${dup.id}), then upload again`);
+    if (dup) throw new EvolveError("job_already_uploaded", `job ${originalId}${originalName ? ` (${originalName})` : ""} was uploaded already, as job ${dup.id}`, `job ${dup.id} holds it already (evolve has no job delete yet, so it stays the upload of this job)`);
   }
 
   const override = o.dataset ? resolveDataset(store, o.dataset)[0] : undefined;
@@ -500,7 +479,7 @@ async function importSource(store: Store, home: string, importId: string, src: U
       ...(source ? { source } : {}),
       agent: str(info.name) ?? "unknown",
       ...(model ? { model } : {}),
-      status: portedStatus(rewards, exType, xe.status),
+      status: portedTrialStatus(rewards, exType, xe.status),
       phase_timings: phaseTimings(r),
       rewards,
       reward: num(xe.reward) ?? primaryReward(rewards),
@@ -547,42 +526,40 @@ async function importSource(store: Store, home: string, importId: string, src: U
     reported_totals: { ...(num(resultRest.n_total_trials) !== undefined ? { n_total_trials: resultRest.n_total_trials } : {}), ...statsRest },
     task_links: links,
   };
-  const job: JobRecord = {
-    id: jobId,
-    created_at: at,
-    updated_at: at,
-    finished_at: at,
-    status: "COMPLETED",
-    ...(dsRef ? { dataset: dsRef } : {}),
-    config,
-    runner: null,
-    upload,
-  };
+  const job = portedJob({ id: jobId, created_at: at, ...(dsRef ? { dataset: dsRef } : {}), config, upload }, at);
 
-  // the files, then the records: a trial's record appears only once its folder is whole
-  for (const { rec, from } of records) {
-    const dir = trialDir(home, rec.id);
-    mkdirSync(dir, { recursive: true });
-    for (const f of from.files) {
-      const rel = f.rel.slice(from.folder.length + 1);
-      if (NOT_CARRIED(rel)) continue;
-      await copySource(src, f.rel, join(dir, ...rel.split("/")));
-    }
-    writeFileSync(join(dir, TRIAL.config), JSON.stringify(storedConfig(from.result, from.config, rec), null, 2) + "\n");
-    const trace = traces.get(from);
-    if (trace && trace.length) {
-      const w = openTraceWriter(home, rec.id);
-      try {
-        w.append(trace);
-      } finally {
-        w.close();
+  // the files, then the records: a trial's record appears only once its folder is whole, and a failure on the way
+  // (a full disk, the same job landing from another import meanwhile) leaves no folder behind
+  try {
+    for (const { rec, from } of records) {
+      const dir = trialDir(home, rec.id);
+      mkdirSync(dir, { recursive: true });
+      for (const f of from.files) {
+        const rel = f.rel.slice(from.folder.length + 1);
+        if (NOT_CARRIED(rel)) continue;
+        await copySource(src, f.rel, join(dir, ...rel.split("/")));
+      }
+      writeFileSync(join(dir, TRIAL.config), JSON.stringify(storedConfig(from.result, from.config, rec), null, 2) + "\n");
+      const trace = traces.get(from);
+      if (trace && trace.length) {
+        const w = openTraceWriter(home, rec.id);
+        try {
+          w.append(trace);
+        } finally {
+          w.close();
+        }
       }
     }
+    store.transaction(() => {
+      const dup = originalId ? store.listJobs().find((j) => (j.upload as UploadInfo | undefined)?.original_job_id === originalId) : undefined;
+      if (dup) throw new EvolveError("job_already_uploaded", `job ${originalId} was uploaded meanwhile, as job ${dup.id}`, `job ${dup.id} holds it already`);
+      store.putJob(job);
+      store.putTrials(records.map((r) => r.rec));
+    });
+  } catch (e) {
+    for (const { rec } of records) await rm(trialDir(home, rec.id), { recursive: true, force: true });
+    throw e;
   }
-  store.transaction(() => {
-    store.putJob(job);
-    store.putTrials(records.map((r) => r.rec));
-  });
   const trialRecs = records.map((r) => r.rec);
   return { job, trials: trialRecs, scored: trialRecs.filter((t) => t.rewards).length, skippedTrials, skippedEntries };
 }
@@ -592,7 +569,7 @@ export function startImport(home: string, source: string, dataset?: string): Imp
   const at = new Date().toISOString();
   const rec: ImportRecord = {
     id: newId(),
-    status: "RUNNING",
+    status: IMPORT_RUNNING,
     source,
     dataset: dataset ?? null,
     created_at: at,
@@ -617,13 +594,13 @@ export function startImport(home: string, source: string, dataset?: string): Imp
 export async function runImport(store: Store, home: string, id: string, limits: UploadLimits): Promise<{ record: ImportRecord; outcome: UploadOutcome }> {
   const rec = getImport(home, id);
   if (!rec) throw new EvolveError("import_not_found", `no import ${id}`, "see `evolve job imports`");
-  putImport(home, { ...rec, status: "RUNNING", runner: { pid: process.pid, host: hostname() }, updated_at: new Date().toISOString() });
+  putImport(home, { ...rec, status: IMPORT_RUNNING, runner: { pid: process.pid, host: hostname() }, updated_at: new Date().toISOString() });
   try {
     const outcome = await importJob(store, home, id, rec.source, { ...(rec.dataset ? { dataset: rec.dataset } : {}), limits });
     const at = new Date().toISOString();
     const done: ImportRecord = {
       ...rec,
-      status: "COMPLETED",
+      status: IMPORT_COMPLETED,
       updated_at: at,
       finished_at: at,
       job_id: outcome.job.id,
@@ -638,7 +615,7 @@ export async function runImport(store: Store, home: string, id: string, limits: 
   } catch (e) {
     const at = new Date().toISOString();
     const code = e instanceof EvolveError ? e.code : "internal";
-    putImport(home, { ...rec, status: "FAILED", updated_at: at, finished_at: at, error: { code, message: e instanceof Error ? e.message : String(e) }, runner: null });
+    putImport(home, { ...rec, status: IMPORT_FAILED, updated_at: at, finished_at: at, error: { code, message: e instanceof Error ? e.message : String(e) }, runner: null });
     throw e;
   }
 }
