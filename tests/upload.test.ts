@@ -7,7 +7,7 @@
  */
 import { execFileSync } from "node:child_process";
 import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, truncateSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { hostname, tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { gzipSync } from "node:zlib";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
@@ -19,7 +19,7 @@ import { writeResult, type TrialOutcome } from "../engine/trial/result.ts";
 import { downloadJob } from "../engine/results/download.ts";
 import { exportJob, trialName } from "../engine/results/job-folder.ts";
 import { importJob, runImport, startImport, uploadLimits, type UploadInfo, type UploadLimits } from "../engine/results/upload.ts";
-import { getImport, listImports } from "../engine/results/imports.ts";
+import { getImport, listImports, putImport } from "../engine/results/imports.ts";
 import { createRegrade, createRetry, retryPicks } from "../engine/job/actions.ts";
 import { runRefusal } from "../engine/job/job.ts";
 import { portedTrialStatus as portedStatus } from "../engine/trial/lifecycle.ts";
@@ -417,6 +417,11 @@ describe("bounds and refusals", () => {
     expect(getImport(home, bad.id)).toMatchObject({ status: "FAILED", error: { code: "upload_unreadable" } });
     expect(listImports(home, "COMPLETED").map((r) => r.id)).toEqual([ok.id]);
     expect(existsSync(join(home, "imports", ok.id))).toBe(false);
+    // an import whose process is gone reads FAILED (import_interrupted): nothing will finish it
+    const dead = execFileSync(process.execPath, ["-e", "process.stdout.write(String(process.pid))"], { encoding: "utf8" });
+    const orphan = startImport(home, join(FIXTURES, "oracle-job"));
+    putImport(home, { ...orphan, runner: { pid: Number(dead), host: hostname() } });
+    expect(getImport(home, orphan.id)).toMatchObject({ status: "FAILED", error: { code: "import_interrupted" }, runner: null });
   });
 });
 
