@@ -165,6 +165,16 @@ export function buildProgram(version: string, setExit: (code: number) => void, a
     .addHelpText("after", examples(["evolve check -p fixtures/tasks/valid/minimal", "evolve check -d example@1.0 --json"]))
     .action(async (opts, cmd: Command) => setExit(await (await import("./run.ts")).checkCommand(await withRunConfig(opts, cmd))));
 
+  program
+    .command("upload")
+    .description("import a job run elsewhere (a Harbor job folder, or its .tar.gz) as a finished job: its trials, rewards, traces and files")
+    .argument("<path>", "the job folder (holding config.json and result.json), or its .tar.gz")
+    .option("-d, --dataset <name@version>", "link the trials to this dataset version by task name (else by content hash)")
+    .option("--no-wait", "return at once with the import id (`evolve job import <id> --watch` follows it)")
+    .option("--json", "print the import as JSON")
+    .addHelpText("after", examples(["evolve upload ./jobs/2026-08-27__12-00-00 -d terminal-bench@2.0", "evolve upload job.tar.gz --no-wait"]))
+    .action(async (path: string, opts) => setExit(await (await import("./upload.ts")).uploadCommand(path, opts)));
+
   const job = program.command("job").description("list, inspect, resume, retry and cancel jobs");
   job
     .command("list")
@@ -236,6 +246,22 @@ export function buildProgram(version: string, setExit: (code: number) => void, a
     .option("--json", "print {job_id, path}")
     .addHelpText("after", examples(["evolve job export 01JB...", "evolve job export smoke -o /data/jobs"]))
     .action(async (id: string, opts) => setExit(await (await import("./results.ts")).jobExportCommand(id, opts)));
+  job
+    .command("imports")
+    .description("uploads (`evolve upload`), newest first: each import's status, the job it made and its scored trials")
+    .option("--status <status>", "RUNNING | COMPLETED | FAILED")
+    .option("--json", "print as JSON")
+    .addHelpText("after", examples(["evolve job imports", "evolve job imports --status RUNNING --json"]))
+    .action(async (opts) => setExit(await (await import("./upload.ts")).jobImportsCommand(opts)));
+  job
+    .command("import")
+    .description("one upload's import: its status, the job it made, `scored N of M trial(s)`, what it skipped")
+    .argument("<import-id>", "the id `evolve upload` printed")
+    .option("--watch", "wait until the import ends, then print it")
+    .option("--json", "print as JSON")
+    .addOption(new Option("--run", "run the import in this process (what `upload --no-wait` starts)").hideHelp())
+    .addHelpText("after", examples(["evolve job import 01JI... --watch"]))
+    .action(async (id: string, opts) => setExit(await (await import("./upload.ts")).jobImportCommand(id, opts)));
   job
     .command("cancel")
     .description("cancel a job: queued trials settle CANCELLED, running ones are stopped")

@@ -23,6 +23,7 @@ import { isLiveStatus, isSettledStatus, type AttemptEntry } from "../engine/tria
 import { tokenCounts } from "../engine/trial/tokens.ts";
 import { COUNT, parseNumberFlag } from "./flags.ts";
 import { withStore } from "./store.ts";
+import { PORTED_PROVIDER } from "../engine/results/imports.ts";
 import { exceptionLine, formatDuration, formatReward, out, outJson, outTable, statusWord, style, taskLabel, when } from "./output.ts";
 
 const fmt = formatReward;
@@ -195,9 +196,12 @@ export async function jobShowCommand(ref: string, opts: { json?: boolean; status
     const spend = jobSpend(trials, { agent: store.getSpend("job", id, "agent"), judge: store.getSpend("job", id, "judge") });
     // the summary stays the whole job's; --status narrows the trials listed
     const shown = only ? trials.filter((t) => only.includes(t.status)) : trials;
+    // an uploaded job ran elsewhere: `ported` is its provider, and where it came from rides along
+    const uploaded = job.upload ? { provider: PORTED_PROVIDER, upload: job.upload } : {};
     const folder = job.folder !== undefined ? { folder: job.folder } : {};
-    if (opts.json) return outJson({ ...summary, spend, ...folder, config: jobConfig(job), trials: shown }), 0;
+    if (opts.json) return outJson({ ...summary, ...uploaded, spend, ...folder, config: jobConfig(job), trials: shown }), 0;
     printJobSummary(summary, shown, spend, job.folder);
+    if (job.upload) out(`provider ${PORTED_PROVIDER}: uploaded ${when(job.upload.uploaded_at)} from job ${job.upload.original_job_id ?? "?"}${typeof job.upload.original_job_name === "string" ? ` (${job.upload.original_job_name})` : ""}, import ${job.upload.import_id}`);
     if (only && shown.length === 0) out(style.dim(`\nno trial is ${only.join(" or ")}`));
     else if (only) out(style.dim(`\n${shown.length} of ${trials.length} trials shown (${only.join(", ")})`));
     return 0;

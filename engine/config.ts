@@ -39,6 +39,10 @@ const ConfigSchema = z.object({
     .strict()
     .optional(),
   jobs: z.object({ max_trials: z.number().int().positive().optional(), folder: z.boolean().optional() }).strict().optional(),
+  limits: z
+    .object({ uploads: z.object({ job_archive_bytes: z.number().int().positive().optional() }).strict().optional() })
+    .strict()
+    .optional(),
   budget: z
     .object({
       user: z.string().min(1).optional(),
@@ -143,8 +147,20 @@ export interface JobsConfig {
   folder: boolean;
 }
 
+/**
+ * The archive ceiling of `evolve upload` when `[limits.uploads] job_archive_bytes` sets none: a job's .tar.gz (and
+ * the bytes it unpacks to) at most 20 GiB, room for a few thousand trials with their agents' homes.
+ */
+export const DEFAULT_JOB_ARCHIVE_BYTES = 20 * 1024 ** 3;
+
+/** `[limits]` of config.toml: bounds of what a command takes in. */
+export interface LimitsConfig {
+  uploads: { job_archive_bytes: number };
+}
+
 /** The settings evolve runs with, defaults filled in. */
 export interface Config {
+  limits: LimitsConfig;
   home: string;
   ceilings: Ceilings;
   budget: BudgetConfig;
@@ -194,7 +210,7 @@ export function evolveHome(env: Record<string, string | undefined> = process.env
 /** Loads `$EVOLVE_HOME/config.toml` (absent is fine) and fills in defaults. */
 export function loadConfig(home: string = evolveHome()): Config {
   const file = join(home, "config.toml");
-  if (!existsSync(file)) return { home, ceilings: { ...DEFAULT_CEILINGS }, budget: { user: loginName() }, box: defaultBoxCaps(), jobs: { max_trials: DEFAULT_MAX_TRIALS, folder: true }, network: { ...DEFAULT_NETWORK } };
+  if (!existsSync(file)) return { home, ceilings: { ...DEFAULT_CEILINGS }, budget: { user: loginName() }, box: defaultBoxCaps(), jobs: { max_trials: DEFAULT_MAX_TRIALS, folder: true }, network: { ...DEFAULT_NETWORK }, limits: { uploads: { job_archive_bytes: DEFAULT_JOB_ARCHIVE_BYTES } } };
   let raw: unknown;
   try {
     raw = parse(readFileSync(file, "utf8"));
@@ -216,5 +232,6 @@ export function loadConfig(home: string = evolveHome()): Config {
     box: { ...defaultBoxCaps(), ...caps, userns },
     jobs: { max_trials: r.data.jobs?.max_trials ?? DEFAULT_MAX_TRIALS, folder: r.data.jobs?.folder ?? true },
     network: { ...DEFAULT_NETWORK, ...(r.data.network ?? {}) },
+    limits: { uploads: { job_archive_bytes: r.data.limits?.uploads?.job_archive_bytes ?? DEFAULT_JOB_ARCHIVE_BYTES } },
   };
 }

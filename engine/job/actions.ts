@@ -10,7 +10,7 @@ import { EvolveError } from "../errors.ts";
 import { newId, resolveTrial, taskBlobDir, type JobRecord, type Store, type TrialRecord } from "../store/index.ts";
 import { regradeRefusal, regradeVerifier, type RegradeVerifier } from "../trial/regrade.ts";
 import { cancelledTrial, isSettledStatus, newJob, queuedTrial, type TrialStatus } from "../trial/lifecycle.ts";
-import { createJob, jobConfig, runnerAlive, type JobConfig, type JobKind } from "./job.ts";
+import { createJob, jobConfig, runnerAlive, uploadedRefusal, type JobConfig, type JobKind } from "./job.ts";
 
 const now = () => new Date().toISOString();
 
@@ -24,9 +24,11 @@ export function isSettled(t: TrialRecord): boolean {
   return isSettledStatus(t.status);
 }
 
-function originalJob(store: Store, t: TrialRecord): JobRecord {
+function originalJob(store: Store, t: TrialRecord, what: "retried" | "regraded"): JobRecord {
   const job = store.getJob(t.job_id);
   if (!job) throw new EvolveError("job_not_found", `trial ${t.id} names job ${t.job_id}, which is not in the store`, "");
+  const uploaded = uploadedRefusal(job, what);
+  if (uploaded) throw uploaded;
   return job;
 }
 
@@ -57,6 +59,7 @@ function newJobWith(store: Store, job: JobRecord, config: JobConfig, lineage: Pi
 export function createRetry(store: Store, arg: string): { job: JobRecord; trial: TrialRecord } {
   const t = requireTrial(store, arg);
   const id = t.id;
+  originalJob(store, t, "retried");
   if (!isSettled(t)) {
     const hint = t.status === "INTERRUPTED" ? `\`evolve job resume ${t.job_id}\` runs it again` : `wait for it, or \`evolve trial stop ${id}\` first`;
     throw new EvolveError("trial_not_settled", `trial ${id} is ${t.status}: only a settled trial can be retried`, hint);
@@ -64,7 +67,7 @@ export function createRetry(store: Store, arg: string): { job: JobRecord; trial:
   if (!store.getTask(t.task_digest)) {
     throw new EvolveError("task_missing", `the task of trial ${id} (${t.task_digest}) is no longer stored`, "publish or run the task again");
   }
-  const job = originalJob(store, t);
+  const job = originalJob(store, t, "retried");
   return newJobWith(store, job, singleTrialConfig(job, t, "retry"), { retry_of: id });
 }
 
@@ -75,11 +78,12 @@ export function createRetry(store: Store, arg: string): { job: JobRecord; trial:
 export async function createRegrade(store: Store, home: string, arg: string): Promise<{ job: JobRecord; trial: TrialRecord; verifier: RegradeVerifier }> {
   const t = requireTrial(store, arg);
   const id = t.id;
+  originalJob(store, t, "regraded");
   const taskDir = taskBlobDir(home, t.task_digest);
   const refusal = await regradeRefusal(home, t, taskDir);
   if (refusal) throw refusal;
   const verifier = await regradeVerifier(taskDir);
-  const job = originalJob(store, t);
+  const job = originalJob(store, t, "regraded");
   // a regrade needs no build cache bust and no retries of an agent: one verifier run
   const config: JobConfig = { ...singleTrialConfig(job, t, "regrade"), force_build: false };
   return { ...newJobWith(store, job, config, { regrade_of: id }), verifier };
@@ -137,6 +141,8 @@ export function unsettled(store: Store, ids: readonly string[]): string[] {
 export function retryPicks(store: Store, jobId: string, statuses?: readonly TrialStatus[]): { job: JobRecord; picked: TrialRecord[] } {
   const job = store.getJob(jobId);
   if (!job) throw new EvolveError("job_not_found", `no job ${jobId}`, "see `evolve job list`");
+  const uploaded = uploadedRefusal(job, "retried");
+  if (uploaded) throw uploaded;
   if (runnerAlive(job)) {
     throw new EvolveError("job_busy", `job ${jobId} is being run by process ${job.runner!.pid}: its trials are still changing`, `wait for it to end, or \`evolve job cancel ${jobId}\` first`);
   }

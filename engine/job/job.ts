@@ -274,13 +274,23 @@ function settleInfraError(store: Store, trial: TrialRecord, e: unknown): TrialRe
   return rec;
 }
 
-/** Marks the job as run by this process; refuses when another live process runs it or it has ended. */
+/**
+ * `job_uploaded` for a job run elsewhere and uploaded (`evolve upload`): its trials ran on another machine, so
+ * nothing here can resume, retry or regrade them (platform-upload.md); null for any other job.
+ */
+export function uploadedRefusal(job: JobRecord, what: "resumed" | "retried" | "regraded"): EvolveError | null {
+  if (!job.upload) return null;
+  return new EvolveError("job_uploaded", `job ${job.id} was uploaded from elsewhere: its trials are not ${what} here`, "analyze it, or run the tasks here with `evolve run`");
+}
+
 /**
  * Why a recorded job cannot be run now, or null: another live process runs it (`job_busy`), or it was cancelled
  * (`job_cancelled`: a cancel is final; `job retry` runs its unscored trials again as a new job). `job resume` asks
  * before it opens an engine or prints anything, and the runner asks again as it claims the job.
  */
 export function runRefusal(job: JobRecord): EvolveError | null {
+  const uploaded = uploadedRefusal(job, "resumed");
+  if (uploaded) return uploaded;
   if (job.runner && runnerAlive(job) && job.runner.pid !== process.pid) {
     return new EvolveError("job_busy", `job ${job.id} is being run by process ${job.runner.pid}`, "wait for it, or `evolve job cancel` it");
   }

@@ -74,6 +74,8 @@ export const JobRecordSchema = z.object({
    * and a job made from its trials (`job retry`, `trial retry|regrade`) gets its own beside it (engine/results).
    */
   folder: z.string().optional(),
+  /** A job run elsewhere and uploaded (`evolve upload`, engine/results/upload.ts): where it came from and its task links. */
+  upload: z.looseObject({ import_id: z.string(), original_job_id: z.string().nullable(), uploaded_at: isoTime }).optional(),
 });
 
 const ExceptionSchema = z.object({

@@ -13,7 +13,7 @@
 import type { JobRecord, TrialRecord } from "../store/index.ts";
 import { JOB_STATUSES, TRIAL_STATUSES } from "../store/records.ts";
 import { firstLine, isDiskFull } from "../errors.ts";
-import { isDeterministic, isInterruption, stopFailure, TrialFailure, type ExceptionType, type TrialStatus } from "../outcome.ts";
+import { EXCEPTIONS, isDeterministic, isExceptionType, isInterruption, stopFailure, TrialFailure, type ExceptionType, type TrialStatus } from "../outcome.ts";
 import type { ExceptionRecord } from "./result.ts";
 import { primaryReward, type RewardMap } from "./reward.ts";
 
@@ -294,6 +294,36 @@ export function runnerFailedTrial(t: TrialRecord, at: string, e: unknown): Trial
 export function retriesAfter(rec: TrialRecord, attempt: number, maxRetries: number, stopped: boolean): boolean {
   // a broken task (bad Dockerfile, missing user, dead entrypoint…) fails the same way every time: no retry
   return rec.status === "INFRASTRUCTURE_ERROR" && !isDeterministic(rec.exception?.type) && attempt <= maxRetries && !stopped;
+}
+
+// ---- a trial run elsewhere (`evolve upload`) --------------------------------------------------------------------
+
+/** Harbor's exception names that settle a status of their own on upload (platform-upload.md); any other stays as written. */
+export const PORTED_STATUSES: Readonly<Record<string, TrialStatus>> = {
+  ScoringError: "SCORING_ERROR",
+  InfrastructureError: "INFRASTRUCTURE_ERROR",
+  ApiUsageLimitError: "BUDGET",
+  CancelledError: "CANCELLED",
+};
+
+/**
+ * The status a trial run elsewhere settles with here: the one evolve itself recorded (`stated`, a job evolve wrote
+ * and downloaded) when it is a settled status; else rewards → SCORED; Harbor's exception names → PORTED_STATUSES;
+ * another name as this registry settles it, an unknown one INFRASTRUCTURE_ERROR (it stopped the trial before a
+ * verdict, as Harbor's exceptions without rewards do); no rewards and no exception → SCORED without a score (not an
+ * error, platform-upload.md "What lands").
+ */
+export function portedTrialStatus(rewards: RewardMap | null, exceptionType: string | undefined, stated?: unknown): TrialStatus {
+  if (typeof stated === "string" && (TRIAL_STATUSES as readonly string[]).includes(stated) && isSettledStatus(stated as TrialStatus)) return stated as TrialStatus;
+  if (rewards || !exceptionType) return "SCORED";
+  if (Object.hasOwn(PORTED_STATUSES, exceptionType)) return PORTED_STATUSES[exceptionType];
+  if (isExceptionType(exceptionType) && EXCEPTIONS[exceptionType].status !== "SCORED") return EXCEPTIONS[exceptionType].status;
+  return "INFRASTRUCTURE_ERROR";
+}
+
+/** A job run elsewhere, recorded here finished at `at` (`evolve upload`): COMPLETED, no runner. */
+export function portedJob(fields: Omit<JobRecord, "status" | "runner" | "finished_at" | "updated_at">, at: string): JobRecord {
+  return releasedJob(newJob({ ...fields, runner: null }), "COMPLETED", at);
 }
 
 // ---- job transitions --------------------------------------------------------------------------------------------
