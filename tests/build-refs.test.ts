@@ -1,7 +1,7 @@
 /**
  * The early, friendly refusal of a build whose Dockerfile names a registry on this host (engine/driver/build.ts
  * hostLocalImageRefs). Pure text; the mechanism that keeps a build off the host whatever the text says is tested
- * on real podman in tests/build-hostlocal.test.ts.
+ * on real podman in tests/build-hostlocal.engine.test.ts.
  */
 import { describe, expect, it } from "vitest";
 import { hostLocalImageRefs } from "../engine/driver/build.ts";

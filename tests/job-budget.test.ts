@@ -1,7 +1,7 @@
 /**
  * BUDGET in the job layer (platform-trials.md): a trial a budget stopped is never retried on its own, and
  * `job resume` runs it again once the user has raised the budget. The trial runner is injected, so this checks
- * the scheduler's choice alone; tests/trial-gateway.test.ts covers how a real trial comes to settle BUDGET.
+ * the scheduler's choice alone; tests/trial-gateway.engine.test.ts covers how a real trial comes to settle BUDGET.
  */
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";

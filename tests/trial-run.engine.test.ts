@@ -94,8 +94,8 @@ function withProbe(name: string): string {
 }
 
 /**
- * Fixtures run by their own suites: tests/trial-network.test.ts (servers reached by name, its own host mapping) and
- * tests/trial-gateway.test.ts (a model agent or judge, its own scripted upstream).
+ * Fixtures run by their own suites: tests/trial-network.engine.test.ts (servers reached by name, its own host mapping) and
+ * tests/trial-gateway.engine.test.ts (a model agent or judge, its own scripted upstream).
  */
 const NETWORK_TEST_FIXTURES = new Set(["allowlist", "network-phases", "network-phases-allowlist", "gateway-agent", "gateway-judge", "host-guard"]);
 

@@ -1,5 +1,5 @@
 /**
- * The engine driver against real podman (tests/support/driver-suite.ts; tests/docker.test.ts runs the same suite on
+ * The engine driver against real podman (tests/support/driver-suite.ts; tests/docker.engine.test.ts runs the same suite on
  * Docker), and how the engine is chosen and opened.
  */
 import { mkdtempSync, rmSync } from "node:fs";

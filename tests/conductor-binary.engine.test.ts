@@ -2,7 +2,7 @@
  * The compiled binary `dist/evolve` runs the conductor with a seats.json override: a .ts module (and a .mjs one) in
  * the `.agent/` imported at run time by the binary's own Bun, which is how a trial box runs the conductor (the
  * binary mounted read-only, no repository, no node_modules). Skipped until `npm run build` has run (CI builds it
- * before `npm test`; this file is in ENGINE_TESTS so the unit tier, which runs before the build, leaves it out).
+ * before `npm test`; its `.engine.test.ts` name keeps it out of the unit tier, which runs before the build).
  */
 import { spawn } from "node:child_process";
 import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
