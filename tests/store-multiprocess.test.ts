@@ -6,7 +6,7 @@ import { afterAll, beforeAll, expect, it } from "vitest";
 import { openStore } from "../engine/store/index.ts";
 
 const BUN = resolve("node_modules/.bin/bun");
-const WRITER = resolve("tests/helpers/store-writer.ts");
+const WRITER = resolve("tests/support/store-writer.ts");
 const N = 300;
 
 let home: string;

@@ -158,7 +158,7 @@ describe("the trace store", () => {
 
   it("another process reads the trace while a writer appends to it: every event once, in order, never a piece of one", async () => {
     const n = 150;
-    const child = spawn(BUN, [resolve("tests/helpers/trace-writer.ts"), home, T, String(n)], { stdio: ["ignore", "pipe", "pipe"] });
+    const child = spawn(BUN, [resolve("tests/support/trace-writer.ts"), home, T, String(n)], { stdio: ["ignore", "pipe", "pipe"] });
     let err = "";
     child.stderr.on("data", (d) => (err += d));
     const done = new Promise<number>((r) => child.on("close", (c) => r(c ?? -1)));

@@ -1,7 +1,7 @@
 /**
  * Child process for tests/trace-store.test.ts: appends `n` batches of events to a trial's trace through the store's
  * writer, a few milliseconds apart, while the test reads the trace from its own process.
- * Usage: bun tests/helpers/trace-writer.ts <home> <trial-id> <n>
+ * Usage: bun tests/support/trace-writer.ts <home> <trial-id> <n>
  */
 import { chunkEvent } from "../../engine/trace/events.ts";
 import { openTraceWriter } from "../../engine/trace/store.ts";
