@@ -64,15 +64,29 @@ function roomOf(path: string): string {
   return parts[0].replace(/\.ts$/, "");
 }
 
-/** Every .ts file under `dir` (relative to the root). */
+/** A test file: beside the code or under tests/, it may import any room and tests/support, and never ships. */
+const isTest = (path: string) => path.endsWith(".test.ts");
+
+/** Every .ts file under `dir` (relative to the root) but the tests beside the code, which draw no room arrows. */
 function sources(dir: string): string[] {
   const out: string[] = [];
   for (const e of readdirSync(join(ROOT, dir), { withFileTypes: true })) {
     const p = join(dir, e.name);
     if (e.isDirectory()) out.push(...sources(p));
-    else if (e.name.endsWith(".ts")) out.push(p);
+    else if (e.name.endsWith(".ts") && !isTest(p)) out.push(p);
   }
   return out;
+}
+
+/** The shipped sources: what scripts/build.ts can reach from main.ts (it follows imports, nothing else). */
+const shipped = () => [...sources("engine"), ...sources("gateway"), ...sources("commands"), "main.ts"];
+
+/**
+ * Imports of test code by shipped code, as `file -> target`: a `*.test.ts` (beside the code or not) or anything under
+ * tests/. The bundle follows imports from main.ts, so a test beside the code ships only if one of these draws it in.
+ */
+function testImports(files: readonly string[], importsOf: (file: string) => string[]): string[] {
+  return files.flatMap((file) => importsOf(file).filter((t) => isTest(t) || t.startsWith("tests/")).map((t) => `${file} -> ${t}`));
 }
 
 /** Relative imports of a source: static (`from "./x"`, `export … from`) and dynamic (`import("./x")`). */
@@ -88,7 +102,7 @@ function importsOf(file: string): string[] {
 /** Every arrow between two rooms, `from -> to`, with one file that draws it. */
 function arrows(): Map<string, string> {
   const out = new Map<string, string>();
-  for (const file of [...sources("engine"), ...sources("gateway"), ...sources("commands"), "main.ts"]) {
+  for (const file of shipped()) {
     const from = roomOf(file);
     for (const target of importsOf(file)) {
       const to = roomOf(target);
@@ -158,6 +172,22 @@ describe("imports point down (DESIGN.md rooms, stated as data)", () => {
 
   it("no cycle between rooms", () => {
     expect(roomCycle(all), "rooms import each other in a circle: move what they share below them").toBeUndefined();
+  });
+
+  it("finds shipped code that imports a test (checked on made-up imports)", () => {
+    const made: Record<string, string[]> = {
+      "engine/a/x.ts": ["engine/a/x.test.ts", "engine/b/y.ts"],
+      "engine/b/y.ts": ["tests/support/cli-host.ts"],
+      "engine/c/z.ts": ["engine/c/w.ts"],
+    };
+    expect(testImports(Object.keys(made), (f) => made[f])).toEqual([
+      "engine/a/x.ts -> engine/a/x.test.ts",
+      "engine/b/y.ts -> tests/support/cli-host.ts",
+    ]);
+  });
+
+  it("a test beside the code never ships: no shipped source imports a *.test.ts or tests/", () => {
+    expect(testImports(shipped(), importsOf), "only tests import tests; scripts/build.ts bundles what main.ts imports").toEqual([]);
   });
 
   it("the search strategies are siblings on the evaluation layer: neither imports the other", () => {

@@ -1,5 +1,5 @@
 /**
- * Child process for tests/store-multiprocess.test.ts: writes `n` jobs, trials and trace-event batches into the
+ * Child process for engine/store/multiprocess.test.ts: writes `n` jobs, trials and trace-event batches into the
  * store of `<home>`, tagged with `<tag>`, while another copy of itself does the same. It prints "ready" and waits
  * for `<home>/go` so both writers really overlap, then prints one JSON line with what it wrote.
  * Usage: bun tests/support/store-writer.ts <home> <tag> <n>

@@ -1,5 +1,5 @@
 /**
- * Child process for tests/trace-store.test.ts: appends `n` batches of events to a trial's trace through the store's
+ * Child process for engine/trace/store.test.ts: appends `n` batches of events to a trial's trace through the store's
  * writer, a few milliseconds apart, while the test reads the trace from its own process.
  * Usage: bun tests/support/trace-writer.ts <home> <trial-id> <n>
  */
