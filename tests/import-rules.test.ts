@@ -3,7 +3,8 @@
  * in one list, lowest first, and a room may import only rooms below it. An import that points up — or sideways into
  * a room of the same rank — breaks the rule: move the shared concept down instead. And, stated on its own so that it
  * holds whatever the list says: the rooms' import graph has no cycle (DESIGN.md: "a cycle between folders is a
- * design bug"), and a cycle is named room by room.
+ * design bug"), and a cycle is named room by room. Commands reach an engine room through its public surface, `mod.ts`
+ * (issue 21 §5); tests, beside the code or under tests/, draw no arrows, and no shipped source imports one.
  */
 import { readdirSync, readFileSync } from "node:fs";
 import { dirname, join, normalize, relative, resolve } from "node:path";
@@ -99,6 +100,34 @@ function importsOf(file: string): string[] {
   return found;
 }
 
+/**
+ * Commands reach a folder room of engine/ only through its `mod.ts`, the room's public surface (issue 21 §5); the rest
+ * of the folder is private by convention (a one-file room, engine/errors.ts, is its own surface). The exceptions, each
+ * a module a command imports directly and why: on the start-up path (cli.ts and what it loads at load time,
+ * tests/cli-lazy.test.ts) a mod.ts would load its whole room at every start; and a heavy part that one command runs
+ * stays off the surface, so that the room's other commands do not load it.
+ */
+const PAST_SURFACE: Readonly<Record<string, string>> = {
+  "commands/cli.ts -> engine/job/job-config.ts": "start-up: run's help prints the job defaults",
+  "commands/output.ts -> engine/trial/lifecycle.ts": "start-up: every table asks which statuses are live",
+  "commands/trace-cli.ts -> engine/trace/artifact-streams.ts": "start-up: trace's help names the artifact streams",
+  "commands/run.ts -> engine/job/drive.ts": "the job runner, the whole trial machinery: only run (and trial retry through it) loads it",
+  "commands/harness-diagnose.ts -> engine/eval/project.ts": "diagnose reads a project's paths and loads no evaluator",
+  "commands/trajectory.ts -> engine/trace/atif-file.ts": "validating a file opens no store (the trace room's surface loads LMDB)",
+};
+
+/** Imports by `files` of a folder room's module other than its mod.ts, as `file -> target`. */
+function pastSurface(files: readonly string[], importsOf: (file: string) => string[]): string[] {
+  return files.flatMap((file) =>
+    importsOf(file)
+      .filter((t) => {
+        const parts = t.split("/");
+        return parts[0] === "engine" && parts.length > 2 && t !== `engine/${parts[1]}/mod.ts`;
+      })
+      .map((t) => `${file} -> ${t}`),
+  );
+}
+
 /** Every arrow between two rooms, `from -> to`, with one file that draws it. */
 function arrows(): Map<string, string> {
   const out = new Map<string, string>();
@@ -188,6 +217,20 @@ describe("imports point down (DESIGN.md rooms, stated as data)", () => {
 
   it("a test beside the code never ships: no shipped source imports a *.test.ts or tests/", () => {
     expect(testImports(shipped(), importsOf), "only tests import tests; scripts/build.ts bundles what main.ts imports").toEqual([]);
+  });
+
+  it("finds a command that reaches past a room's surface (checked on made-up imports)", () => {
+    const made: Record<string, string[]> = {
+      "commands/a.ts": ["engine/job/mod.ts", "engine/job/job.ts", "engine/errors.ts", "commands/output.ts"],
+      "commands/b.ts": ["engine/harness/agents/codex.ts"],
+    };
+    expect(pastSurface(Object.keys(made), (f) => made[f])).toEqual(["commands/a.ts -> engine/job/job.ts", "commands/b.ts -> engine/harness/agents/codex.ts"]);
+  });
+
+  it("commands import an engine room only through its mod.ts, but for the exceptions stated with their reason", () => {
+    const past = pastSurface(sources("commands"), importsOf);
+    expect(past.filter((a) => !(a in PAST_SURFACE)), "import the room's mod.ts (export the name there), or state why not").toEqual([]);
+    expect(Object.keys(PAST_SURFACE).filter((a) => !past.includes(a)), "an exception no command needs any more").toEqual([]);
   });
 
   it("the search strategies are siblings on the evaluation layer: neither imports the other", () => {

@@ -1,0 +1,7 @@
+/**
+ * The model gateway as the engine runs it: one gateway per home, its lease and its control.
+ *
+ * The room's public surface (issue 21 §5, in the Deno std manner): what commands use, by name. The rest of the
+ * folder is private by convention; a command reaches it only through this file.
+ */
+export { ModelGateway, STOP_SETTING, publishedInFlight } from "./model-gateway.ts";
