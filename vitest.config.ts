@@ -2,7 +2,8 @@ import { defineConfig } from "vitest/config";
 
 export default defineConfig({
   test: {
-    include: ["tests/**/*.test.ts"],
+    // unit tests of one room live beside its code (engine/**, gateway/**); the rest, and every engine test, under tests/
+    include: ["tests/**/*.test.ts", "engine/**/*.test.ts", "gateway/**/*.test.ts"],
     testTimeout: 60_000,
     hookTimeout: 120_000,
     reporters: ["default", "./tests/support/summary-reporter.ts"],

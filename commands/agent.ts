@@ -2,11 +2,25 @@
  * `evolve agent pull|list|show|export|import|register`: argument handling and printing only (the work is in
  * engine/harness/vendor.ts and manifest.ts).
  */
-import { PLAIN_AGENT_NAMES, builtinSpecs } from "../engine/harness/catalog.ts";
-import type { CliSpec } from "../engine/harness/cli-types.ts";
-import { checkAgentName } from "../engine/harness/index.ts";
-import { agentSpec, loadRegistered, registerAgent } from "../engine/harness/manifest.ts";
-import { agentsDir, defaultVersion, needsVendoring, exportAgents, importAgents, listVendored, pullAgent, verifyVendored, type Vendored, type VerifyProblem } from "../engine/harness/vendor.ts";
+import {
+  agentsDir,
+  agentSpec,
+  builtinSpecs,
+  checkAgentName,
+  type CliSpec,
+  defaultVersion,
+  exportAgents,
+  importAgents,
+  listVendored,
+  loadRegistered,
+  needsVendoring,
+  PLAIN_AGENT_NAMES,
+  pullAgent,
+  registerAgent,
+  type Vendored,
+  type VerifyProblem,
+  verifyVendored,
+} from "../engine/harness/mod.ts";
 import { EvolveError } from "../engine/errors.ts";
 import { out, outJson, outTable, style } from "./output.ts";
 import pkg from "../package.json" with { type: "json" };

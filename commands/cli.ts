@@ -673,7 +673,7 @@ export async function run(argv: string[], version: string): Promise<number> {
   exitQuietlyOnBrokenPipe();
   let code = 0;
   // the agent list loads the harness registry (every agent's module, zod with them): only the help that shows it pays
-  const agentNames = wantsRunHelp(argv.slice(2)) ? (await import("../engine/harness/index.ts")).harnessNames() : undefined;
+  const agentNames = wantsRunHelp(argv.slice(2)) ? (await import("../engine/harness/mod.ts")).harnessNames() : undefined;
   const program = buildProgram(version, (c) => (code = c), agentNames);
   configure(program);
   try {

@@ -53,7 +53,7 @@ export async function conductorRunCommand(opts: ConductorRunOpts): Promise<numbe
   process.once("SIGTERM", stop);
   process.once("SIGINT", stop);
   try {
-    const { runConductor } = await import("../engine/conductor/loop.ts");
+    const { runConductor } = await import("../engine/conductor/mod.ts");
     const result = await runConductor({
       agentRoot,
       instruction: instruction!,
@@ -66,7 +66,7 @@ export async function conductorRunCommand(opts: ConductorRunOpts): Promise<numbe
     if (opts.outputFile !== undefined) writeFileSync(opts.outputFile, result.output);
     // a run that never reached its model is not the policy's: it is kept out of episodic memory
     if (opts.episode && !result.model_unavailable) {
-      const { appendEpisode, episodeOf } = await import("../engine/conductor/episodes.ts");
+      const { appendEpisode, episodeOf } = await import("../engine/conductor/mod.ts");
       await appendEpisode(agentRoot, episodeOf(result, { score: null }));
     }
     process.stderr.write(`conductor: ${result.outcome} after ${result.turns} turn${result.turns === 1 ? "" : "s"}${result.error ? `: ${result.error}` : ""}\n`);
@@ -79,7 +79,7 @@ export async function conductorRunCommand(opts: ConductorRunOpts): Promise<numbe
 
 /** Writes a default `.agent/` in `dir`; prints what was written. */
 export async function harnessInitCommand(dir: string, opts: { json?: boolean }): Promise<number> {
-  const { initAgentDir } = await import("../engine/conductor/init.ts");
+  const { initAgentDir } = await import("../engine/conductor/mod.ts");
   const r = initAgentDir(resolve(dir));
   if (opts.json) {
     outJson({ agentRoot: r.agentRoot, files: r.files });

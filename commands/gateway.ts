@@ -11,7 +11,7 @@ import { EvolveError, firstLine } from "../engine/errors.ts";
 import { monthOf } from "../gateway/budget.ts";
 import { agentEnv } from "../gateway/credentials.ts";
 import { loadUpstreams } from "../gateway/upstreams.ts";
-import { ModelGateway, publishedInFlight, STOP_SETTING } from "../engine/gateway-host/model-gateway.ts";
+import { ModelGateway, publishedInFlight, STOP_SETTING } from "../engine/gateway-host/mod.ts";
 import { out, outJson, style } from "./output.ts";
 import { withStore } from "./store.ts";
 

@@ -5,8 +5,8 @@
  */
 import { resolve } from "node:path";
 import { EvolveError } from "../engine/errors.ts";
-import { diagnoseReport, eachRunOfJob, MAX_EPISODE_BYTES, runsFromEpisodes, type Diagnosis, type DiagnosisReport, type EvidenceEvent } from "../engine/evolve/diagnose.ts";
-import { agentPath, AGENT_PATHS } from "../engine/conductor/layout.ts";
+import { diagnoseReport, eachRunOfJob, MAX_EPISODE_BYTES, runsFromEpisodes, type Diagnosis, type DiagnosisReport, type EvidenceEvent } from "../engine/evolve/mod.ts";
+import { agentPath, AGENT_PATHS } from "../engine/conductor/mod.ts";
 import { projectPaths } from "../engine/eval/project.ts";
 import { isTTY } from "../engine/runtime.ts";
 import { out, style } from "./output.ts";

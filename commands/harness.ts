@@ -8,22 +8,41 @@ import { join, resolve } from "node:path";
 import { loadConfig } from "../engine/config.ts";
 import { openEngine } from "../engine/engine-choice.ts";
 import { EvolveError } from "../engine/errors.ts";
-import { scaffoldCandidate } from "../engine/evolve/candidate.ts";
-import { conductorCardRunner } from "../engine/eval/conductor-runner.ts";
+import {
+  geneBankCells,
+  installCandidate,
+  newRunId,
+  parentCost,
+  readGeneBankLines,
+  round,
+  type RoundsResult,
+  scaffoldCandidate,
+  screen,
+  type ScreenRecord,
+  screenToJson,
+  undoInstall,
+  unscreenedCandidates,
+} from "../engine/evolve/mod.ts";
+import {
+  appendOverlayEpisodes,
+  attemptPassed,
+  boxedCardsEvaluator,
+  cardsEvaluator,
+  conductorCardRunner,
+  datasetEvaluator,
+  type Evaluator,
+  HOST_MODE_NOTICE,
+  loadCards,
+  loadRunner,
+  type LocalGateway,
+  openLocalGateway,
+  passAt1,
+  projectPaths,
+  runCardCheck,
+  statsToJson,
+} from "../engine/eval/mod.ts";
 import { namesDataset } from "../engine/dataset-ref.ts";
-import { datasetEvaluator } from "../engine/eval/dataset-eval.ts";
-import { boxedCardsEvaluator, runCardCheck } from "../engine/eval/card-tasks.ts";
-import { appendOverlayEpisodes, cardsEvaluator, HOST_MODE_NOTICE, loadCards, loadRunner } from "../engine/eval/evals.ts";
-import { geneBankCells, readGeneBankLines } from "../engine/evolve/genebank.ts";
-import { installCandidate, undoInstall } from "../engine/evolve/install.ts";
-import { openLocalGateway, type LocalGateway } from "../engine/eval/local-gateway.ts";
-import { projectPaths } from "../engine/eval/project.ts";
-import { round, unscreenedCandidates, type RoundsResult } from "../engine/evolve/round.ts";
-import { newRunId, parentCost, screen, screenToJson } from "../engine/evolve/screen.ts";
-import { attemptPassed, passAt1, statsToJson } from "../engine/eval/stats.ts";
-import type { Evaluator } from "../engine/eval/types.ts";
-import type { ScreenRecord } from "../engine/evolve/types.ts";
-import type { Store } from "../engine/store/index.ts";
+import type { Store } from "../engine/store/mod.ts";
 import { out, outJson, outTable, style } from "./output.ts";
 import { withStore } from "./store.ts";
 
@@ -298,7 +317,7 @@ export async function genebankShowCommand(opts: { project?: string; json?: boole
 /** `evolve harness eval`: the live .agent/ on every card (a copy, memory kept live): the baseline's pass@1. */
 export async function evalCommand(opts: { project?: string; model?: string; onHost?: boolean; json?: boolean }): Promise<number> {
   const project = projectOf(opts.project);
-  const { runHarnessCached } = await import("../engine/evolve/screen.ts");
+  const { runHarnessCached } = await import("../engine/evolve/mod.ts");
   let id = "";
   let dir = "";
   const run = await withEvaluator(project, { ...opts, command: "harness eval" }, (ev) => {

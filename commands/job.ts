@@ -2,28 +2,33 @@
  * `evolve job list|show|resume|cancel` and `evolve trial show`: reading jobs and trials back from the store.
  */
 import { EvolveError } from "../engine/errors.ts";
-import { cancelJob, effectiveStatus, jobConfig } from "../engine/job/job.ts";
-import { findJobRef, JOB_KINDS, JOB_STATUSES, listJobRows, parseSince, type JobFilter } from "../engine/job/list.ts";
-import { TRIAL_STATUSES } from "../engine/trial/lifecycle.ts";
 import {
-  jobSpend,
-  measuredLane,
-  PASS_AT_K_LEFT_OUT_TEXT,
-  primaryReward,
-  summarizeJob,
-  trialSpendFields,
   attemptSeconds,
-  trialAttempts,
+  cancelJob,
+  effectiveStatus,
+  findJobRef,
+  JOB_KINDS,
+  JOB_STATUSES,
+  jobConfig,
+  type JobFilter,
+  jobSpend,
   type JobSpend,
   type JobSummary,
+  listJobRows,
+  measuredLane,
+  parseSince,
+  PASS_AT_K_LEFT_OUT_TEXT,
   type PassAtKLeftOut,
-} from "../engine/job/summary.ts";
-import { resolveTrial, trialDir, type JobRecord, type Store, type TrialRecord } from "../engine/store/index.ts";
-import { isLiveStatus, isSettledStatus, type AttemptEntry } from "../engine/trial/lifecycle.ts";
-import { tokenCounts } from "../engine/trial/tokens.ts";
+  primaryReward,
+  summarizeJob,
+  trialAttempts,
+  trialSpendFields,
+} from "../engine/job/mod.ts";
+import { type AttemptEntry, isLiveStatus, isSettledStatus, tokenCounts, TRIAL_STATUSES } from "../engine/trial/mod.ts";
+import { resolveTrial, trialDir, type JobRecord, type Store, type TrialRecord } from "../engine/store/mod.ts";
 import { COUNT, parseNumberFlag } from "./flags.ts";
 import { withStore } from "./store.ts";
-import { PORTED_PROVIDER } from "../engine/results/imports.ts";
+import { PORTED_PROVIDER } from "../engine/results/mod.ts";
 import { exceptionLine, formatDuration, formatReward, out, outJson, outTable, statusWord, style, taskLabel, when } from "./output.ts";
 
 const fmt = formatReward;

@@ -6,11 +6,11 @@ import { readdirSync } from "node:fs";
 import { resolve } from "node:path";
 import { EvolveError } from "../engine/errors.ts";
 import { out, outJson, outTable } from "./output.ts";
-import type { MetaRunFlags } from "../engine/metaharness/config.ts";
+import type { MetaRunFlags } from "../engine/metaharness/mod.ts";
 
 /** `check-spec <dir>`: exit 0 when the folder is a complete adapter, 1 with its problems one per line. */
 export async function checkSpecCommand(dir: string, opts: { template?: string; json?: boolean }): Promise<number> {
-  const { checkSpec, templateHermit } = await import("../engine/metaharness/spec.ts");
+  const { checkSpec, templateHermit } = await import("../engine/metaharness/mod.ts");
   const template = opts.template === undefined ? undefined : resolve(opts.template);
   // a template that is not one is the command line's fault, not the candidate's: say so before judging the candidate
   if (template !== undefined) templateHermit(template);
@@ -25,9 +25,9 @@ const fmt = (m: number | null) => (m === null ? "-" : m.toFixed(4));
 
 /** `status <run>`: every candidate with its round, status, mean and evaluations; the queue, the one handed back, the final one. */
 export async function statusCommand(run: string, opts: { json?: boolean }): Promise<number> {
-  const { loadState } = await import("../engine/metaharness/state.ts");
+  const { loadState } = await import("../engine/metaharness/mod.ts");
   const s = loadState(resolve(run));
-  const { roundSpend } = await import("../engine/metaharness/run.ts");
+  const { roundSpend } = await import("../engine/metaharness/mod.ts");
   const candidates = s.candidates.map((c) => ({ id: c.id, round: c.round, status: c.status, mean: c.mean, evaluations: c.evaluations.length, hypothesis: c.hypothesis, base: c.base, problems: c.problems ?? [] }));
   const spend = roundSpend(s);
   if (opts.json) {
@@ -62,14 +62,14 @@ function usableOut(dir: string): boolean {
 export async function finalizeCommand(run: string, opts: { out?: string; json?: boolean }): Promise<number> {
   const outDir = opts.out === undefined ? undefined : resolve(opts.out);
   if (outDir !== undefined && !usableOut(outDir)) throw new EvolveError("metaharness_out_exists", `--out ${outDir} exists and is not an empty folder`, "give a new folder (or an empty one)");
-  const { candidateOf, finalize, loadState } = await import("../engine/metaharness/state.ts");
-  const { runPaths } = await import("../engine/metaharness/layout.ts");
+  const { candidateOf, finalize, loadState } = await import("../engine/metaharness/mod.ts");
+  const { runPaths } = await import("../engine/metaharness/mod.ts");
   const root = resolve(run);
   const s = loadState(root);
   const id = finalize(root, s);
   const c = candidateOf(s, id);
   if (outDir !== undefined) {
-    const { copyTreeOver, newBudget } = await import("../engine/eval/tree.ts");
+    const { copyTreeOver, newBudget } = await import("../engine/eval/mod.ts");
     copyTreeOver(runPaths(root).candidateAdapter(id), outDir, newBudget());
   }
   if (opts.json) {
@@ -95,14 +95,14 @@ export interface RunFlags extends MetaRunFlags {
  * or SIGTERM stops it between records (`evolve_interrupted`); the same command resumes it.
  */
 export async function runCommand(flags: RunFlags): Promise<number> {
-  const { resolveRunConfig } = await import("../engine/metaharness/config.ts");
+  const { resolveRunConfig } = await import("../engine/metaharness/mod.ts");
   const cfg = resolveRunConfig(flags);
   const { readFileSync } = await import("node:fs");
   const { loadConfig } = await import("../engine/config.ts");
   const { openEngine } = await import("../engine/engine-choice.ts");
-  const { datasetEvaluator } = await import("../engine/eval/dataset-eval.ts");
+  const { datasetEvaluator } = await import("../engine/eval/mod.ts");
   const { importTasks } = await import("../engine/dataset.ts");
-  const { boxedCardsSearch, cardsSearch, planRun, realPropose, runMetaHarness, searchOf, trialMaterial } = await import("../engine/metaharness/run.ts");
+  const { boxedCardsSearch, cardsSearch, planRun, realPropose, runMetaHarness, searchOf, trialMaterial } = await import("../engine/metaharness/mod.ts");
   const { withStore } = await import("./store.ts");
   const { style } = await import("./output.ts");
   const warn = (m: string) => process.stderr.write(`${style.yellow("warning")}: ${m}\n`);
@@ -119,7 +119,7 @@ export async function runCommand(flags: RunFlags): Promise<number> {
     // and the proposer's: a round whose proposer never met its model would write no candidate and end the search
     if (!flags.dryRun) {
       const { preflightModel } = await import("../engine/model-preflight.ts");
-      const { proposerAgent } = await import("../engine/metaharness/proposer.ts");
+      const { proposerAgent } = await import("../engine/metaharness/mod.ts");
       preflightModel({ home, agent: cfg.agent, model: cfg.model });
       preflightModel({ home, agent: proposerAgent(cfg.proposer.backend), model: cfg.proposer.model });
     }
@@ -135,9 +135,9 @@ export async function runCommand(flags: RunFlags): Promise<number> {
     // cards run in podman boxes unless the user said --on-host
     const hostCards = cfg.search.kind === "cards" && !!flags.onHost;
     // on the host, the conductor reaches its model through a local gateway, open for the whole run
-    let gateway: Awaited<ReturnType<typeof import("../engine/eval/local-gateway.ts").openLocalGateway>> | undefined;
+    let gateway: Awaited<ReturnType<typeof import("../engine/eval/mod.ts").openLocalGateway>> | undefined;
     if (hostCards && !flags.dryRun) {
-      const { openLocalGateway } = await import("../engine/eval/local-gateway.ts");
+      const { openLocalGateway } = await import("../engine/eval/mod.ts");
       gateway = await openLocalGateway({ home, store, warn });
     }
     try {
@@ -146,14 +146,14 @@ export async function runCommand(flags: RunFlags): Promise<number> {
       await gateway?.close();
     }
     /** The run (or its dry run) once the search set's evaluator can be made: a cards run on the host needs the gateway open. */
-    async function runWith(gateway: import("../engine/eval/evals.ts").CardsGateway | undefined): Promise<number> {
-      let search: import("../engine/metaharness/run.ts").SearchEvaluator;
+    async function runWith(gateway: import("../engine/eval/mod.ts").CardsGateway | undefined): Promise<number> {
+      let search: import("../engine/metaharness/mod.ts").SearchEvaluator;
       let tasks: number;
       if (cfg.search.kind === "cards" && !hostCards) {
         search = boxedCardsSearch({ store, home, engine, dir: cfg.search.dir, run: cfg.run, agent: cfg.agent, ...(cfg.model !== undefined ? { model: cfg.model } : {}), ...(cfg.concurrency !== undefined ? { concurrency: cfg.concurrency } : {}), warn });
         tasks = search.tasks().length;
       } else if (cfg.search.kind === "cards") {
-        const { conductorCardRunner } = await import("../engine/eval/conductor-runner.ts");
+        const { conductorCardRunner } = await import("../engine/eval/mod.ts");
         search = cardsSearch({ dir: cfg.search.dir, agent: cfg.agent, ...(cfg.model !== undefined ? { model: cfg.model } : {}), ...(gateway ? { gateway } : {}), conductor: conductorCardRunner });
         tasks = search.tasks().length;
       } else {
@@ -185,7 +185,7 @@ export async function runCommand(flags: RunFlags): Promise<number> {
       };
       const fmt4 = (m: number | null) => (m === null ? "-" : m.toFixed(4));
       if (hostCards) {
-        const { HOST_MODE_NOTICE } = await import("../engine/eval/evals.ts");
+        const { HOST_MODE_NOTICE } = await import("../engine/eval/mod.ts");
         warn(HOST_MODE_NOTICE);
       }
       try {

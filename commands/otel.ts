@@ -6,8 +6,8 @@
  * is sent, an endpoint that cannot be reached or refuses a request (`otlp_*`), or a reference that names no trial or
  * job (`otlp_target_not_found`).
  */
-import { exportTrials, liveExporter, resolveTarget, shownUrl, selectForExport, type OtlpOptions, type OtlpTarget } from "../engine/otel/export.ts";
-import type { TrialRecord } from "../engine/store/index.ts";
+import { exportTrials, liveExporter, resolveTarget, shownUrl, selectForExport, type OtlpOptions, type OtlpTarget } from "../engine/otel/mod.ts";
+import type { TrialRecord } from "../engine/store/mod.ts";
 import { out, outJson, style } from "./output.ts";
 import { withStore } from "./store.ts";
 

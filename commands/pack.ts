@@ -4,8 +4,8 @@
  */
 import { resolve } from "node:path";
 import { openEngine } from "../engine/engine-choice.ts";
-import type { EngineKind } from "../engine/driver/types.ts";
-import { packRef, unpackFile } from "../engine/pack/pack.ts";
+import type { EngineKind } from "../engine/driver/mod.ts";
+import { packRef, unpackFile } from "../engine/pack/mod.ts";
 import { withStore } from "./store.ts";
 import { out, outJson, style } from "./output.ts";
 

@@ -6,10 +6,9 @@
  * per trial event (started, retried, settled with status, reward and time) and a summary line every 30 s, so a
  * log or CI never sits silent while trials run.
  */
-import type { JobEvent } from "../engine/job/job.ts";
-import { primaryReward } from "../engine/job/summary.ts";
-import type { TrialRecord } from "../engine/store/index.ts";
-import { statusClass } from "../engine/trial/lifecycle.ts";
+import { type JobEvent, primaryReward } from "../engine/job/mod.ts";
+import type { TrialRecord } from "../engine/store/mod.ts";
+import { statusClass } from "../engine/trial/mod.ts";
 import { exceptionLine, formatDuration, formatReward, jsonKeys, statusWord, style } from "./output.ts";
 
 /** One trial that has started and not settled. */

@@ -3,11 +3,16 @@
  * written is engine/results' (tree.ts, job-folder.ts, download.ts).
  */
 import { EvolveError } from "../engine/errors.ts";
-import { requireTrial } from "../engine/job/actions.ts";
-import { downloadJob, downloadTrial } from "../engine/results/download.ts";
-import { clearTarget, DEFAULT_JOBS_DIR, exportJob, jobFolderFor } from "../engine/results/job-folder.ts";
-import { jobFolderName } from "../engine/results/ids.ts";
-import { jobConfig } from "../engine/job/job.ts";
+import { jobConfig, requireTrial } from "../engine/job/mod.ts";
+import {
+  clearTarget,
+  DEFAULT_JOBS_DIR,
+  downloadJob,
+  downloadTrial,
+  exportJob,
+  jobFolderFor,
+  jobFolderName,
+} from "../engine/results/mod.ts";
 import { join } from "node:path";
 import { out, outJson, style } from "./output.ts";
 import { withStore } from "./store.ts";

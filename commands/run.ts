@@ -4,23 +4,32 @@
 import { loadConfig } from "../engine/config.ts";
 import { DatasetInvalidError, importTasks, resolveDataset, type StoredTask } from "../engine/dataset.ts";
 import { engineFromEnvFlag, openEngine } from "../engine/engine-choice.ts";
-import type { Engine } from "../engine/driver/types.ts";
+import type { Engine } from "../engine/driver/mod.ts";
 import { EvolveError } from "../engine/errors.ts";
-import { checkAgentRequest, parseAgentOptions } from "../engine/harness/index.ts";
-import { checkAgentRoot } from "../engine/conductor/instructions.ts";
-import { agentSpec } from "../engine/harness/manifest.ts";
-import { vendorForRun } from "../engine/harness/vendor.ts";
+import { agentSpec, checkAgentRequest, parseAgentOptions, vendorForRun } from "../engine/harness/mod.ts";
+import { checkAgentRoot } from "../engine/conductor/mod.ts";
 import { preflightCall, preflightModel } from "../engine/model-preflight.ts";
-import { checkJobSize, createJob, jobConfig, runRefusal, type JobConfig, type JobEvent, type JobKind } from "../engine/job/job.ts";
-import { selectTasks } from "../engine/job/select.ts";
-import { checkVerifierEnvKey, JOB_DEFAULTS } from "../engine/job/job-config.ts";
-import { createJobRetry, retryPicks } from "../engine/job/actions.ts";
-import { primaryReward, summarizeJob } from "../engine/job/summary.ts";
-import { openStore, taskBlobDir, trialDir, type JobRecord, type Store, type TrialRecord } from "../engine/store/index.ts";
+import {
+  checkJobSize,
+  checkVerifierEnvKey,
+  createJob,
+  createJobRetry,
+  JOB_DEFAULTS,
+  jobConfig,
+  type JobConfig,
+  type JobEvent,
+  type JobKind,
+  primaryReward,
+  retryPicks,
+  runRefusal,
+  selectTasks,
+  summarizeJob,
+} from "../engine/job/mod.ts";
+import { openStore, taskBlobDir, trialDir, type JobRecord, type Store, type TrialRecord } from "../engine/store/mod.ts";
 import { driveJob as runRecordedJob } from "../engine/job/drive.ts";
-import { DEFAULT_JOBS_DIR, openJobFolder } from "../engine/results/job-folder.ts";
+import { DEFAULT_JOBS_DIR, openJobFolder } from "../engine/results/mod.ts";
 import { Interruption, isInterruption } from "../engine/outcome.ts";
-import { runsOnResume, TRIAL_STATUSES, type TrialStatus } from "../engine/trial/lifecycle.ts";
+import { runsOnResume, TRIAL_STATUSES, type TrialStatus } from "../engine/trial/mod.ts";
 import { deferBrokenPipe, isBrokenPipe, isTTY } from "../engine/runtime.ts";
 import { exceptionLine, formatReward, out, outJson, outTable, QuietExit, statusWord, style, taskLabel } from "./output.ts";
 import { progressView, type ProgressMode } from "./progress.ts";

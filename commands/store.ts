@@ -4,7 +4,7 @@
  */
 import { join, resolve } from "node:path";
 import { loadConfig } from "../engine/config.ts";
-import { openStore, type Store } from "../engine/store/index.ts";
+import { openStore, type Store } from "../engine/store/mod.ts";
 import { out, outJson, outTable, style } from "./output.ts";
 
 /** Opens the home's store, runs `fn`, and closes the store however `fn` ends. */

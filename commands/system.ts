@@ -4,9 +4,9 @@
 import { loadConfig } from "../engine/config.ts";
 import { runDoctor } from "../engine/doctor.ts";
 import { openEngine } from "../engine/engine-choice.ts";
-import { LABEL_HOME } from "../engine/driver/types.ts";
+import { LABEL_HOME } from "../engine/driver/mod.ts";
 import { gc, gcImages } from "../engine/gc.ts";
-import { openStore } from "../engine/store/index.ts";
+import { openStore } from "../engine/store/mod.ts";
 import { out, outJson, style } from "./output.ts";
 
 /** `evolve doctor`: exit 0 when every check passes, 1 otherwise (each failure printed with its fix). */

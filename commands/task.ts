@@ -4,9 +4,7 @@
 import { existsSync } from "node:fs";
 import { basename } from "node:path";
 import { loadConfig } from "../engine/config.ts";
-import type { Finding, TaskReport } from "../engine/task/codes.ts";
-import { scaffoldTask } from "../engine/task/scaffold.ts";
-import { validateTasks } from "../engine/task/validate.ts";
+import { type Finding, scaffoldTask, type TaskReport, validateTasks } from "../engine/task/mod.ts";
 import { EvolveError } from "../engine/errors.ts";
 import { out, outJson, reportError, style } from "./output.ts";
 

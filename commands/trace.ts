@@ -11,13 +11,25 @@
  * unknown harness, an unreadable input file).
  */
 import { EvolveError } from "../engine/errors.ts";
-import { requireParser } from "../engine/harness/catalog.ts";
-import { isSettled, requireTrial } from "../engine/job/actions.ts";
-import type { TrialRecord } from "../engine/store/index.ts";
-import { streamArtifact, streamTraceLines, ARTIFACT_STREAMS, type ArtifactStream, type Sink } from "../engine/trace/artifacts.ts";
-import { convertRun, convertToAtif } from "../engine/trace/convert.ts";
-import { TRACE_KINDS, type TraceKind } from "../engine/trace/events.ts";
-import { followTrace, hasTrace, traceLines, type StoredLine, type TraceFilter } from "../engine/trace/store.ts";
+import { requireParser } from "../engine/harness/mod.ts";
+import { isSettled, requireTrial } from "../engine/job/mod.ts";
+import type { TrialRecord } from "../engine/store/mod.ts";
+import {
+  ARTIFACT_STREAMS,
+  type ArtifactStream,
+  convertRun,
+  convertToAtif,
+  followTrace,
+  hasTrace,
+  type Sink,
+  type StoredLine,
+  streamArtifact,
+  streamTraceLines,
+  TRACE_KINDS,
+  type TraceFilter,
+  type TraceKind,
+  traceLines,
+} from "../engine/trace/mod.ts";
 import { withStore } from "./store.ts";
 import { jobFromArg } from "./job.ts";
 

@@ -10,15 +10,35 @@ import { existsSync } from "node:fs";
 import { mkdir, open, readFile, stat } from "node:fs/promises";
 import { join, resolve } from "node:path";
 import { openEngine } from "../engine/engine-choice.ts";
-import type { Engine, EngineKind } from "../engine/driver/types.ts";
+import type { Engine, EngineKind } from "../engine/driver/mod.ts";
 import { EvolveError } from "../engine/errors.ts";
-import { createRegrade, createRetry, isSettled, requestStop, requireTrial, unsettled } from "../engine/job/actions.ts";
-import { trialDir, type Store, type TrialRecord } from "../engine/store/index.ts";
-import { archiveKept, archiveLive, exclusion, keptChildren, readKeptFile, readManifest, skippedSummary, type KeptManifest } from "../engine/trial/changes.ts";
-import { BoxFileRefused, readBoxFile, streamBoxFile } from "../engine/box/fs.ts";
-import { agentStreamFile, archivedSteps, trialPaths } from "../engine/box/layout.ts";
-import type { RegradeVerifier } from "../engine/trial/regrade.ts";
-import { boxChanges, boxList, boxPath, boxProcesses, boxReadFile, findLiveBox } from "../engine/trial/inspect.ts";
+import { createRegrade, createRetry, isSettled, requestStop, requireTrial, unsettled } from "../engine/job/mod.ts";
+import { trialDir, type Store, type TrialRecord } from "../engine/store/mod.ts";
+import {
+  archiveKept,
+  archiveLive,
+  boxChanges,
+  boxList,
+  boxPath,
+  boxProcesses,
+  boxReadFile,
+  exclusion,
+  findLiveBox,
+  keptChildren,
+  type KeptManifest,
+  readKeptFile,
+  readManifest,
+  type RegradeVerifier,
+  skippedSummary,
+} from "../engine/trial/mod.ts";
+import {
+  agentStreamFile,
+  archivedSteps,
+  BoxFileRefused,
+  readBoxFile,
+  streamBoxFile,
+  trialPaths,
+} from "../engine/box/mod.ts";
 import { exceptionLine, formatDuration, formatReward, out, outJson, outJsonLine, outTable, statusWord, style, taskLabel, when } from "./output.ts";
 import { driveJob, secretsFromEnv } from "./run.ts";
 import { withStore } from "./store.ts";

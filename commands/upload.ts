@@ -9,8 +9,8 @@ import { fileURLToPath } from "node:url";
 import { loadConfig } from "../engine/config.ts";
 import { EvolveError } from "../engine/errors.ts";
 import { isCompiledBinary } from "../engine/runtime.ts";
-import { getImport, IMPORT_STATUSES, listImports, PORTED_PROVIDER, putImport, type ImportRecord } from "../engine/results/imports.ts";
-import { runImport, startImport, uploadLimits } from "../engine/results/upload.ts";
+import { getImport, IMPORT_STATUSES, listImports, PORTED_PROVIDER, putImport, type ImportRecord } from "../engine/results/mod.ts";
+import { runImport, startImport, uploadLimits } from "../engine/results/mod.ts";
 import { out, outJson, outTable, style, when } from "./output.ts";
 import { withStore } from "./store.ts";
 

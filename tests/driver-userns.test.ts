@@ -1,7 +1,7 @@
 /**
  * engine/driver/userns.ts on a real file system: what the engine made with unmapped box ids in a box's own layer is
  * given to the box's mapped ids; entries already mapped, ids that are no box ids and the targets of links are left
- * alone; the walk is bounded. Needs root (it chowns); the engine tier proves it on real boxes (task-shapes.test.ts).
+ * alone; the walk is bounded. Needs root (it chowns); the engine tier proves it on real boxes (task-shapes.engine.test.ts).
  */
 import { lstatSync, mkdirSync, mkdtempSync, rmSync, statSync, symlinkSync, writeFileSync, chownSync, lchownSync } from "node:fs";
 import { tmpdir } from "node:os";

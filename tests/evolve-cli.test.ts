@@ -88,7 +88,7 @@ describe("evolve harness", () => {
 
   it("runs no card on the host unless --on-host says so (issue 20 §6): a command runner is refused before anything is recorded", () => {
     const screensBefore = readdirSync(join(project, "evolve")).includes("screens") ? readdirSync(join(project, "evolve", "screens")) : [];
-    // cards run in boxes by default (tests/evolve-cards-box.test.ts); a command runner is a host program, which a box cannot run
+    // cards run in boxes by default (tests/evolve-cards-box.engine.test.ts); a command runner is a host program, which a box cannot run
     for (const args of [["eval"], ["screen", "c-any"], ["round"]]) {
       const r = evolve("harness", ...args);
       expect([r.code, r.stderr.split("\n")[0]], args.join(" ")).toEqual([2, `error[cards_on_host_required]: ${join(project, "evolve", "runner.json")} names a command runner ("agent": "command"): its command is a program on this machine, which cannot run in a card's box`]);

@@ -3,7 +3,8 @@
  * in one list, lowest first, and a room may import only rooms below it. An import that points up — or sideways into
  * a room of the same rank — breaks the rule: move the shared concept down instead. And, stated on its own so that it
  * holds whatever the list says: the rooms' import graph has no cycle (DESIGN.md: "a cycle between folders is a
- * design bug"), and a cycle is named room by room.
+ * design bug"), and a cycle is named room by room. Commands reach an engine room through its public surface, `mod.ts`
+ * (issue 21 §5); tests, beside the code or under tests/, draw no arrows, and no shipped source imports one.
  */
 import { readdirSync, readFileSync } from "node:fs";
 import { dirname, join, normalize, relative, resolve } from "node:path";
@@ -66,15 +67,29 @@ function roomOf(path: string): string {
   return parts[0].replace(/\.ts$/, "");
 }
 
-/** Every .ts file under `dir` (relative to the root). */
+/** A test file: beside the code or under tests/, it may import any room and tests/support, and never ships. */
+const isTest = (path: string) => path.endsWith(".test.ts");
+
+/** Every .ts file under `dir` (relative to the root) but the tests beside the code, which draw no room arrows. */
 function sources(dir: string): string[] {
   const out: string[] = [];
   for (const e of readdirSync(join(ROOT, dir), { withFileTypes: true })) {
     const p = join(dir, e.name);
     if (e.isDirectory()) out.push(...sources(p));
-    else if (e.name.endsWith(".ts")) out.push(p);
+    else if (e.name.endsWith(".ts") && !isTest(p)) out.push(p);
   }
   return out;
+}
+
+/** The shipped sources: what scripts/build.ts can reach from main.ts (it follows imports, nothing else). */
+const shipped = () => [...sources("engine"), ...sources("gateway"), ...sources("commands"), "main.ts"];
+
+/**
+ * Imports of test code by shipped code, as `file -> target`: a `*.test.ts` (beside the code or not) or anything under
+ * tests/. The bundle follows imports from main.ts, so a test beside the code ships only if one of these draws it in.
+ */
+function testImports(files: readonly string[], importsOf: (file: string) => string[]): string[] {
+  return files.flatMap((file) => importsOf(file).filter((t) => isTest(t) || t.startsWith("tests/")).map((t) => `${file} -> ${t}`));
 }
 
 /** Relative imports of a source: static (`from "./x"`, `export … from`) and dynamic (`import("./x")`). */
@@ -87,10 +102,38 @@ function importsOf(file: string): string[] {
   return found;
 }
 
+/**
+ * Commands reach a folder room of engine/ only through its `mod.ts`, the room's public surface (issue 21 §5); the rest
+ * of the folder is private by convention (a one-file room, engine/errors.ts, is its own surface). The exceptions, each
+ * a module a command imports directly and why: on the start-up path (cli.ts and what it loads at load time,
+ * tests/cli-lazy.test.ts) a mod.ts would load its whole room at every start; and a heavy part that one command runs
+ * stays off the surface, so that the room's other commands do not load it.
+ */
+const PAST_SURFACE: Readonly<Record<string, string>> = {
+  "commands/cli.ts -> engine/job/job-config.ts": "start-up: run's help prints the job defaults",
+  "commands/output.ts -> engine/trial/lifecycle.ts": "start-up: every table asks which statuses are live",
+  "commands/trace-cli.ts -> engine/trace/artifact-streams.ts": "start-up: trace's help names the artifact streams",
+  "commands/run.ts -> engine/job/drive.ts": "the job runner, the whole trial machinery: only run (and trial retry through it) loads it",
+  "commands/harness-diagnose.ts -> engine/eval/project.ts": "diagnose reads a project's paths and loads no evaluator",
+  "commands/trajectory.ts -> engine/trace/atif-file.ts": "validating a file opens no store (the trace room's surface loads LMDB)",
+};
+
+/** Imports by `files` of a folder room's module other than its mod.ts, as `file -> target`. */
+function pastSurface(files: readonly string[], importsOf: (file: string) => string[]): string[] {
+  return files.flatMap((file) =>
+    importsOf(file)
+      .filter((t) => {
+        const parts = t.split("/");
+        return parts[0] === "engine" && parts.length > 2 && t !== `engine/${parts[1]}/mod.ts`;
+      })
+      .map((t) => `${file} -> ${t}`),
+  );
+}
+
 /** Every arrow between two rooms, `from -> to`, with one file that draws it. */
 function arrows(): Map<string, string> {
   const out = new Map<string, string>();
-  for (const file of [...sources("engine"), ...sources("gateway"), ...sources("commands"), "main.ts"]) {
+  for (const file of shipped()) {
     const from = roomOf(file);
     for (const target of importsOf(file)) {
       const to = roomOf(target);
@@ -160,6 +203,36 @@ describe("imports point down (DESIGN.md rooms, stated as data)", () => {
 
   it("no cycle between rooms", () => {
     expect(roomCycle(all), "rooms import each other in a circle: move what they share below them").toBeUndefined();
+  });
+
+  it("finds shipped code that imports a test (checked on made-up imports)", () => {
+    const made: Record<string, string[]> = {
+      "engine/a/x.ts": ["engine/a/x.test.ts", "engine/b/y.ts"],
+      "engine/b/y.ts": ["tests/support/cli-host.ts"],
+      "engine/c/z.ts": ["engine/c/w.ts"],
+    };
+    expect(testImports(Object.keys(made), (f) => made[f])).toEqual([
+      "engine/a/x.ts -> engine/a/x.test.ts",
+      "engine/b/y.ts -> tests/support/cli-host.ts",
+    ]);
+  });
+
+  it("a test beside the code never ships: no shipped source imports a *.test.ts or tests/", () => {
+    expect(testImports(shipped(), importsOf), "only tests import tests; scripts/build.ts bundles what main.ts imports").toEqual([]);
+  });
+
+  it("finds a command that reaches past a room's surface (checked on made-up imports)", () => {
+    const made: Record<string, string[]> = {
+      "commands/a.ts": ["engine/job/mod.ts", "engine/job/job.ts", "engine/errors.ts", "commands/output.ts"],
+      "commands/b.ts": ["engine/harness/agents/codex.ts"],
+    };
+    expect(pastSurface(Object.keys(made), (f) => made[f])).toEqual(["commands/a.ts -> engine/job/job.ts", "commands/b.ts -> engine/harness/agents/codex.ts"]);
+  });
+
+  it("commands import an engine room only through its mod.ts, but for the exceptions stated with their reason", () => {
+    const past = pastSurface(sources("commands"), importsOf);
+    expect(past.filter((a) => !(a in PAST_SURFACE)), "import the room's mod.ts (export the name there), or state why not").toEqual([]);
+    expect(Object.keys(PAST_SURFACE).filter((a) => !past.includes(a)), "an exception no command needs any more").toEqual([]);
   });
 
   it("the search strategies are siblings on the evaluation layer: neither imports the other", () => {

@@ -1,6 +1,6 @@
 /**
  * The job layer's side of interruptions and `job retry` (issue 10 §2), with the real store and an injected trial
- * runner (tests/run-interrupt.test.ts runs the same through the CLI on podman): an abort whose reason is an
+ * runner (tests/run-interrupt.engine.test.ts runs the same through the CLI on podman): an abort whose reason is an
  * Interruption leaves the job INTERRUPTED, the running trial INTERRUPTED and the rest QUEUED, and `resume` runs them;
  * any other abort still cancels. `job retry` picks what did not score into a new job of kind `retry`.
  */

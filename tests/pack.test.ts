@@ -2,7 +2,7 @@
  * Portable packs (issue 22 §4), the checks unpack makes before anything is used: crafted packs — hostile member
  * names, links, devices, duplicates, extra and missing members, changed bytes, a tar or gzip bomb — are refused
  * with their stable codes, and nothing is written outside the staging folder. No container engine: the engine
- * test (tests/pack-engine.test.ts) packs, unpacks and runs on podman.
+ * test (tests/pack.engine.test.ts) packs, unpacks and runs on podman.
  */
 import { createHash } from "node:crypto";
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";

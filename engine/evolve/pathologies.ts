@@ -3,7 +3,7 @@
  * it and the `.agent/` file a candidate would change to address it (harness-evolution.md: `diagnose` → `(skill,
  * pathology)` diagnoses with trace events). Ids are a stable contract like the validator's codes (engine/task/codes.ts):
  * a gene bank cell and a candidate's descriptor name them, so an id is never renamed once shipped. docs/pathologies.md
- * is the catalogue for people; tests/evolve-pathologies.test.ts checks it says what this registry says, and gives every
+ * is the catalogue for people; engine/evolve/pathologies.test.ts checks it says what this registry says, and gives every
  * entry a run that shows it and a near miss that must not.
  *
  * Detectors read any harness's trace, not only the conductor's: they go by the event kinds of engine/trace/events.ts,

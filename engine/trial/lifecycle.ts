@@ -8,7 +8,7 @@
  * `satisfies` as EXCEPTIONS (outcome.ts) is for exception types.
  *
  * Nothing else writes a status: a record change that moves a status is a {@link TrialTransition}, which only this
- * module makes, and tests/lifecycle.test.ts fails on a status written anywhere else.
+ * module makes, and engine/trial/lifecycle.test.ts fails on a status written anywhere else.
  */
 import type { JobRecord, TrialRecord } from "../store/index.ts";
 import { JOB_STATUSES, TRIAL_STATUSES } from "../store/records.ts";

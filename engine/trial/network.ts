@@ -48,7 +48,7 @@
  * Known gap on Docker (20.10, not podman): Docker gives an internal bridge a host address and its members a default
  * route through it, so a box on any internal network (gw, svc, egress) still reaches services listening on the
  * host's own addresses; remote destinations stay cut. The driver closes it by creating Docker's internal networks
- * with `com.docker.network.bridge.inhibit_ipv4` (tests/trial-gateway-net.test.ts pins the gap until then).
+ * with `com.docker.network.bridge.inhibit_ipv4` (tests/trial-gateway-net.engine.test.ts pins the gap until then).
  */
 import { helperImage } from "../driver/hostguard.ts";
 import { LABEL_HOME, LABEL_JOB, LABEL_MANAGED, LABEL_TRIAL, type Engine } from "../driver/types.ts";

@@ -39,7 +39,7 @@ const text = (s: string) => (path: string) => {
 const repeat = (unit: string, size: number) => unit.repeat(Math.max(1, Math.floor(size / unit.length)));
 const MINIMAL_TOML = `[task]\nname = "bench/hostile"\n`;
 
-/** The shapes of issue 9 §4, at `size` bytes each; tests/task-fuzz-shapes.test.ts runs the same list. */
+/** The shapes of issue 9 §4, at `size` bytes each; engine/task/fuzz-shapes.test.ts runs the same list. */
 export const SHAPES: Shape[] = [
   { name: "toml-nested-arrays", file: "task.toml", make: (p, n) => text(`${MINIMAL_TOML}[metadata]\nx = ${"[".repeat(n / 2)}${"]".repeat(n / 2)}\n`)(p) },
   { name: "toml-dotted-key", file: "task.toml", make: (p, n) => text(`${MINIMAL_TOML}[metadata]\n${repeat("a.", n).slice(0, -1)} = 1\n`)(p) },

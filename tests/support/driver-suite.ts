@@ -1,6 +1,6 @@
 /**
  * The engine driver's behaviour, the same on every engine: containers, exec, copy, mounts, network isolation,
- * limits, builds and networks against a real daemon. tests/driver.test.ts runs it on podman and tests/docker.test.ts
+ * limits, builds and networks against a real daemon. tests/driver.engine.test.ts runs it on podman and tests/docker.engine.test.ts
  * on Docker. Every container, network and image carries the run's label and is removed at the end.
  */
 import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";

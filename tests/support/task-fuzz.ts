@@ -1,5 +1,5 @@
 /**
- * The machinery of the task validator's seeded fuzzing (tests/task-fuzz*.test.ts). Each case copies one valid
+ * The machinery of the task validator's seeded fuzzing (engine/task/fuzz*.test.ts). Each case copies one valid
  * fixture, mutates its task.toml (and sometimes instruction.md, tests/test.sh or the Dockerfile), and checks what a
  * user relies on: validateTask never throws, `ok` is exactly "no error finding", every finding carries a catalogued
  * code and a message, and the same input gives the same report. Reproduce a failure with EVOLVE_FUZZ_SEED=<seed>

@@ -1,7 +1,7 @@
 /**
  * Global setup of the unit tier (vitest.unit.config.ts): after the run, fails it when any test reached for a
  * container engine, naming the file and the call. A skipIf(!hasPodman) probe counts too: in the unit tier such a
- * file would skip its engine tests in silence, so it belongs in ENGINE_TESTS instead.
+ * file would skip its engine tests in silence, so it is named `<name>.engine.test.ts` instead.
  */
 import { existsSync, readFileSync, rmSync } from "node:fs";
 import { dirname } from "node:path";
@@ -19,7 +19,7 @@ export default function setup(project: TestProject): () => void {
       // a throw here is only printed ("error during close") and the run would still exit 0
       process.exitCode = 1;
       process.stderr.write(
-        `unit tier: ${lines.length} call(s) to a container engine; move these files to ENGINE_TESTS in vitest.unit.config.ts or ` +
+        `unit tier: ${lines.length} call(s) to a container engine; rename these files to <name>.engine.test.ts (vitest.unit.config.ts) or ` +
           `drop the engine from them:\n${lines.join("\n")}\n`,
       );
     }

@@ -1,7 +1,0 @@
-/**
- * Seeded fuzzing of the task validator, shard 1 of 2 (the machinery and what each case checks:
- * tests/support/task-fuzz.ts). Reproduce a failure with EVOLVE_FUZZ_SEED=<seed> (and EVOLVE_FUZZ_CASES=<n>).
- */
-import { describeFuzzShard } from "./support/task-fuzz.ts";
-
-describeFuzzShard(0, 2);
