@@ -48,6 +48,8 @@ for i, url in enumerate(sys.argv[2:]):
 const LOGS_LIMIT = 1024 * 1024;
 /** How long a killed exec's stream may take to close before we stop waiting for it. */
 const KILL_GRACE_MS = 3000;
+/** State reads (20 ms apart) a halted box gets to stop running before halt gives up: 10 s. */
+const HALT_POLLS = 500;
 
 /** The in-container killer for a timed-out exec (argument: the marker). */
 const KILL_SCRIPT = [
@@ -625,6 +627,24 @@ export class RestEngine implements Engine {
     const dirs = missing.map((_, i) => missing.slice(0, i + 1).join("/"));
     const res = await put(at, missing.join("/"), dirs);
     if (res.status === 404) throw new EvolveError("engine_error", `${this.kind}: container ${id} not found for copy into ${dest}`, "");
+  }
+
+  /**
+   * See Engine.halt. Podman's libpod kill with SIGKILL returns once conmon has seen the box's init exit (~30 ms
+   * here); the Docker-compatible kill also waits, but by polling its state every 250 ms, so podman is asked on its
+   * own API. The state is then read back: only a box the engine reports not running counts as halted.
+   */
+  async halt(id: string): Promise<void> {
+    const path = this.kind === "podman" ? `/v4.0.0/libpod/containers/${seg(id)}/kill` : `/containers/${seg(id)}/kill`;
+    // a box that is not running is refused (409 on Docker, 500 "container state improper" on podman): the state says
+    const killed = await this.rest.request("POST", path, { query: { signal: "KILL" }, ok: [404, 409] }).catch((e: unknown) => e);
+    for (let i = 0; ; i++) {
+      const st = await this.inspect(id);
+      if (!st || !st.running) return;
+      if (killed instanceof Error) throw killed;
+      if (i >= HALT_POLLS) throw new EvolveError("engine_error", `${this.kind}: box ${id.slice(0, 12)} still runs after SIGKILL`, "");
+      await new Promise((r) => setTimeout(r, 20));
+    }
   }
 
   /**

@@ -215,6 +215,13 @@ export interface Engine {
   top(id: string, columns: string): Promise<{ titles: string[]; processes: string[][] }>;
   /** Copies a host folder's contents into `containerDir` (created if missing), owned by root. */
   copyIn(id: string, hostDir: string, containerDir: string): Promise<void>;
+  /**
+   * Kills every process of a container (SIGKILL to its init: the kernel ends the rest of its PID namespace, exec'd
+   * processes included) and returns once the engine reports it not running; its file system and logs stay until
+   * `remove`. Cheaper than remove, which also tears down its storage: a trial halts the boxes that mount its folders
+   * before it writes there, and removes them after it settles. Missing is fine.
+   */
+  halt(id: string): Promise<void>;
   /** Stops (if running) and removes a container with its anonymous volumes. Missing is fine. */
   remove(id: string): Promise<void>;
   /** Containers carrying every given label (value "" matches any value). */
