@@ -477,7 +477,11 @@ export class RestEngine implements Engine {
       networks[name] = { ip: String(n?.IPAddress ?? ""), aliases: n?.Aliases ?? [] };
     }
     const pid = Number(st.Pid ?? 0);
-    return { id: String(data.Id), running, exitCode: ended ? Number(st.ExitCode ?? 0) : null, labels: data.Config?.Labels ?? {}, networks, workdir: String(data.Config?.WorkingDir || "/"), user: String(data.Config?.User ?? ""), ...(running && pid > 0 ? { pid } : {}) };
+    const path = ((data.Config?.Env ?? []) as string[]).find((e) => typeof e === "string" && e.startsWith("PATH="))?.slice(5);
+    return {
+      id: String(data.Id), running, exitCode: ended ? Number(st.ExitCode ?? 0) : null, labels: data.Config?.Labels ?? {}, networks, workdir: String(data.Config?.WorkingDir || "/"), user: String(data.Config?.User ?? ""),
+      ...(running && pid > 0 ? { pid } : {}), ...(path !== undefined ? { path } : {}),
+    };
   }
 
   /**

@@ -133,6 +133,8 @@ export interface ContainerState {
   user?: string;
   /** The host pid of the box's main process while it runs (inspect only; meaningful when evolve shares the engine's pid namespace). */
   pid?: number;
+  /** The PATH a plain exec gets: the container's configured one, absent when it sets none (inspect only). */
+  path?: string;
 }
 
 /** What the engine says about one path in a container (Docker's X-Docker-Container-Path-Stat). */
