@@ -17,6 +17,7 @@ import { RestClient, seg } from "./rest.ts";
 import { Demuxer, TailBuffer } from "./stream.ts";
 import { tarDirectory, tarSingleFile } from "./tar.ts";
 import { mapEngineMade, mapWorkdirPath } from "./userns.ts";
+import { ownersInLayer, parseIdMap } from "./layer.ts";
 import { LABEL_MANAGED, MOUNT_HARDENING, type ContainerLogs, type ContainerSpec, type ContainerState, type Engine, type EngineKind, type ExecOptions, type ExecResult, type IdMapping, type ImageInfo, type LogsOptions, type PathStat } from "./types.ts";
 
 /**
@@ -595,6 +596,23 @@ export class RestEngine implements Engine {
     const { data } = await this.rest.json("GET", `/containers/${seg(id)}/changes`);
     const kinds = ["modified", "added", "deleted"] as const;
     return ((data ?? []) as { Path: string; Kind: number }[]).map((c) => ({ path: String(c.Path), kind: kinds[c.Kind] ?? "modified" }));
+  }
+
+  /**
+   * See Engine.changedOwners: rootful podman on overlay only, read by evolve running as root (the storage is root's);
+   * the box's id map is the one podman reports for it. Anything else is undefined: the caller asks the box.
+   */
+  async changedOwners(id: string, paths: readonly string[]): Promise<Map<string, [number, number]> | undefined> {
+    if (this.kind !== "podman" || process.getuid?.() !== 0 || paths.length === 0) return undefined;
+    this.rootless ??= this.rest.json("GET", "/v4.0.0/libpod/info").then(({ data }) => Boolean(data?.host?.security?.rootless));
+    if (await this.rootless.catch(() => true)) return undefined;
+    const { data } = await this.rest.json("GET", `/v4.0.0/libpod/containers/${seg(id)}/json`);
+    const upper = String(data?.GraphDriver?.Data?.UpperDir ?? "");
+    if (data?.GraphDriver?.Name !== "overlay" || !upper.startsWith("/")) return undefined;
+    const uids = parseIdMap(data?.HostConfig?.IDMappings?.UidMap);
+    const gids = parseIdMap(data?.HostConfig?.IDMappings?.GidMap);
+    if (!uids || !gids) return undefined;
+    return ownersInLayer(upper, paths, uids, gids);
   }
 
   async archiveGet(id: string, path: string, onChunk: (chunk: Buffer) => unknown, signal?: AbortSignal): Promise<boolean> {

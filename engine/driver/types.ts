@@ -203,6 +203,13 @@ export interface Engine {
   pathExists(id: string, path: string): Promise<boolean>;
   /** A path's stat as the engine reports it (no process in the box), or undefined when absent. */
   pathStat(id: string, path: string): Promise<PathStat | undefined>;
+  /**
+   * Owners (uid, gid as the box's own `stat` shows them) of paths the box added or modified, read by the host from
+   * the container's own layer with no process in the box and no link followed (layer.ts). A path the layer does not
+   * answer for is absent from the map; undefined where the engine cannot read layers at all (Docker, rootless podman,
+   * evolve not root, a driver without an upper layer): the caller asks the box.
+   */
+  changedOwners(id: string, paths: readonly string[]): Promise<Map<string, [number, number]> | undefined>;
   /** Paths the container added, modified or deleted relative to its image. */
   changes(id: string): Promise<{ path: string; kind: "added" | "modified" | "deleted" }[]>;
   /**
