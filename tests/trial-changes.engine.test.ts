@@ -73,6 +73,28 @@ describe.skipIf(!hasPodman)("keepChangedFiles (needs podman)", () => {
     expect(lstatSync(join(dir, "fs/app/src")).isDirectory()).toBe(true);
   });
 
+  it.runIf(process.getuid?.() === 0)("reads owners from the box's own layer, with no process in the box, as the box's ids in a user namespace", async () => {
+    const execs: string[][] = [];
+    const counted: Engine = Object.assign(Object.create(engine), { exec: (id: string, cmd: string[], o?: object) => (execs.push(cmd), engine.exec(id, cmd, o)) });
+    const mapped = await engine.create({ image: IMAGE, cmd: ["sleep", "infinity"], labels: { [LABEL]: "1" }, network: "none", userns: { hostId: 300000, size: 65536 } });
+    try {
+      await engine.start(mapped);
+      const r = await engine.exec(mapped, ["sh", "-c", SCRIPT], { user: "root" });
+      expect(r.exitCode, r.stderr).toBe(0);
+      for (const id of [box, mapped]) {
+        execs.length = 0;
+        const m = (await keepChangedFiles(counted, id, mkdtempSync(join(tmpdir(), "evolve-kept-")), () => {}))!;
+        const at = (p: string) => m.files.find((f) => f.path === p);
+        expect(at("/app/src/main.py")).toMatchObject({ uid: 1000, gid: 1000 });
+        expect(at("/app/link")).toMatchObject({ type: "symlink", uid: 0, gid: 0 });
+        expect(at("/etc/motd")).toMatchObject({ uid: 0, gid: 0 });
+        expect(execs).toEqual([]);
+      }
+    } finally {
+      await engine.remove(mapped);
+    }
+  });
+
   it("skips, by name and reason, what does not fit under the byte cap", async () => {
     const dir = mkdtempSync(join(tmpdir(), "evolve-kept-cap-"));
     const m = (await keepChangedFiles(engine, box, dir, () => {}, 1000)) as KeptManifest;

@@ -12,7 +12,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { openEngine } from "../engine/engine-choice.ts";
-import type { Engine } from "../engine/driver/types.ts";
+import { LABEL_TRIAL, type Engine } from "../engine/driver/types.ts";
 import { newId, openStore, type Store, type TrialRecord } from "../engine/store/index.ts";
 import { taskDigest } from "../engine/task/digest.ts";
 import { runTrial, settleRemovals } from "../engine/trial/run.ts";
@@ -26,9 +26,22 @@ let home: string;
 let engine: Engine;
 let store: Store;
 const ran = new Map<string, { rec: TrialRecord; dir: string; log: string; ms: number }>();
+const honestTeardown: Teardown[] = [];
+let leftAfterSettle: unknown[] = [];
 
-async function trial(attack: boolean) {
+/** What the trial asked of its engine to end its boxes, with the trial's status and result.json's presence then. */
+type Teardown = { op: "halt" | "remove"; box: string; status?: string; result: boolean };
+
+async function trial(attack: boolean, teardown?: Teardown[]) {
   const id = newId();
+  const dir = join(home, "trials", id);
+  const seen = (op: Teardown["op"], box: string) => teardown?.push({ op, box, status: store.getTrial(id)?.status, result: existsSync(join(dir, "result.json")) });
+  const watched: Engine = teardown
+    ? Object.assign(Object.create(engine), {
+        halt: (box: string) => (seen("halt", box), engine.halt(box)),
+        remove: (box: string) => (seen("remove", box), engine.remove(box)),
+      })
+    : engine;
   const t0 = Date.now();
   const rec = await runTrial(
     {
@@ -41,9 +54,8 @@ async function trial(attack: boolean) {
       // PID_BLOCK (under 4 characters: never redacted) lets the box plant the names around this process's pid
       secrets: { HOSTILE_TOKEN: TOKEN, ATTACK: attack ? "1" : "0", PID_BLOCK: String(Math.floor(process.pid / 10000)) },
     },
-    { engine, store },
+    { engine: watched, store },
   );
-  const dir = join(home, "trials", id);
   return { rec, dir, log: readFileSync(join(dir, "trial.log"), "utf8"), ms: Date.now() - t0 };
 }
 
@@ -60,9 +72,11 @@ describe.skipIf(!hasPodman)("a hostile agent against evolve's persist", () => {
     home = mkdtempSync(join(tmpdir(), "evolve-persist-"));
     engine = await openEngine({ home });
     store = openStore(home);
-    const [hostile, honest] = await Promise.all([trial(true), trial(false)]);
+    const [hostile, honest] = await Promise.all([trial(true), trial(false, honestTeardown)]);
     ran.set("hostile", hostile);
     ran.set("honest", honest);
+    await settleRemovals();
+    leftAfterSettle = await engine.list({ [LABEL_TRIAL]: honest.rec.id });
   }, 400_000);
 
   afterAll(async () => {
@@ -118,5 +132,18 @@ describe.skipIf(!hasPodman)("a hostile agent against evolve's persist", () => {
     expect(log).not.toMatch(/evolve-redact-\d|EEXIST|TrialPersistError/);
     expect(log + JSON.stringify(rec) + JSON.stringify(skipped)).not.toContain(TOKEN);
     expect(JSON.stringify(skipped)).not.toMatch(new RegExp(`\\b${process.pid}\\b`));
+  });
+
+  it("halts the box before persist writes into its folders, and removes it only once the record has settled", () => {
+    const halted = honestTeardown.filter((t) => t.op === "halt");
+    expect(halted).toHaveLength(1);
+    // no process of the box is left when the sweep and result.json come; the trial is not settled yet
+    expect(halted[0]).toMatchObject({ status: "SCORING", result: false });
+    // the box's removal (its storage torn down) is off the trial's critical path: after SCORED and result.json
+    const removed = honestTeardown.filter((t) => t.op === "remove" && t.box === halted[0].box);
+    expect(removed).toEqual([{ op: "remove", box: halted[0].box, status: "SCORED", result: true }]);
+    expect(honestTeardown.indexOf(removed[0])).toBeGreaterThan(honestTeardown.indexOf(halted[0]));
+    // and settleRemovals (the job runner's last step) leaves nothing of the trial behind
+    expect(leftAfterSettle).toEqual([]);
   });
 });

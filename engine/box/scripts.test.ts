@@ -10,7 +10,7 @@ import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { TrialFailure } from "../outcome.ts";
 import {
-  BoxScripts, parseProbe, parseShebang, planScript, preArtifactsScript, probeBox, probeCommand, programsToProbe, readShebang, setupScript,
+  BoxScripts, DEFAULT_BOX_PATH, parseProbe, parseShebang, planScript, preArtifactsScript, probeBox, probeCommand, programsToProbe, readShebang, statProbe, setupScript,
   shebangProgram, shellQuote, SHEBANG_MAX_BYTES, testScript, type BoxPrograms,
 } from "./scripts.ts";
 
@@ -126,6 +126,55 @@ describe("one probe per box", () => {
     expect(f.message).toMatch(/tests\/env\.sh starts with #!\/usr\/bin\/env evolve-no-such-program, and the box has no evolve-no-such-program/);
     expect(f.message).toMatch(/tests\/path\.sh/);
     expect(() => scripts.command(notExec, "/x")).toThrow(/not among the scripts/);
+  });
+
+  // what podman's stat (HEAD /containers/{id}/archive) answers on Debian: Go file modes, a link's target resolved
+  const LINK = 2 ** 27;
+  const DIR = 2 ** 31;
+  const debian: Record<string, { mode: number; linkTarget: string }> = {
+    "/usr/bin/bash": { mode: 0o755, linkTarget: "/usr/bin/bash" },
+    "/usr/bin/dash": { mode: 0o755, linkTarget: "/usr/bin/dash" },
+    "/usr/bin/sh": { mode: LINK + 0o777, linkTarget: "/usr/bin/dash" },
+    "/bin/sh": { mode: LINK + 0o777, linkTarget: "/usr/bin/dash" },
+    "/bin/bash": { mode: 0o755, linkTarget: "/usr/bin/bash" },
+    "/usr/bin/notes": { mode: 0o644, linkTarget: "/usr/bin/notes" },
+    "/usr/local/sbin/tool": { mode: 0o700, linkTarget: "/usr/local/sbin/tool" },
+    "/usr/local/bin/py": { mode: DIR + 0o755, linkTarget: "/usr/local/bin/py" },
+    "/usr/bin/dangling": { mode: LINK + 0o777, linkTarget: "/usr/bin/gone" },
+  };
+  const statOf = (asked: string[]) => async (p: string) => (asked.push(p), debian[p]);
+
+  it("finds the programs by the engine's stat, with no process in the box, when every one is there", async () => {
+    const asked: string[] = [];
+    expect(await statProbe(["bash", "sh", "/bin/sh"], DEFAULT_BOX_PATH, statOf(asked))).toEqual({ present: new Set(["bash", "sh", "/bin/sh"]), noShell: false });
+    // a link is followed to its target, which the engine resolved; the usual folders are asked first: a stat or two each
+    expect(asked).toContain("/usr/bin/dash");
+    expect(asked.length).toBeLessThanOrEqual(5);
+    // a name is looked for on every folder of PATH
+    expect(await statProbe(["tool"], DEFAULT_BOX_PATH, statOf([]))).toEqual({ present: new Set(["tool"]), noShell: false });
+    // the box's own PATH is the one searched
+    expect(await statProbe(["sh"], "/opt/none", statOf([]))).toBeUndefined();
+  });
+
+  it("leaves a program it does not find to the exec probe: missing, not executable, a folder, a dangling link", async () => {
+    for (const p of ["evolve-no-such-program", "notes", "/usr/bin/notes", "py", "dangling", "/usr/bin/dangling"]) {
+      expect(await statProbe(["bash", p], DEFAULT_BOX_PATH, statOf([])), p).toBeUndefined();
+    }
+  });
+
+  it("asks the box by exec only when the stat probe did not find everything", async () => {
+    const shell = script("quick.sh", "#!/bin/bash\necho hi\n");
+    const calls: string[][] = [];
+    const exec = (argv: string[]) => (calls.push(argv), hostExec(argv));
+    const quick = (programs: readonly string[]) => statProbe(programs, DEFAULT_BOX_PATH, statOf([]));
+    expect((await probeBox([shell], exec, quick)).command(shell, "/tests/test.sh")).toBe("bash /tests/test.sh");
+    expect(calls).toHaveLength(0);
+    const python = script("quick.py", "#!/usr/bin/python3\n");
+    await probeBox([shell, python], exec, quick);
+    expect(calls).toHaveLength(1);
+    // a stat that fails is no answer either: the exec gives it
+    await probeBox([shell], exec, () => Promise.reject(new Error("engine gone")));
+    expect(calls).toHaveLength(2);
   });
 
   it("reads a box without sh (the probe exits 127) as one that can run nothing", () => {

@@ -5,7 +5,8 @@
  * than a shell (python3, perl, node) is not a shell script: it runs with that interpreter or not at all, since bash or
  * sh would only run it into a syntax error that reads like the verifier's fault (no reward file).
  *
- * Each box is probed once, with one exec that asks which of the programs these scripts could need exist
+ * Each box is probed once: the engine's stat of the box's file system finds the programs these scripts could need
+ * without a process in the box (statProbe), and when it does not find them all, one exec asks the box which exist
  * (probeCommand); the `#!` lines are read host-side from the task's files (readShebang, bounded). This module runs
  * nothing itself: the caller passes the exec, so the choice is the same for a trial's boxes and a regrade's and is
  * unit-tested without an engine. A script nothing in the box can run fails before it is due, as the deterministic
@@ -125,6 +126,50 @@ export function parseProbe(r: { exitCode: number; stdout: string }, asked: reado
   return { present: new Set(asked.filter((p) => printed.has(p))), noShell: false };
 }
 
+/** The PATH an exec gets in a box whose container sets none (podman's and Docker's default). */
+export const DEFAULT_BOX_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
+/** A path's stat as the engine reports it (driver PathStat): Go's os.FileMode bits, the link's resolved target. */
+export interface ProgramStat {
+  mode: number;
+  linkTarget: string;
+}
+
+// Go's os.FileMode type bits (bit 19 and up): dir 31, symlink 27, device 26, pipe 25, socket 24, char device 21, irregular 19
+const TYPE_SHIFT = 2 ** 19;
+const LINK = 1 << (27 - 19);
+const NOT_REGULAR = (1 << (31 - 19)) | LINK | (1 << (26 - 19)) | (1 << (25 - 19)) | (1 << (24 - 19)) | (1 << (21 - 19)) | 1;
+const typeBits = (mode: number) => Math.floor(mode / TYPE_SHIFT);
+/** Where shells live in nearly every image (/bin is a link to /usr/bin in merged-/usr ones). */
+const USUAL_DIRS = new Set(["/usr/bin", "/bin"]);
+
+/**
+ * What a box has of `programs`, from the engine's stat of its file system: no process runs in the box, where the exec
+ * probe costs a runtime process (~0.1 s on podman). A name is looked for in each absolute folder of `path` (the
+ * box's PATH), a path as given; it is there when it is, after links, a regular file with an execute bit, which
+ * `command -v` and `[ -f ] && [ -x ]` (as box root) would find too. Undefined unless every program is found: only
+ * the exec probe is the last word on a missing one (a shell function, a relative PATH entry, a box without sh).
+ */
+export async function statProbe(programs: readonly string[], path: string, stat: (p: string) => Promise<ProgramStat | undefined>): Promise<BoxPrograms | undefined> {
+  const runnable = async (p: string): Promise<boolean> => {
+    let st = await stat(p);
+    // the engine gives a link's own mode and its target resolved inside the box: the target's is what runs
+    if (st && typeBits(st.mode) & LINK) st = st.linkTarget.startsWith("/") ? await stat(st.linkTarget) : undefined;
+    return st !== undefined && (typeBits(st.mode) & NOT_REGULAR) === 0 && (st.mode & 0o111) !== 0;
+  };
+  // where a name is found does not matter, only whether: the usual folders first, one stat at a time (the engine
+  // answers a box's stats one after another anyway), so a Debian box costs a stat or two per program
+  const dirs = [...new Set(path.split(":").filter((d) => d.startsWith("/")).map((d) => d.replace(/\/+$/, "") || "/"))];
+  dirs.sort((a, b) => Number(USUAL_DIRS.has(b)) - Number(USUAL_DIRS.has(a)));
+  const onPath = async (name: string) => {
+    for (const d of dirs) if (await runnable(`${d === "/" ? "" : d}/${name}`)) return true;
+    return false;
+  };
+  const found = await Promise.all(programs.map((p) => (p.includes("/") ? runnable(p) : onPath(p))));
+  if (found.includes(false)) return undefined;
+  return { present: new Set(programs), noShell: false };
+}
+
 /** How one script runs in a box: the interpreter's argv (the script's box path goes after it), or why it cannot. */
 export type ScriptPlan = { argv: string[] } | { missing: string; message: string };
 
@@ -200,9 +245,13 @@ export class BoxScripts {
 export async function probeBox(
   scripts: readonly TaskScript[],
   exec: (argv: string[]) => Promise<{ exitCode: number; stdout: string }>,
+  quick?: (programs: readonly string[]) => Promise<BoxPrograms | undefined>,
 ): Promise<BoxScripts> {
   const read = await Promise.all(scripts.map(async (script) => ({ script, shebang: await readShebang(script.host) })));
   const programs = programsToProbe(read.map((r) => r.shebang));
+  // `quick` (statProbe) answers when it finds every program; the exec answers otherwise
+  const known = await quick?.(programs).catch(() => undefined);
+  if (known) return new BoxScripts(read, known);
   const r = await exec(probeCommand(programs));
   return new BoxScripts(read, parseProbe(r, programs));
 }

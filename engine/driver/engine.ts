@@ -17,6 +17,7 @@ import { RestClient, seg } from "./rest.ts";
 import { Demuxer, TailBuffer } from "./stream.ts";
 import { tarDirectory, tarSingleFile } from "./tar.ts";
 import { mapEngineMade, mapWorkdirPath } from "./userns.ts";
+import { ownersInLayer, parseIdMap } from "./layer.ts";
 import { LABEL_MANAGED, MOUNT_HARDENING, type ContainerLogs, type ContainerSpec, type ContainerState, type Engine, type EngineKind, type ExecOptions, type ExecResult, type IdMapping, type ImageInfo, type LogsOptions, type PathStat } from "./types.ts";
 
 /**
@@ -48,6 +49,8 @@ for i, url in enumerate(sys.argv[2:]):
 const LOGS_LIMIT = 1024 * 1024;
 /** How long a killed exec's stream may take to close before we stop waiting for it. */
 const KILL_GRACE_MS = 3000;
+/** State reads (20 ms apart) a halted box gets to stop running before halt gives up: 10 s. */
+const HALT_POLLS = 500;
 
 /** The in-container killer for a timed-out exec (argument: the marker). */
 const KILL_SCRIPT = [
@@ -475,7 +478,11 @@ export class RestEngine implements Engine {
       networks[name] = { ip: String(n?.IPAddress ?? ""), aliases: n?.Aliases ?? [] };
     }
     const pid = Number(st.Pid ?? 0);
-    return { id: String(data.Id), running, exitCode: ended ? Number(st.ExitCode ?? 0) : null, labels: data.Config?.Labels ?? {}, networks, workdir: String(data.Config?.WorkingDir || "/"), user: String(data.Config?.User ?? ""), ...(running && pid > 0 ? { pid } : {}) };
+    const path = ((data.Config?.Env ?? []) as string[]).find((e) => typeof e === "string" && e.startsWith("PATH="))?.slice(5);
+    return {
+      id: String(data.Id), running, exitCode: ended ? Number(st.ExitCode ?? 0) : null, labels: data.Config?.Labels ?? {}, networks, workdir: String(data.Config?.WorkingDir || "/"), user: String(data.Config?.User ?? ""),
+      ...(running && pid > 0 ? { pid } : {}), ...(path !== undefined ? { path } : {}),
+    };
   }
 
   /**
@@ -591,6 +598,23 @@ export class RestEngine implements Engine {
     return ((data ?? []) as { Path: string; Kind: number }[]).map((c) => ({ path: String(c.Path), kind: kinds[c.Kind] ?? "modified" }));
   }
 
+  /**
+   * See Engine.changedOwners: rootful podman on overlay only, read by evolve running as root (the storage is root's);
+   * the box's id map is the one podman reports for it. Anything else is undefined: the caller asks the box.
+   */
+  async changedOwners(id: string, paths: readonly string[]): Promise<Map<string, [number, number]> | undefined> {
+    if (this.kind !== "podman" || process.getuid?.() !== 0 || paths.length === 0) return undefined;
+    this.rootless ??= this.rest.json("GET", "/v4.0.0/libpod/info").then(({ data }) => Boolean(data?.host?.security?.rootless));
+    if (await this.rootless.catch(() => true)) return undefined;
+    const { data } = await this.rest.json("GET", `/v4.0.0/libpod/containers/${seg(id)}/json`);
+    const upper = String(data?.GraphDriver?.Data?.UpperDir ?? "");
+    if (data?.GraphDriver?.Name !== "overlay" || !upper.startsWith("/")) return undefined;
+    const uids = parseIdMap(data?.HostConfig?.IDMappings?.UidMap);
+    const gids = parseIdMap(data?.HostConfig?.IDMappings?.GidMap);
+    if (!uids || !gids) return undefined;
+    return ownersInLayer(upper, paths, uids, gids);
+  }
+
   async archiveGet(id: string, path: string, onChunk: (chunk: Buffer) => unknown, signal?: AbortSignal): Promise<boolean> {
     const res = await this.rest.request("GET", `/containers/${seg(id)}/archive`, { query: { path }, ok: [404], onData: onChunk, signal, timeoutMs: 0 });
     return res.status !== 404;
@@ -625,6 +649,24 @@ export class RestEngine implements Engine {
     const dirs = missing.map((_, i) => missing.slice(0, i + 1).join("/"));
     const res = await put(at, missing.join("/"), dirs);
     if (res.status === 404) throw new EvolveError("engine_error", `${this.kind}: container ${id} not found for copy into ${dest}`, "");
+  }
+
+  /**
+   * See Engine.halt. Podman's libpod kill with SIGKILL returns once conmon has seen the box's init exit (~30 ms
+   * here); the Docker-compatible kill also waits, but by polling its state every 250 ms, so podman is asked on its
+   * own API. The state is then read back: only a box the engine reports not running counts as halted.
+   */
+  async halt(id: string): Promise<void> {
+    const path = this.kind === "podman" ? `/v4.0.0/libpod/containers/${seg(id)}/kill` : `/containers/${seg(id)}/kill`;
+    // a box that is not running is refused (409 on Docker, 500 "container state improper" on podman): the state says
+    const killed = await this.rest.request("POST", path, { query: { signal: "KILL" }, ok: [404, 409] }).catch((e: unknown) => e);
+    for (let i = 0; ; i++) {
+      const st = await this.inspect(id);
+      if (!st || !st.running) return;
+      if (killed instanceof Error) throw killed;
+      if (i >= HALT_POLLS) throw new EvolveError("engine_error", `${this.kind}: box ${id.slice(0, 12)} still runs after SIGKILL`, "");
+      await new Promise((r) => setTimeout(r, 20));
+    }
   }
 
   /**

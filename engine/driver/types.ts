@@ -133,6 +133,8 @@ export interface ContainerState {
   user?: string;
   /** The host pid of the box's main process while it runs (inspect only; meaningful when evolve shares the engine's pid namespace). */
   pid?: number;
+  /** The PATH a plain exec gets: the container's configured one, absent when it sets none (inspect only). */
+  path?: string;
 }
 
 /** What the engine says about one path in a container (Docker's X-Docker-Container-Path-Stat). */
@@ -201,6 +203,13 @@ export interface Engine {
   pathExists(id: string, path: string): Promise<boolean>;
   /** A path's stat as the engine reports it (no process in the box), or undefined when absent. */
   pathStat(id: string, path: string): Promise<PathStat | undefined>;
+  /**
+   * Owners (uid, gid as the box's own `stat` shows them) of paths the box added or modified, read by the host from
+   * the container's own layer with no process in the box and no link followed (layer.ts). A path the layer does not
+   * answer for is absent from the map; undefined where the engine cannot read layers at all (Docker, rootless podman,
+   * evolve not root, a driver without an upper layer): the caller asks the box.
+   */
+  changedOwners(id: string, paths: readonly string[]): Promise<Map<string, [number, number]> | undefined>;
   /** Paths the container added, modified or deleted relative to its image. */
   changes(id: string): Promise<{ path: string; kind: "added" | "modified" | "deleted" }[]>;
   /**
@@ -215,6 +224,13 @@ export interface Engine {
   top(id: string, columns: string): Promise<{ titles: string[]; processes: string[][] }>;
   /** Copies a host folder's contents into `containerDir` (created if missing), owned by root. */
   copyIn(id: string, hostDir: string, containerDir: string): Promise<void>;
+  /**
+   * Kills every process of a container (SIGKILL to its init: the kernel ends the rest of its PID namespace, exec'd
+   * processes included) and returns once the engine reports it not running; its file system and logs stay until
+   * `remove`. Cheaper than remove, which also tears down its storage: a trial halts the boxes that mount its folders
+   * before it writes there, and removes them after it settles. Missing is fine.
+   */
+  halt(id: string): Promise<void>;
   /** Stops (if running) and removes a container with its anonymous volumes. Missing is fine. */
   remove(id: string): Promise<void>;
   /** Containers carrying every given label (value "" matches any value). */

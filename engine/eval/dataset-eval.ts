@@ -181,7 +181,7 @@ export function traceHas(home: string, trialId: string, marker: string): boolean
   return false;
 }
 
-/** Whether the agent's stdout (box-written: read through boxfs, bounded) contains `marker`. */
+/** Whether the agent's stdout (box-written: read through box/fs.ts, bounded) contains `marker`. */
 async function stdoutHas(home: string, trialId: string, marker: string, stdoutName?: string): Promise<boolean> {
   if (!stdoutName) return false;
   const agentDir = trialPaths(trialDir(home, trialId)).agent;

@@ -3,7 +3,7 @@
  * platform-trial-outputs.md "The trial directory") and what a job folder, `job export` and `job download` hold per
  * trial (profile "job": that, plus lock.json, trial.log, the raw verifier folder, steps/, the home byte for byte and
  * artifacts/ with manifest.json). Read from the store's record (status, rewards, spend, exception: the truth) and
- * the trial's folder; every file a box could have written is read through boxfs.ts (no link followed, regular
+ * the trial's folder; every file a box could have written is read through box/fs.ts (no link followed, regular
  * files inside the trial folder only). A file the trial never produced is absent, never empty.
  */
 import { createHash } from "node:crypto";
@@ -38,7 +38,7 @@ export interface TreePlace {
   trialsDir: string;
 }
 
-/** A regular file's bytes and mode from a trial folder (boxfs.ts rules); undefined when absent, refused or too large. */
+/** A regular file's bytes and mode from a trial folder (box/fs.ts rules); undefined when absent, refused or too large. */
 async function readTreeFile(root: string, path: string, warn: (m: string) => void): Promise<{ data: Buffer; mode: number } | undefined> {
   let fh;
   try {

@@ -19,7 +19,7 @@ import { EvolveError } from "../errors.ts";
 import { TrialFailure } from "../outcome.ts";
 import { boxMounts, BOX_ROOT } from "../box/layout.ts";
 import { formatDuration } from "../duration.ts";
-import { probeBox, type BoxScripts, type TaskScript } from "../box/scripts.ts";
+import { DEFAULT_BOX_PATH, probeBox, statProbe, type BoxScripts, type TaskScript } from "../box/scripts.ts";
 
 /** The image tag of a compose service a task builds: per task content (compose.ts). */
 export function taskImageTag(digest: string, kind: "task" | "verifier" = "task"): string {
@@ -265,7 +265,13 @@ export async function probeLiveBox(
   scripts: readonly TaskScript[],
   exec: (argv: string[]) => Promise<{ exitCode: number; stdout: string }>,
 ): Promise<BoxScripts> {
-  const first = await probeBox(scripts, exec);
+  // the engine's stat answers without a process in the box when it finds every program (scripts.ts statProbe); a box
+  // that is not running is left to the exec, whose failure says why
+  const quick = async (programs: readonly string[]) => {
+    const st = await engine.inspect(id);
+    return st?.running ? statProbe(programs, st.path ?? DEFAULT_BOX_PATH, (p) => engine.pathStat(id, p)) : undefined;
+  };
+  const first = await probeBox(scripts, exec, quick);
   if (!first.programs.noShell) return first;
   await requireRunning(engine, id, "while evolve probed the box");
   await new Promise((r) => setTimeout(r, 500));

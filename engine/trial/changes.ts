@@ -480,12 +480,16 @@ async function writeKept(root: string, path: string, data: Buffer, made: Set<str
 }
 
 /**
- * Owners of `paths` in the box, from `stat` execs of at most ~64 KiB of arguments each (a long path list would pass
- * the exec's argument limit). The archive cannot say: podman's archive GET rewrites every owner to the caller. Paths
- * stat cannot read (or a box without sh/stat) keep the archive's owner.
+ * Owners of `paths` in the box. The archive cannot say: podman's archive GET rewrites every owner to the caller. The
+ * engine reads them from the box's own layer where it can (no process in the box, no link followed: driver
+ * layer.ts); the rest come from `stat` execs of at most ~64 KiB of arguments each (a long path list would pass the
+ * exec's argument limit). Paths neither can read (or a box without sh/stat) keep the archive's owner.
  */
-async function ownersOf(engine: Engine, id: string, paths: string[]): Promise<Map<string, [number, number]>> {
+async function ownersOf(engine: Engine, id: string, all: string[]): Promise<Map<string, [number, number]>> {
   const out = new Map<string, [number, number]>();
+  const fromLayer = await engine.changedOwners(id, all).catch(() => undefined);
+  for (const [p, o] of fromLayer ?? []) out.set(p, o);
+  const paths = fromLayer ? all.filter((p) => !fromLayer.has(p)) : all;
   for (let i = 0; i < paths.length; ) {
     const batch: string[] = [];
     let bytes = 0;

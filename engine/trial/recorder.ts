@@ -306,9 +306,9 @@ export abstract class TrialRecorder {
   }
 
   /**
-   * Ends the persist phase the same way for every run: once every box that mounts the trial's folders is gone
-   * (`boxesGone`), the tree is made inert (boxfs.ts defuseTree) and redacted; then `write` writes the run's own
-   * files. A tree that cannot be written is said in the verdict (a full disk is DiskFullError and takes the reward
+   * Ends the persist phase the same way for every run: once no process of any box that mounts the trial's folders
+   * is left (each halted or removed: `boxesGone`), the tree is made inert (box/fs.ts) and redacted; then
+   * `write` writes the run's own files. A tree that cannot be written is said in the verdict (a full disk is DiskFullError and takes the reward
    * with it: it explains whatever the run saw), and the record settles with the verdict and `fields`.
    */
   protected async finishPersist(

@@ -427,25 +427,32 @@ class TrialRun extends TrialRecorder implements TrialRoom {
     // the kept tree (`trial files` after the run, `trial regrade`): what the run changed, copied out before the box goes
     if (this.agentBox && !this.keptTaken && !isStopped(status)) await keepChangedFiles(this.engine, this.agentBox, this.path, (l) => this.log(l));
     if (this.agentBox) await this.keepBoxLog(this.agentBox);
-    // every box that mounts a trial folder is gone before evolve writes into those folders (box/fs.ts)
-    const boxesGone = await this.removeMountedBoxes();
-    this.scheduleRemoval();
-    const spent = await this.settleSpend();
-    const finished = now();
-    const rec = await this.finishPersist(span, verdict, {
-      boxesGone,
-      finishedAt: finished,
-      fields: { step_results: steps?.map((s) => ({ ...s })), ...spent.fields },
-      write: async (reward) => {
-        // without a config.json (the task could not be read) the outcome says only what is known
-        const config = this.configFile ?? trialConfigFile(this.req);
-        const agentInfo = boxesGone ? await this.settleHarness() : undefined;
-        await writeResult(this.path, this.outcome({ config, status, rewards, reward, exception, finishedAt: finished, stepResults: steps, agentUsage: spent.agentUsage, agentInfo }));
-        if (!this.configFile) return;
-        await writeEvolveJson(this.path, { ...spent.fields, retry_of: this.rec.retry_of, regrade_of: this.rec.regrade_of });
-      },
-    });
-    this.lease?.forget();
+    // every box that mounts a trial folder has no process left before evolve writes into those folders (box/fs.ts);
+    // removing them (their storage torn down, ~0.1 s each on podman) waits until the record has settled
+    const boxesGone = await this.haltMountedBoxes();
+    let rec: TrialRecord;
+    try {
+      const spent = await this.settleSpend();
+      const finished = now();
+      rec = await this.finishPersist(span, verdict, {
+        boxesGone,
+        finishedAt: finished,
+        fields: { step_results: steps?.map((s) => ({ ...s })), ...spent.fields },
+        write: async (reward) => {
+          // without a config.json (the task could not be read) the outcome says only what is known
+          const config = this.configFile ?? trialConfigFile(this.req);
+          const agentInfo = boxesGone ? await this.settleHarness() : undefined;
+          await writeResult(this.path, this.outcome({ config, status, rewards, reward, exception, finishedAt: finished, stepResults: steps, agentUsage: spent.agentUsage, agentInfo }));
+          if (!this.configFile) return;
+          await writeEvolveJson(this.path, { ...spent.fields, retry_of: this.rec.retry_of, regrade_of: this.rec.regrade_of });
+        },
+      });
+      this.lease?.forget();
+    } finally {
+      // every box and network of the trial, once the record has settled; settleRemovals awaits them (the job
+      // runner does before it exits)
+      this.scheduleRemoval();
+    }
     return rec;
   }
 
@@ -659,15 +666,19 @@ class TrialRun extends TrialRecorder implements TrialRoom {
 
 
   /**
-   * Removes (and awaits) the boxes that mount the trial's folders; false when one may still be alive. The task's
-   * other services, the relay and the proxy mount nothing and go with scheduleRemoval.
+   * Halts (and awaits) the boxes that mount the trial's folders: not one of their processes is left to write there;
+   * false when one may still be alive. A box the engine cannot halt is removed instead. They, the task's other
+   * services, the relay and the proxy (which mount nothing) are removed by scheduleRemoval.
    */
-  private async removeMountedBoxes(): Promise<boolean> {
+  private async haltMountedBoxes(): Promise<boolean> {
     let ok = true;
     for (const id of [...this.mountedBoxes]) {
       try {
-        await this.engine.remove(id);
-        this.boxes.delete(id);
+        await this.engine.halt(id).catch(async (e: unknown) => {
+          this.log(`could not halt box ${id.slice(0, 12)} (${firstLine(e)}); removing it`);
+          await this.engine.remove(id);
+          this.boxes.delete(id);
+        });
         this.mountedBoxes.delete(id);
       } catch (e) {
         ok = false;

@@ -3,6 +3,7 @@
  * limits, builds and networks against a real daemon. tests/driver.engine.test.ts runs it on podman and tests/docker.engine.test.ts
  * on Docker. Every container, network and image carries the run's label and is removed at the end.
  */
+import { spawnSync } from "node:child_process";
 import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -256,6 +257,26 @@ function suite(kind: EngineKind): void {
       }
       expect(st).toMatchObject({ running: false, exitCode: 4 });
       await engine.remove(exited);
+    });
+
+    it("halts a box: every process ends, exec'd and detached ones too, and the box stays until it is removed", async () => {
+      const id = await box();
+      const mark = `halt-${RUN}`;
+      // a process an exec left behind, detached from it, in its own session
+      await engine.exec(id, ["sh", "-c", `setsid bash -c 'exec -a ${mark} sleep 1000' </dev/null >/dev/null 2>&1 &`]);
+      const onHost = () => spawnSync("pgrep", ["-f", mark], { encoding: "utf8" }).stdout.trim();
+      for (let i = 0; i < 100 && onHost() === ""; i++) await new Promise((r) => setTimeout(r, 20));
+      expect(onHost()).not.toBe("");
+      await engine.halt(id);
+      // nothing of the box runs the moment halt returns: no state polled for, no process left on the host
+      expect(await engine.inspect(id)).toMatchObject({ running: false });
+      expect(onHost()).toBe("");
+      // its file system and its own output are still there to read
+      expect(await engine.pathExists(id, "/etc/hostname")).toBe(true);
+      await engine.halt(id);
+      await engine.remove(id);
+      expect(await engine.inspect(id)).toBeUndefined();
+      await engine.halt(id);
     });
 
     it("a missing image is a clear error naming it", async () => {
