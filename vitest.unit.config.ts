@@ -52,6 +52,8 @@ export const ENGINE_TESTS = [
   "tests/trial-run.test.ts",
   "tests/task-shapes.test.ts",
   "tests/trial-userns.test.ts",
+  // not an engine but a browser: the dashboard in Debian's chromium (playwright-core)
+  "tests/dashboard-browser.test.ts",
   // not an engine but the network: it pulls from the npm registry
   "tests/vendor-net.test.ts",
   // not an engine but the real claude and codex binaries, seconds per run: the full suite's

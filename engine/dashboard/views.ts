@@ -18,7 +18,7 @@ const NAV: [string, string][] = [
 export function page(title: string, current: string, body: Safe): string {
   return h`<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
-<title>${title} · evolve</title><style>${raw(CSS)}</style><script src="/assets/app.js" defer></script></head>
+<link rel="icon" href="data:,"><title>${title} · evolve</title><style>${raw(CSS)}</style><script src="/assets/app.js" defer></script></head>
 <body><a class="sr-only" href="#main">Skip to content</a>
 <header class="top"><a href="/jobs">evolve</a><nav aria-label="Pages">${NAV.map(([href, label]) => h` <a href="${href}"${current === href ? raw(' aria-current="page"') : ""}>${label}</a>`)}</nav></header>
 <main id="main">${body}</main></body></html>`.text;
