@@ -130,6 +130,7 @@ describe("trial viewer", () => {
     expect(body).not.toContain('data-seq="200"'); // the rest comes on scroll
     expect(body).toContain("1 passed"); // the verifier log
     expect(body).toContain("STEP 1/3 FROM debian");
+    expect(body).toContain("Agent: claude-code.txt");
     expect(body).toContain("/app/main.py");
     expect(body).toContain("deleted");
     expect(body).toMatch(/agent 8\.0s/);

@@ -4,6 +4,7 @@
  * page and `evolve … --json` never disagree. A hono sub-app with no auth of its own: `evolve serve` mounts it at `/`
  * behind the API's middleware. Every path parameter is checked before the store sees it; every value is escaped.
  */
+import { readdirSync } from "node:fs";
 import { join } from "node:path";
 import { Hono, type Context } from "hono";
 import { streamSSE } from "hono/streaming";
@@ -187,7 +188,7 @@ ${logBlock("Verifier log", await readLog(dir, join(TRIAL.verifier, TRIAL.testStd
 ${more ? h`<p><a id="trace-more" href="/trials/${t.id}/events?after=${lastSeq}">Load more events</a></p>` : ""}</section>
 <section id="files" aria-labelledby="files-h"><h2 id="files-h">Files the run changed</h2>${await filesTable(dir, t.id)}</section>
 <section id="logs" aria-labelledby="logs-h"><h2 id="logs-h">Logs</h2>
-${logBlock("Setup (image builds)", await readLog(dir, TRIAL.setup))}${logBlock("Box", await readLog(dir, TRIAL.box))}${logBlock("Agent", await agentLog(dir))}${logBlock("Trial", await readLog(dir, TRIAL.log))}</section>`;
+${logBlock("Setup (image builds)", await readLog(dir, TRIAL.setup))}${logBlock("Box", await readLog(dir, TRIAL.box))}${await agentLogs(dir).then((logs) => (logs.length === 0 ? logBlock("Agent", undefined) : logs.map((l) => logBlock(`Agent: ${l.name}`, l.text))))}${logBlock("Trial", await readLog(dir, TRIAL.log))}</section>`;
     return html(c, page(`Trial ${t.id}`, "/jobs", body));
   });
 
@@ -467,13 +468,31 @@ async function readLog(dir: string, rel: string): Promise<string | undefined> {
   }
 }
 
-/** The agent's own output: its stdout file when the harness wrote one (`agent/*.txt`), else nothing. */
-async function agentLog(dir: string): Promise<string | undefined> {
-  for (const name of ["stdout.txt", "agent.txt", "output.txt", "command-0/stdout.txt"]) {
-    const s = await readLog(dir, join(TRIAL.agent, name));
-    if (s !== undefined) return s;
+/** How many of the agent folder's files the viewer shows, and which kinds (its streams and logs, not its trajectory). */
+const AGENT_LOGS = 6;
+const AGENT_LOG_RE = /\.(txt|log)$/;
+
+/**
+ * The agent's own output: the text files the harness wrote at the top of `agent/` (its stdout and stderr streams,
+ * by whatever name the harness gives them), each its end, at most AGENT_LOGS of them.
+ */
+async function agentLogs(dir: string): Promise<{ name: string; text: string }[]> {
+  let names: string[];
+  try {
+    names = readdirSync(join(dir, TRIAL.agent), { withFileTypes: true })
+      .filter((e) => e.isFile() && AGENT_LOG_RE.test(e.name))
+      .map((e) => e.name)
+      .sort()
+      .slice(0, AGENT_LOGS);
+  } catch {
+    return [];
   }
-  return undefined;
+  const out: { name: string; text: string }[] = [];
+  for (const name of names) {
+    const text = await readLog(dir, join(TRIAL.agent, name));
+    if (text !== undefined) out.push({ name, text });
+  }
+  return out;
 }
 
 function logBlock(title: string, s: string | undefined): Safe {

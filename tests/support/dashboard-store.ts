@@ -113,6 +113,8 @@ export function dashboardFixture(): DashboardFixture {
   writeFileSync(join(dir, "verifier", "test-stdout.txt"), `1 passed ${HOSTILE}\n`);
   writeFileSync(join(dir, "setup.log"), "STEP 1/3 FROM debian\n");
   writeFileSync(join(dir, "trial.log"), "trial started\n");
+  mkdirSync(join(dir, "agent"), { recursive: true });
+  writeFileSync(join(dir, "agent", "claude-code.txt"), `{"type":"result"} ${HOSTILE}\n`);
   mkdirSync(join(dir, "fs", "app"), { recursive: true });
   writeFileSync(join(dir, "fs", "app", "main.py"), 'print("fixed")\n');
   writeFileSync(
