@@ -19,7 +19,8 @@ a { color:var(--acc) }
 :focus-visible { outline:3px solid var(--acc); outline-offset:2px }
 table { border-collapse:collapse; width:100%; margin:.5rem 0 1rem }
 th, td { text-align:left; padding:.3rem .5rem; border-bottom:1px solid var(--line); vertical-align:top }
-th { font-weight:600; font-size:.85rem; text-transform:uppercase; letter-spacing:.03em }
+th { font-weight:600 }
+thead th { font-size:.85rem; text-transform:uppercase; letter-spacing:.03em }
 td.num, th.num { text-align:right; font-variant-numeric:tabular-nums }
 .mut { color:var(--mut) }
 .status { font-weight:600; white-space:nowrap }
