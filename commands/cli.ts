@@ -305,6 +305,13 @@ export function buildProgram(version: string, setExit: (code: number) => void, a
     .addHelpText("after", examples(["evolve trajectory validate agent/trajectory.json", "evolve trajectory validate t.json --json | jq '.findings[].path'"]))
     .action(async (file: string, opts) => setExit(await (await import("./trajectory.ts")).trajectoryValidateCommand(file, opts)));
 
+  // the dashboard's pages alone, until `evolve serve` mounts them (issue 23 §2): a developer's command, not in help
+  program
+    .command("dashboard", { hidden: true })
+    .description("serve the dashboard's pages on loopback")
+    .option("--port <port>", "port to listen on (0 = any free port)", numberFlag("--port", PORT), 4300)
+    .action(async (opts) => setExit(await (await import("./dashboard.ts")).dashboardCommand(opts)));
+
   const gateway = program.command("gateway").description("the LLM gateway between agents and their models");
   gateway
     .command("serve")

@@ -21,6 +21,7 @@ import {
   type PassAtKLeftOut,
   primaryReward,
   summarizeJob,
+  taskLabel,
   trialAttempts,
   trialSpendFields,
 } from "../engine/job/mod.ts";
@@ -29,7 +30,7 @@ import { resolveTrial, trialDir, type JobRecord, type Store, type TrialRecord } 
 import { COUNT, parseNumberFlag } from "./flags.ts";
 import { withStore } from "./store.ts";
 import { PORTED_PROVIDER } from "../engine/results/mod.ts";
-import { exceptionLine, formatDuration, formatReward, out, outJson, outTable, statusWord, style, taskLabel, when } from "./output.ts";
+import { exceptionLine, formatDuration, formatReward, out, outJson, outTable, statusWord, style, when } from "./output.ts";
 
 const fmt = formatReward;
 const taskName = taskLabel;

@@ -163,11 +163,7 @@ export function statusWord(status: string): string {
   return style.red(status);
 }
 
-/** How listings name a trial's task: its name, with its folder when another task of the run has the same name. */
-export function taskLabel(t: { task_name?: string; task_path?: string; task_digest: string }): string {
-  const name = t.task_name ?? t.task_digest.slice(0, 19);
-  return t.task_path !== undefined ? `${name} (${t.task_path})` : name;
-}
+// what a trial calls its task lives beside the job summary, so the dashboard names tasks the same way
 
 /**
  * A trial's exception on one line, as tables and progress lines show it: its type and its message's first line

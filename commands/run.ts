@@ -24,6 +24,7 @@ import {
   runRefusal,
   selectTasks,
   summarizeJob,
+  taskLabel,
 } from "../engine/job/mod.ts";
 import { openStore, taskBlobDir, trialDir, type JobRecord, type Store, type TrialRecord } from "../engine/store/mod.ts";
 import { driveJob as runRecordedJob } from "../engine/job/drive.ts";
@@ -31,7 +32,7 @@ import { DEFAULT_JOBS_DIR, openJobFolder } from "../engine/results/mod.ts";
 import { Interruption, isInterruption } from "../engine/outcome.ts";
 import { runsOnResume, TRIAL_STATUSES, type TrialStatus } from "../engine/trial/mod.ts";
 import { deferBrokenPipe, isBrokenPipe, isTTY } from "../engine/runtime.ts";
-import { exceptionLine, formatReward, out, outJson, outTable, QuietExit, statusWord, style, taskLabel } from "./output.ts";
+import { exceptionLine, formatReward, out, outJson, outTable, QuietExit, statusWord, style } from "./output.ts";
 import { progressView, type ProgressMode } from "./progress.ts";
 import { jobFromArg, printJobSummary } from "./job.ts";
 import { printReports } from "./task.ts";

@@ -12,7 +12,7 @@ import { join, resolve } from "node:path";
 import { openEngine } from "../engine/engine-choice.ts";
 import type { Engine, EngineKind } from "../engine/driver/mod.ts";
 import { EvolveError } from "../engine/errors.ts";
-import { createRegrade, createRetry, isSettled, requestStop, requireTrial, unsettled } from "../engine/job/mod.ts";
+import { createRegrade, createRetry, isSettled, requestStop, requireTrial, taskLabel, unsettled } from "../engine/job/mod.ts";
 import { trialDir, type Store, type TrialRecord } from "../engine/store/mod.ts";
 import {
   archiveKept,
@@ -39,7 +39,7 @@ import {
   streamBoxFile,
   trialPaths,
 } from "../engine/box/mod.ts";
-import { exceptionLine, formatDuration, formatReward, out, outJson, outJsonLine, outTable, statusWord, style, taskLabel, when } from "./output.ts";
+import { exceptionLine, formatDuration, formatReward, out, outJson, outJsonLine, outTable, statusWord, style, when } from "./output.ts";
 import { driveJob, secretsFromEnv } from "./run.ts";
 import { withStore } from "./store.ts";
 

@@ -56,6 +56,8 @@ const LAYERS: readonly (string | readonly string[])[] = [
   "engine/results",
   // portable packs: a dataset's tasks, images and agents carried to an air-gapped machine (issue 22 §4)
   "engine/pack",
+  // the dashboard's pages (issue 23 §2): reads jobs, trials, traces, datasets and statistics, decides nothing
+  "engine/dashboard",
   "commands",
   "main",
 ];

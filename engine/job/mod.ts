@@ -11,5 +11,5 @@ export type { JobConfig, JobEvent, JobKind } from "./job.ts";
 export { JOB_KINDS, JOB_STATUSES, findJobRef, listJobRows, parseSince } from "./list.ts";
 export type { JobFilter } from "./list.ts";
 export { selectTasks } from "./select.ts";
-export { PASS_AT_K_LEFT_OUT_TEXT, attemptSeconds, jobSpend, measuredLane, primaryReward, summarizeJob, trialAttempts, trialSpendFields } from "./summary.ts";
+export { PASS_AT_K_LEFT_OUT_TEXT, attemptSeconds, jobSpend, measuredLane, primaryReward, summarizeJob, taskLabel, trialAttempts, trialSpendFields } from "./summary.ts";
 export type { JobSpend, JobSummary, PassAtKLeftOut } from "./summary.ts";

@@ -315,3 +315,9 @@ export function attemptSeconds(t: TrialRecord, nowMs: number = Date.now(), runne
   }
   return (end - start) / 1000;
 }
+
+/** A trial's task as every table names it: its name (else the digest's start), and its folder when two tasks share the name. */
+export function taskLabel(t: { task_name?: string; task_path?: string; task_digest: string }): string {
+  const name = t.task_name ?? t.task_digest.slice(0, 19);
+  return t.task_path !== undefined ? `${name} (${t.task_path})` : name;
+}

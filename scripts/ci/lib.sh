@@ -61,7 +61,8 @@ apt_ensure() {
 
 # npm ci brings the pinned toolchain (bun, deno, vitest, tsc) with the runtime deps.
 npm_deps() {
-  (cd "$EVOLVE_ROOT" && npm ci --no-audit --no-fund)
+  # playwright-core (the dashboard's browser tests) drives Debian's chromium (see browser): never a downloaded one
+  (cd "$EVOLVE_ROOT" && PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm ci --no-audit --no-fund)
 }
 
 # Podman with runc and the containers.conf drop-in this machine needs (see reference/toolchain.md).
@@ -78,6 +79,12 @@ docker_engine() {
 # Locally built base images under the names task Dockerfiles use; no registry is reachable.
 base_images() {
   bash "$EVOLVE_ROOT/scripts/ci/base-images.sh"
+}
+
+# Debian's chromium for the dashboard's browser tests (tests/dashboard-browser.engine.test.ts drives it with playwright-core,
+# which downloads no browser). apt_ensure skips it once installed.
+browser() {
+  apt_ensure chromium
 }
 
 # The single binary at dist/evolve.
