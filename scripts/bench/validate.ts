@@ -60,6 +60,12 @@ export const SHAPES: Shape[] = [
   { name: "compose-whitespace-line", file: "environment/docker-compose.yaml", make: (p, n) => text(`services:\n  main:\n    build: .\n${repeat(" ", n)}x\n`)(p) },
   { name: "compose-many-services", file: "environment/docker-compose.yaml", make: (p, n) => text(`services:\n${Array.from({ length: Math.floor((n - 64) / 28) }, (_, i) => `  s${i}:\n    image: a:1\n`).join("")}  main:\n    build: .\n`)(p) },
   {
+    // every service's build leaves the task: one finding each, with its line
+    name: "compose-many-build-escapes",
+    file: "environment/docker-compose.yaml",
+    make: (p, n) => text(`services:\n${Array.from({ length: Math.floor((n - 64) / 31) }, (_, i) => `  s${i}:\n    build: ../../x\n`).join("")}  main:\n    build: .\n`)(p),
+  },
+  {
     name: "test-sh-pep723",
     file: "tests/test.sh",
     make: (p, n) => text(`#!/bin/bash\nuv run x.py\n# /// script\n${repeat("# dependencies = [\n", n)}`)(p),
