@@ -74,6 +74,15 @@ describe("task validate", () => {
     expect(r.findings, JSON.stringify(r.findings)).toEqual([]);
     expect(composeBuildEscapes("services: [unclosed\n", {})).toEqual([]);
   });
+
+  it("names each escaping service's build line, a repeated service key by its first writing (CRLF lines too)", () => {
+    const text = "services:\r\n  a:\r\n    build: ../..\r\n  main:\r\n    build: .\r\n  b:\r\n    image: x\r\n    build: /abs\r\n  a:\r\n    build: ../../later\r\n  c: {build: ~/x}\r\n";
+    expect(composeBuildEscapes(text, {}).map((e) => [e.service, e.line])).toEqual([
+      ["a", 3],
+      ["b", 8],
+      ["c", 11],
+    ]);
+  });
 });
 
 describe("the trial driver", () => {

@@ -577,6 +577,21 @@ describe("multi-step tasks", () => {
     expect(await findings(`[[steps]]\nname = "01-a"\nmin_reward = 0.5\n[[steps]]\nname = "02-b"\nmin_reward = { reward = 1 }\n`, stepFiles)).toEqual([]);
   });
 
+  it("matches many declared steps against many folders in linear time, each mismatch found both ways", async () => {
+    // 20k [[steps]] and 20k other folders under steps/: a list's includes per declared step (twice, with the
+    // no-network verifier's index check) cost 2.8 s of CPU under Node (10 s under Bun at 30k), the linear check
+    // 0.8 s; CPU time is this worker's, which files running beside it inflate far less than wall time
+    const n = 20_000;
+    const dir = mkTask(`[environment]\nnetwork_mode = "no-network"\n${Array.from({ length: n }, (_, i) => `[[steps]]\nname = "a${i}"\n`).join("")}`, { "instruction.md": null, "solution/solve.sh": null });
+    for (let i = 0; i < n; i++) mkdirSync(join(dir, "steps", `d${i}`), { recursive: true });
+    const cpu0 = process.cpuUsage();
+    const r = await validateTask(dir, OPTS);
+    const used = process.cpuUsage(cpu0);
+    const count = (code: string) => r.findings.filter((f) => f.code === code).length;
+    expect([count("step_dir_missing"), count("step_undeclared")]).toEqual([n, n]);
+    expect((used.user + used.system) / 1000).toBeLessThan(2000);
+  });
+
   it("notes each step without a reference solution, and never refuses the task for it", async () => {
     const r = await validateTask(mkTask(`[[steps]]\nname = "01-a"\n[[steps]]\nname = "02-b"\n`, { ...stepFiles, "steps/02-b/solution/solve.sh": null }), OPTS);
     expect(r.ok).toBe(true);

@@ -408,7 +408,8 @@ async function checkLayout(dir: string, raw: Raw, out: Findings): Promise<string
     );
   }
   if (verifierNetwork(raw) === "no-network") {
-    const names = declared.filter((n): n is string => n !== undefined && stepDirs.includes(n));
+    const onDisk = new Set(stepDirs); // a lookup per declared step: a list's includes was quadratic
+    const names = declared.filter((n): n is string => n !== undefined && onDisk.has(n));
     await checkVerifierIndex(dir, names, isJudgeTask(raw), out);
   }
   return services;
@@ -452,11 +453,12 @@ async function checkStepDirs(dir: string, declared: (string | undefined)[], step
     }
   }
   const checked = new Set<string>();
+  const onDisk = new Set(stepDirs); // a lookup per declared step: a list's includes was quadratic
   for (let i = 0; i < declared.length; i++) {
     const name = declared[i];
     if (name === undefined || checked.has(name) || name === "" || /[/\\]|^\.\.?$/.test(name)) continue;
     checked.add(name);
-    if (!stepDirs.includes(name)) {
+    if (!onDisk.has(name)) {
       out.toml("step_dir_missing", ["steps", i, "name"], `[[steps]] "${name}" has no steps/${name}/ folder`, `create steps/${name}/ with instruction.md and tests/test.sh`);
       continue;
     }
