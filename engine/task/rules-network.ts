@@ -3,7 +3,7 @@
  * a shared verifier that cannot differ from the agent box, and MCP servers reachable under the task's own
  * declarations (platform-tasks.md, "Network access", "Verifier network", "MCP servers").
  */
-import { arr, didYouMean, type Findings, showPath, showValue, str, tbl } from "./findings.ts";
+import { arr, didYouMean, type Findings, showList, showPath, showValue, str, tbl } from "./findings.ts";
 import { baselineNetwork, NETWORK_MODES, type NetworkMode, verifierMode } from "./model.ts";
 import type { KeyPath } from "./toml-lines.ts";
 
@@ -23,12 +23,23 @@ export function hostProblem(h: string): string | undefined {
 
 /** Whether `host` matches an allowlist: exact names, and `*.example.com` for subdomains (not the apex). */
 export function hostAllowed(host: string, allowed: readonly string[]): boolean {
-  const h = host.toLowerCase().replace(/\.$/, "");
-  return allowed.some((a) => {
-    const x = a.toLowerCase();
-    if (x.startsWith("*.")) return h.endsWith(x.slice(1)) && h.length > x.length - 1;
-    return h === x;
-  });
+  return hostMatcher(allowed)(host);
+}
+
+/**
+ * {@link hostAllowed} for one allowlist and many hosts: the list is read once into a set, and a host is looked up by
+ * itself and by each `*.` + suffix after one of its dots (a dot past its first character, so `*.example.com` never
+ * matches the apex), which costs a host its own length instead of the list's (thousands of MCP servers against a
+ * 1 MB allowlist were a scan each).
+ */
+export function hostMatcher(allowed: readonly string[]): (host: string) => boolean {
+  const names = new Set(allowed.map((a) => a.toLowerCase()));
+  return (host) => {
+    const h = host.toLowerCase().replace(/\.$/, "");
+    if (names.has(h)) return true;
+    for (let i = h.indexOf(".", 1); i > 0; i = h.indexOf(".", i + 1)) if (names.has(`*${h.slice(i)}`)) return true;
+    return false;
+  };
 }
 
 function modeOf(v: unknown): NetworkMode | undefined {
@@ -116,6 +127,8 @@ export function checkMcp(raw: Record<string, unknown>, composeServices: readonly
   const servers = tbl(raw.environment)?.mcp_servers;
   if (!Array.isArray(servers)) return;
   const policy = agentPolicy(raw);
+  const allowed = hostMatcher(policy.hosts);
+  const services = new Set(composeServices);
   const seen = new Set<string>();
   servers.forEach((s, i) => {
     const t = tbl(s);
@@ -161,29 +174,31 @@ export function checkMcp(raw: Record<string, unknown>, composeServices: readonly
       );
     }
     const host = url.hostname.toLowerCase();
-    if (LOCAL_HOSTS.has(host) || /^127\./.test(host) || composeServices.includes(url.hostname)) return;
+    if (LOCAL_HOSTS.has(host) || /^127\./.test(host) || services.has(url.hostname)) return;
     // A one-label name is no public host whatever the policy: it can only be a compose service, and not this one.
     if (!host.includes(".") && !host.includes(":")) {
-      const guess = didYouMean(host, composeServices);
+      // message and hint made only for a finding the report keeps: the did-you-mean reads every service
       out.toml(
         "mcp_url_unreachable",
         [...path, "url"],
-        `${label} url host "${host}" is not a compose service of this task (services: ${composeServices.join(", ") || "none, no docker-compose.yaml"})`,
-        composeServices.length === 0
-          ? `add environment/docker-compose.yaml with a "${host}" service, or use localhost`
-          : guess
-            ? `did you mean "${guess}"?`
-            : `use one of the service names, or add a "${host}" service to environment/docker-compose.yaml`,
+        () => `${label} url host "${host}" is not a compose service of this task (services: ${showList(composeServices, "none, no docker-compose.yaml")})`,
+        () => {
+          const guess = didYouMean(host, composeServices);
+          return composeServices.length === 0
+            ? `add environment/docker-compose.yaml with a "${host}" service, or use localhost`
+            : guess
+              ? `did you mean "${guess}"?`
+              : `use one of the service names, or add a "${host}" service to environment/docker-compose.yaml`;
+        },
       );
       return;
     }
-    const reachable =
-      policy.mode === "public" || (policy.mode === "allowlist" && hostAllowed(host, policy.hosts));
+    const reachable = policy.mode === "public" || (policy.mode === "allowlist" && allowed(host));
     if (!reachable) {
       out.toml(
         "mcp_url_unreachable",
         [...path, "url"],
-        `${label} url host "${host}" is not reachable under network_mode = "${policy.mode}"${policy.mode === "allowlist" ? ` (allowed_hosts: ${policy.hosts.join(", ") || "none"})` : ""}`,
+        `${label} url host "${host}" is not reachable under network_mode = "${policy.mode}"${policy.mode === "allowlist" ? ` (allowed_hosts: ${showList(policy.hosts, "none")})` : ""}`,
         policy.mode === "allowlist"
           ? `add "${host}" to allowed_hosts, or run the server as a compose service`
           : "run the server as a compose service or inside the agent's container, or allow its host",

@@ -5,7 +5,8 @@ import { dirname, join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Finding, ValidateOptions } from "./codes.ts";
 import { classifyImageRef, composeServices, isKeepAlive } from "./dockerfile.ts";
-import { didYouMean } from "./findings.ts";
+import { didYouMean, Findings, FINDINGS_PER_CODE } from "./findings.ts";
+import { hostAllowed } from "./rules-network.ts";
 import { parseSizeMb, summarizeTask } from "./model.ts";
 import { pep723Dependencies, uvxCalls } from "./rules-index.ts";
 import { indexTomlLines } from "./toml-lines.ts";
@@ -587,7 +588,8 @@ describe("multi-step tasks", () => {
     const cpu0 = process.cpuUsage();
     const r = await validateTask(dir, OPTS);
     const used = process.cpuUsage(cpu0);
-    const count = (code: string) => r.findings.filter((f) => f.code === code).length;
+    // each code's first 100 findings, then one summary counting the rest (findings.ts, FINDINGS_PER_CODE)
+    const count = (code: string) => r.findings.filter((f) => f.code === code).reduce((sum, f) => sum + Number(/^and (\d+) more /.exec(f.message)?.[1] ?? 1), 0);
     expect([count("step_dir_missing"), count("step_undeclared")]).toEqual([n, n]);
     expect((used.user + used.system) / 1000).toBeLessThan(2000);
   });
@@ -645,5 +647,94 @@ describe("other refusals", () => {
   it("requires the layout files", async () => {
     const fs = await findings("", { "instruction.md": null, "tests/test.sh": null, "environment/Dockerfile": null });
     expect(codes(fs)).toEqual(["environment_missing", "instruction_missing", "test_script_missing"]);
+  });
+});
+
+describe("bounded reports (issue 21 §6)", () => {
+  const server = (i: number, url: string) => `[[environment.mcp_servers]]\nname = "m${i}"\nurl = "${url}"\n`;
+  const allowlist = (hosts: string[]) => `[environment]\nnetwork_mode = "allowlist"\nallowed_hosts = [${hosts.map((h) => JSON.stringify(h)).join(", ")}]\n`;
+
+  it("names a short list in full, exactly as before", async () => {
+    const fs = await findings(allowlist(["pypi.org", "*.github.com"]) + server(0, "https://mcp.example.com/mcp") + server(1, "http://search:8000/mcp"), {
+      "environment/docker-compose.yaml": "services:\n  app:\n    build: .\n  docs:\n    image: docs:1\n",
+    });
+    expect(fs.map((f) => f.message)).toEqual([
+      "docker-compose.yaml has no `main` service (services: app, docs)",
+      'MCP server "m0" url host "mcp.example.com" is not reachable under network_mode = "allowlist" (allowed_hosts: pypi.org, *.github.com)',
+      'MCP server "m1" url host "search" is not a compose service of this task (services: app, docs)',
+    ]);
+    const none = await findings(`[environment]\nnetwork_mode = "allowlist"\nallowed_hosts = []\n` + server(0, "https://mcp.example.com/mcp") + server(1, "http://search:8000/mcp"));
+    expect(none.map((f) => f.message)).toEqual([
+      'MCP server "m0" url host "mcp.example.com" is not reachable under network_mode = "allowlist" (allowed_hosts: none)',
+      'MCP server "m1" url host "search" is not a compose service of this task (services: none, no docker-compose.yaml)',
+    ]);
+    const steps = await findings("", { "steps/01-a/instruction.md": "a\n", "steps/02-b/instruction.md": "b\n" });
+    expect(steps.filter((f) => f.code === "step_undeclared").map((f) => f.message)).toEqual(["steps/ holds 01-a/, 02-b/ but task.toml has no [[steps]]"]);
+  });
+
+  it("names the first ten entries of a long list, each cut to 80 characters, then how many more", async () => {
+    const long = `${"a".repeat(60)}.${"b".repeat(30)}.example.com`;
+    const hosts = [long, ...Array.from({ length: 11 }, (_, i) => `h${i}.example.com`)];
+    const fs = await findings(allowlist(hosts) + server(0, "https://mcp.example.org/mcp"));
+    expect(fs.map((f) => f.message)).toEqual([
+      `MCP server "m0" url host "mcp.example.org" is not reachable under network_mode = "allowlist" (allowed_hosts: ${long.slice(0, 77)}..., ${hosts.slice(1, 10).join(", ")} … and 2 more)`,
+    ]);
+  });
+
+  it("keeps a report small when thousands of MCP servers miss a long allowlist: 100 findings, then one summary", async () => {
+    // 5000 hosts × 1000 servers: each message named the whole allowlist, 1000 messages of 90 KB (90 MB of report;
+    // a 1 MB task.toml ran out of memory)
+    const hosts = Array.from({ length: 5000 }, (_, i) => `h${i}.example.com`);
+    const servers = Array.from({ length: 1000 }, (_, i) => server(i, `https://m${i}.example.org/mcp`)).join("");
+    const r = await validateTask(mkTask(allowlist(hosts) + servers), OPTS);
+    expect(JSON.stringify(r).length).toBeLessThan(100_000);
+    const found = r.findings.filter((f) => f.code === "mcp_url_unreachable");
+    expect(found).toHaveLength(101);
+    expect(found[100]).toEqual({
+      code: "mcp_url_unreachable",
+      severity: "error",
+      file: "task.toml",
+      line: found[99]!.line! + 3,
+      message: "and 900 more mcp_url_unreachable findings, from here on (a report lists the first 100 of each code)",
+      hint: "fix the ones listed the same way, and validate again to see the rest",
+    });
+    expect(r.ok).toBe(false);
+  });
+
+  it("keeps a report small when many MCP servers name no service of a large compose file", async () => {
+    const services = Array.from({ length: 5000 }, (_, i) => `  s${i}:\n    image: a:1\n`).join("");
+    const servers = Array.from({ length: 1000 }, (_, i) => server(i, `http://m${i}:8000/mcp`)).join("");
+    const r = await validateTask(mkTask(servers, { "environment/docker-compose.yaml": `services:\n  main:\n    build: .\n${services}` }), OPTS);
+    expect(JSON.stringify(r).length).toBeLessThan(100_000);
+    expect(r.findings.map((f) => f.code)).toEqual(Array(101).fill("mcp_url_unreachable"));
+    expect(r.findings[0]!.message).toBe(`MCP server "m0" url host "m0" is not a compose service of this task (services: main, ${Array.from({ length: 9 }, (_, i) => `s${i}`).join(", ")} … and 4991 more)`);
+    expect(r.findings[0]!.hint).toBe('did you mean "s0"?');
+  });
+});
+
+describe("Findings: at most FINDINGS_PER_CODE of a code", () => {
+  it("keeps the first of each code, and a summary as severe as the worst finding it stands for", () => {
+    const out = new Findings(undefined);
+    for (let i = 0; i < FINDINGS_PER_CODE; i++) out.add("unknown_key", "task.toml", `k${i}`, "h", i + 1);
+    out.add("unknown_key", "task.toml", "first dropped", "h", 500);
+    out.add("unknown_key", "task.toml", "an error among the dropped", "h", 501, "error");
+    out.add("deprecated_key", "task.toml", "one of another code", "h", 2);
+    let built = 0;
+    out.add("unknown_key", "task.toml", () => `${++built}`, () => `${++built}`);
+    const list = out.list;
+    expect(list.filter((f) => f.code === "unknown_key").map((f) => f.message).slice(-2)).toEqual([`k${FINDINGS_PER_CODE - 1}`, "and 3 more unknown_key findings, from here on (a report lists the first 100 of each code)"]);
+    expect(list.at(-1)).toMatchObject({ severity: "error", line: 500 });
+    expect(list.filter((f) => f.code === "deprecated_key")).toHaveLength(1);
+    expect(built, "the text of a dropped finding is never made").toBe(0);
+  });
+
+  it("matches allowlists as the plain scan did", () => {
+    const plain = (host: string, allowed: string[]) => {
+      const h = host.toLowerCase().replace(/\.$/, "");
+      return allowed.some((a) => (a.toLowerCase().startsWith("*.") ? h.endsWith(a.toLowerCase().slice(1)) && h.length > a.length - 1 : h === a.toLowerCase()));
+    };
+    const lists = [[], ["example.com"], ["*.example.com"], ["*.Example.COM", "pypi.org"], ["*."], ["*"], ["a.b.c"]];
+    const hosts = ["example.com", "EXAMPLE.com.", "mcp.example.com", "a.mcp.example.com", "xexample.com", ".example.com", "*.example.com", "pypi.org", "a.", "a..", "*", "a.b.c", "b.c", ""];
+    for (const list of lists) for (const h of hosts) expect(hostAllowed(h, list), `${h} in ${JSON.stringify(list)}`).toBe(plain(h, list));
   });
 });

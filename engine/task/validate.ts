@@ -10,7 +10,7 @@ import { classifyImageRef, composeServices, commandWords, effectiveEntrypoint, i
 import { composeBuildEscapes } from "./compose-build.ts";
 import { taskTreeProblems } from "./digest.ts";
 import { isDir, isFile, readText, subdirs } from "./files.ts";
-import { arr, didYouMean, Findings, num, showPath, showValue, str, tbl } from "./findings.ts";
+import { arr, didYouMean, Findings, num, showList, showPath, showValue, str, tbl } from "./findings.ts";
 import { parseSizeMb, verifierMode } from "./model.ts";
 import { checkEnvTemplates, isJudgeTask } from "./rules-env.ts";
 import { checkVerifierIndex } from "./rules-index.ts";
@@ -353,7 +353,7 @@ async function checkLayout(dir: string, raw: Raw, out: Findings): Promise<string
     const text = (await readText(join(envDir, "docker-compose.yaml"))) ?? "";
     services = composeServices(text);
     if (!services.includes("main")) {
-      out.add("compose_main_missing", "environment/docker-compose.yaml", `docker-compose.yaml has no \`main\` service (services: ${services.join(", ") || "none"})`, "name the agent's service `main`");
+      out.add("compose_main_missing", "environment/docker-compose.yaml", `docker-compose.yaml has no \`main\` service (services: ${showList(services, "none")})`, "name the agent's service `main`");
     }
     // the trial driver calls the same function on the same table: what passes here is what the run builds
     for (const e of composeBuildEscapes(text, tbl(env?.env) ?? {})) {
@@ -443,7 +443,7 @@ async function checkStepDirs(dir: string, declared: (string | undefined)[], step
     out.add("steps_root_files_ignored", "instruction.md", "this multi-step task also has a root instruction.md, which is never shown", "move it into steps/<name>/instruction.md or delete it");
   }
   if (declared.length === 0) {
-    out.toml("step_undeclared", ["steps"], `steps/ holds ${stepDirs.map((d) => `${d}/`).join(", ")} but task.toml has no [[steps]]`, `declare each step in order: [[steps]]\\nname = "${stepDirs[0]}"`);
+    out.toml("step_undeclared", ["steps"], `steps/ holds ${showList(stepDirs.map((d) => `${d}/`), "")} but task.toml has no [[steps]]`, `declare each step in order: [[steps]]\\nname = "${stepDirs[0]}"`);
   }
   const sharedTest = await isFile(join(dir, "tests", "test.sh"));
   const declaredNames = new Set(declared.filter((n): n is string => n !== undefined));
