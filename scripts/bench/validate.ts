@@ -42,7 +42,19 @@ const text = (s: string) => (path: string) => {
 const repeat = (unit: string, size: number) => unit.repeat(Math.max(1, Math.floor(size / unit.length)));
 const MINIMAL_TOML = `[task]\nname = "bench/hostile"\n`;
 
-/** The shapes of issue 9 §4, at `size` bytes each; engine/task/fuzz-shapes.test.ts runs the same list. */
+/** `count` `[[environment.mcp_servers]]` tables, server i at `url(i)`. */
+function mcpServers(count: number, url: (i: number) => string): string {
+  return Array.from({ length: count }, (_, i) => `[[environment.mcp_servers]]\nname = "m${i}"\nurl = "${url(i)}"\n`).join("");
+}
+
+/** An allowlist filling half of `size` bytes, and MCP servers on hosts it does not list filling the other half. */
+function allowlistTimesMcp(size: number): string {
+  const hosts = Array.from({ length: Math.floor(size / 2 / 24) }, (_, i) => `"h${i}.example.com"`).join(", ");
+  const servers = mcpServers(Math.floor(size / 2 / 72), (i) => `http://m${i}.example.org:8000/mcp`);
+  return `${MINIMAL_TOML}[environment]\nnetwork_mode = "allowlist"\nallowed_hosts = [${hosts}]\n${servers}`;
+}
+
+/** The shapes of issue 9 §4 and issue 21 §6, at `size` bytes each; engine/task/fuzz-shapes.test.ts runs the same list. */
 export const SHAPES: Shape[] = [
   { name: "toml-nested-arrays", file: "task.toml", make: (p, n) => text(`${MINIMAL_TOML}[metadata]\nx = ${"[".repeat(n / 2)}${"]".repeat(n / 2)}\n`)(p) },
   { name: "toml-dotted-key", file: "task.toml", make: (p, n) => text(`${MINIMAL_TOML}[metadata]\n${repeat("a.", n).slice(0, -1)} = 1\n`)(p) },
@@ -64,6 +76,19 @@ export const SHAPES: Shape[] = [
     name: "compose-many-build-escapes",
     file: "environment/docker-compose.yaml",
     make: (p, n) => text(`services:\n${Array.from({ length: Math.floor((n - 64) / 31) }, (_, i) => `  s${i}:\n    build: ../../x\n`).join("")}  main:\n    build: .\n`)(p),
+  },
+  {
+    // issue 21 §6: every MCP server on an unlisted host is a finding, and each message named the whole allowlist
+    name: "toml-allowlist-x-mcp",
+    file: "task.toml",
+    make: (p, n) => text(allowlistTimesMcp(n))(p),
+  },
+  {
+    // the same with compose services: every MCP server on a one-label host that is no service named every service
+    name: "compose-services-x-mcp",
+    file: "environment/docker-compose.yaml",
+    make: (p, n) => text(`services:\n  main:\n    build: .\n${Array.from({ length: Math.floor((n - 64) / 26) }, (_, i) => `  s${i}:\n    image: a:1\n`).join("")}`)(p),
+    extra: { "task.toml": MINIMAL_TOML + mcpServers(2000, (i) => `http://m${i}:8000/mcp`) },
   },
   {
     name: "test-sh-pep723",
