@@ -6,7 +6,7 @@
 import { join } from "node:path";
 import { parse } from "smol-toml";
 import { readText, walkFiles } from "./files.ts";
-import type { Findings } from "./findings.ts";
+import { type Findings, showList } from "./findings.ts";
 
 /** Packages the no-network verifier box can resolve on a judge task (PEP 503 names; rewardkit ships on PyPI as harbor-rewardkit). */
 export const JUDGE_PACKAGES = new Set(["rewardkit", "harbor-rewardkit", "litellm"]);
@@ -121,7 +121,7 @@ export async function checkVerifierIndex(dir: string, stepNames: readonly string
       out.add(
         "verifier_needs_index",
         f,
-        `\`uvx\` fetches ${missing.join(", ")} from a package index, but the verifier runs with network_mode = "no-network"`,
+        `\`uvx\` fetches ${showList(missing, "")} from a package index, but the verifier runs with network_mode = "no-network"`,
         "install the tools in the image (tests/Dockerfile for a separate verifier, else environment/), or give the verifier network access",
         call.line,
       );
@@ -139,7 +139,7 @@ export async function checkVerifierIndex(dir: string, stepNames: readonly string
     out.add(
       "verifier_needs_index",
       h.file,
-      `the PEP-723 header needs ${missing.join(", ")} from a package index (run via uv at ${usesUvRun.file}:${usesUvRun.line}), but the verifier runs with network_mode = "no-network"`,
+      `the PEP-723 header needs ${showList(missing, "")} from a package index (run via uv at ${usesUvRun.file}:${usesUvRun.line}), but the verifier runs with network_mode = "no-network"`,
       judge
         ? "only rewardkit and litellm resolve offline: bake other dependencies into the image"
         : "bake the dependencies into the image, or give the verifier network access",

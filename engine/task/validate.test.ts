@@ -681,6 +681,14 @@ describe("bounded reports (issue 21 §6)", () => {
     ]);
   });
 
+  it("names at most ten of the packages a no-network verifier would fetch", async () => {
+    const pkgs = (n: number) => Array.from({ length: n }, (_, i) => `p${i}`);
+    const toml = `[environment]\nnetwork_mode = "no-network"\n`;
+    const msg = async (n: number) => (await findings(toml, { "tests/test.sh": `#!/bin/bash\nuvx ${pkgs(n).map((p) => `--with ${p}`).join(" ")} pytest\n` }))[0]?.message;
+    expect(await msg(2)).toBe('`uvx` fetches p0, p1, pytest from a package index, but the verifier runs with network_mode = "no-network"');
+    expect(await msg(12)).toBe(`\`uvx\` fetches ${pkgs(10).join(", ")} … and 3 more from a package index, but the verifier runs with network_mode = "no-network"`);
+  });
+
   it("keeps a report small when thousands of MCP servers miss a long allowlist: 100 findings, then one summary", async () => {
     // 5000 hosts × 1000 servers: each message named the whole allowlist, 1000 messages of 90 KB (90 MB of report;
     // a 1 MB task.toml ran out of memory)
