@@ -2,16 +2,15 @@
  * `evolve job list|show|resume|cancel` and `evolve trial show`: reading jobs and trials back from the store.
  */
 import { EvolveError } from "../engine/errors.ts";
-import { cancelJob, effectiveStatus, jobConfig } from "../engine/job/job.ts";
-import { findJobRef, JOB_KINDS, JOB_STATUSES, listJobRows, parseSince, type JobFilter } from "../engine/job/list.ts";
+import { cancelJob, effectiveStatus } from "../engine/job/job.ts";
+import { jobShowDocument, trialShowDocument } from "../engine/job/documents.ts";
+import { choices, findJobRef, JOB_KINDS, JOB_STATUSES, listJobRows, parseSince, type JobFilter } from "../engine/job/list.ts";
 import { TRIAL_STATUSES } from "../engine/trial/lifecycle.ts";
 import {
   jobSpend,
   measuredLane,
   PASS_AT_K_LEFT_OUT_TEXT,
   primaryReward,
-  summarizeJob,
-  trialSpendFields,
   attemptSeconds,
   trialAttempts,
   type JobSpend,
@@ -125,15 +124,6 @@ export interface JobListOptions {
   limit?: string;
 }
 
-/** Splits repeatable, comma-separated flag values and checks each against `allowed` (case-insensitively). */
-function choices<T extends string>(flag: string, given: readonly string[] | undefined, allowed: readonly T[], upper: boolean): T[] | undefined {
-  if (!given || given.length === 0) return undefined;
-  const vals = given.flatMap((v) => v.split(",")).map((v) => v.trim()).filter(Boolean).map((v) => (upper ? v.toUpperCase() : v.toLowerCase()));
-  const bad = vals.find((v) => !allowed.includes(v as T));
-  if (bad !== undefined) throw new EvolveError("usage", `${flag} ${bad}: expected one of ${allowed.join(", ")}`, `e.g. ${flag} ${allowed[0]}`);
-  return vals as T[];
-}
-
 /** `--limit`: a whole number ≥ 0 (0 shows every job); 20 when not given. Checked by the numeric-flag parser. */
 function parseLimit(v: string | undefined): number {
   if (v === undefined) return 20;
@@ -187,13 +177,9 @@ export async function jobShowCommand(ref: string, opts: { json?: boolean; status
   const only = choices("--status", opts.status, TRIAL_STATUSES, true);
   return withStore((store) => {
     const job = jobFromArg(store, ref);
-    const id = job.id;
-    const trials = store.listTrials(id);
-    const summary = summarizeJob(job, trials);
-    const spend = jobSpend(trials, { agent: store.getSpend("job", id, "agent"), judge: store.getSpend("job", id, "judge") });
     // the summary stays the whole job's; --status narrows the trials listed
-    const shown = only ? trials.filter((t) => only.includes(t.status)) : trials;
-    if (opts.json) return outJson({ ...summary, spend, config: jobConfig(job), trials: shown }), 0;
+    const { summary, trials, shown, spend, document } = jobShowDocument(store, job, only);
+    if (opts.json) return outJson(document), 0;
     printJobSummary(summary, shown, spend);
     if (only && shown.length === 0) out(style.dim(`\nno trial is ${only.join(" or ")}`));
     else if (only) out(style.dim(`\n${shown.length} of ${trials.length} trials shown (${only.join(", ")})`));
@@ -306,7 +292,7 @@ export async function trialShowCommand(arg: string, opts: { json?: boolean }): P
     const id = t.id;
     const job = store.getJob(t.job_id);
     // tokens as every reader counts them (a record from before `prompt` was kept is read in those terms)
-    if (opts.json) return outJson({ ...t, ...(t.tokens ? { tokens: tokenCounts(t.tokens) } : {}), dir: trialDir(home, id), ...trialSpendFields(t) }), 0;
+    if (opts.json) return outJson(trialShowDocument(home, t)), 0;
     const rows: [string, string][] = [
       ["job", t.job_id],
       ["task", `${taskName(t)} ${style.dim(t.task_digest)}`],

@@ -171,7 +171,7 @@ async function vendorFirst(agentName: string): Promise<void> {
 }
 
 /** Starts a job from the options and runs it to the end; returns the store, job id and trials. */
-async function startJob(given: RunOptions, agentName: string, kind: JobKind, streamJson = true) {
+async function startJob(given: RunOptions, agentName: string, kind: JobKind, streamJson = true, onCreated?: (jobId: string) => void) {
   const opts = harborFlags(given);
   // checked before the store is even opened, so a refused flag leaves nothing behind
   const agentOptions = parseAgentOptions(opts.ak);
@@ -224,6 +224,7 @@ async function startJob(given: RunOptions, agentName: string, kind: JobKind, str
     const otlp = opts.otlp !== undefined ? (await import("./otel.ts")).liveOtlp(config.home, opts as RunOptions & { otlp: string }, (l) => warnOtlp(l)) : undefined;
     const engine = await openEngine({ kind: opts.engine, home: config.home });
     const job = createJob(store, jobConfig, dataset, config.jobs.max_trials);
+    onCreated?.(job.id);
     const total = tasks.length * jobConfig.attempts;
     if (!opts.json) {
       const label = name !== undefined ? ` (${name})` : "";
@@ -251,6 +252,26 @@ async function startJob(given: RunOptions, agentName: string, kind: JobKind, str
     await store.close();
     throw e;
   }
+}
+
+/**
+ * Starts a job as `evolve run` would with `opts`, for `evolve serve`'s POST /jobs: resolves with its id once it is
+ * recorded (or rejects with why it was refused), while the job goes on running in this process, quietly; how it ends
+ * is in the store. A failure after the job was recorded goes to stderr.
+ */
+export function startJobQuietly(opts: RunOptions): Promise<{ id: string }> {
+  return new Promise((resolve, reject) => {
+    let started = false;
+    startJob({ ...opts, json: true }, opts.agent ?? "oracle", "run", false, (id) => {
+      started = true;
+      resolve({ id });
+    })
+      .then(({ store }) => store.close())
+      .catch((e) => {
+        if (!started) return reject(e);
+        process.stderr.write(`evolve serve: a job started over the API failed: ${(e as Error)?.message ?? e}\n`);
+      });
+  });
 }
 
 /** `evolve run` */

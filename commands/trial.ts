@@ -14,10 +14,11 @@ import type { Engine, EngineKind } from "../engine/driver/types.ts";
 import { EvolveError } from "../engine/errors.ts";
 import { createRegrade, createRetry, isSettled, requestStop, requireTrial, unsettled } from "../engine/job/actions.ts";
 import { trialDir, type Store, type TrialRecord } from "../engine/store/index.ts";
-import { archiveKept, archiveLive, exclusion, keptChildren, readKeptFile, readManifest, skippedSummary, type KeptManifest } from "../engine/trial/changes.ts";
+import { archiveKept, archiveLive, exclusion, readManifest, skippedSummary, type KeptManifest } from "../engine/trial/changes.ts";
 import { BoxFileRefused, readBoxFile, streamBoxFile } from "../engine/box/fs.ts";
 import { agentStreamFile, archivedSteps, trialPaths } from "../engine/box/layout.ts";
 import type { RegradeVerifier } from "../engine/trial/regrade.ts";
+import { catDocument, keptChanges, keptChangesDocument, keptLsDocument, readKeptPath, UNTOUCHED_NOTE } from "../engine/trial/kept-read.ts";
 import { boxChanges, boxList, boxPath, boxProcesses, boxReadFile, findLiveBox } from "../engine/trial/inspect.ts";
 import { exceptionLine, formatDuration, formatReward, out, outJson, outJsonLine, outTable, statusWord, style, taskLabel, when } from "./output.ts";
 import { driveJob, secretsFromEnv } from "./run.ts";
@@ -322,7 +323,6 @@ function requireReadable(s: Source): asserts s is Exclude<Source, { kind: "none"
   if (s.kind === "none") throw new EvolveError("files_unavailable", `trial ${s.trial.id} has no files to read: ${s.reason}`, "see `evolve trial files status <id>`");
 }
 
-const UNTOUCHED_NOTE = "files the run never touched are not listed: the image holds them (the kept tree is only what the run added, modified or deleted)";
 
 /** `evolve trial files status <id>` */
 export async function filesStatusCommand(arg: string, opts: { json?: boolean; engine?: EngineKind }): Promise<number> {
@@ -385,9 +385,9 @@ export async function filesLsCommand(arg: string, path: string | undefined, opts
       outTable(LS_HEADER, r.entries.map((e) => [changed.get(e.path), e.type, e.size, e.mode, pathCell(e.path, e.type)]));
       return 0;
     }
-    const self = s.manifest.files.find((e) => e.path === p);
-    const entries = self && self.type !== "dir" ? [self] : keptChildren(s.manifest, p);
-    if (opts.json) return outJson({ trial_id: id, source: "kept", path: p, entries, note: UNTOUCHED_NOTE }), 0;
+    const doc = keptLsDocument(id, s.manifest, p);
+    const entries = doc.entries;
+    if (opts.json) return outJson(doc), 0;
     if (entries.length) {
       outTable(LS_HEADER, entries.map((e) => [e.kind, e.type, e.size, e.mode, pathCell(e.path, e.type, e.target)]));
     } else out(`nothing under ${p} was changed by the run`);
@@ -404,19 +404,8 @@ export async function filesCatCommand(arg: string, path: string, opts: { json?: 
     requireReadable(s);
     let data: Buffer;
     if (s.kind === "live") data = (await boxReadFile(s.engine, s.box.id, p)).data;
-    else {
-      const e = s.manifest.files.find((x) => x.path === p);
-      const skipped = s.manifest.skipped.find((x) => x.path === p);
-      const excluded = s.manifest.excluded.find((x) => p === x.path || p.startsWith(`${x.path}/`));
-      if (skipped) throw new EvolveError("file_not_kept", `${p} was changed by the run but not kept: ${skipped.reason}`, "");
-      if (!e && excluded) throw new EvolveError("file_not_kept", `${p} is not kept: ${excluded.path} is left out (${excluded.reason})`, "");
-      if (!e) throw new EvolveError("file_not_kept", `${p} was not changed by the run: only the image holds it`, `see what changed: evolve trial files changes ${id}`);
-      if (e.kind === "deleted") throw new EvolveError("file_deleted", `${p} was deleted by the run`, "");
-      if (e.type === "dir") throw new EvolveError("not_a_file", `${p} is a folder`, `list it: evolve trial files ls ${id} ${p}`);
-      if (e.type !== "file") throw new EvolveError("not_a_file", `${p} is a ${e.type}${e.target ? ` to ${e.target}` : ""}`, "");
-      data = await readKeptFile(s.dir, p, s.manifest.cap_bytes);
-    }
-    if (opts.json) outJson({ trial_id: id, source: s.kind, path: p, size: data.length, text: data.toString("utf8") });
+    else data = await readKeptPath(id, s.dir, s.manifest, p);
+    if (opts.json) outJson(catDocument(id, s.kind, p, data));
     else process.stdout.write(data);
     return 0;
   });
@@ -439,8 +428,8 @@ export async function filesChangesCommand(arg: string, opts: { json?: boolean; e
       return 0;
     }
     const m = s.manifest;
-    const changes = m.files.filter((f) => !(f.kind === "modified" && f.type === "dir"));
-    if (opts.json) return outJson({ trial_id: id, source: "kept", changes, excluded: m.excluded, skipped: m.skipped, kept_bytes: m.kept_bytes, cap_bytes: m.cap_bytes, cap_files: m.cap_files ?? null, changes_from: m.changes_from ?? "engine", changes_note: m.changes_note ?? null }), 0;
+    const changes = keptChanges(m);
+    if (opts.json) return outJson(keptChangesDocument(id, m)), 0;
     if (m.changes_note) out(style.yellow(m.changes_note));
     if (changes.length === 0) out("the run changed no files (outside the paths left out below)");
     else outTable(["CHANGE", "TYPE", "SIZE", "SHA256", "PATH"], changes.map((f) => [f.kind, f.type, f.size, f.sha256?.slice(0, 12), pathCell(f.path, f.type, f.target)]));

@@ -20,6 +20,8 @@ const LAYERS: readonly (string | readonly string[])[] = [
   "package.json",
   "engine/error-codes",
   "engine/errors",
+  // the JSON vocabulary's edge (snake_case keys), shared by the CLI's --json and the local API
+  "engine/json-keys",
   "engine/duration",
   "engine/providers",
   "engine/dataset-ref",
@@ -55,6 +57,8 @@ const LAYERS: readonly (string | readonly string[])[] = [
   "engine/results",
   // portable packs: a dataset's tasks, images and agents carried to an air-gapped machine (issue 22 §4)
   "engine/pack",
+  // the local API (`evolve serve`, issue 23): calls the engine as commands/ does, holds no rule of its own
+  "engine/serve",
   "commands",
   "main",
 ];
