@@ -33,6 +33,8 @@ export const ENGINE_TESTS = [
   "tests/metaharness-run.test.ts",
   "tests/metaharness-proposer.test.ts",
   "tests/run-cli.test.ts",
+  // evolve serve's POST /api/v1/jobs runs an oracle job on podman
+  "tests/serve-run.engine.test.ts",
   // evolve run on podman writes a Harbor job folder
   "tests/results-run.test.ts",
   // evolve pack / unpack on podman: a pack runs on a fresh home with no build
