@@ -15,10 +15,11 @@ import { EvolveError } from "../engine/errors.ts";
 import { createRegrade, createRetry, isSettled, requestStop, requireTrial, unsettled } from "../engine/job/actions.ts";
 import { trialDir, type Store, type TrialRecord } from "../engine/store/index.ts";
 import { archiveKept, archiveLive, exclusion, readManifest, skippedSummary, type KeptManifest } from "../engine/trial/changes.ts";
-import { BoxFileRefused, readBoxFile, streamBoxFile } from "../engine/box/fs.ts";
-import { agentStreamFile, archivedSteps, trialPaths } from "../engine/box/layout.ts";
+import { BoxFileRefused, streamBoxFile } from "../engine/box/fs.ts";
+import { trialPaths } from "../engine/box/layout.ts";
 import type { RegradeVerifier } from "../engine/trial/regrade.ts";
 import { catDocument, keptChanges, keptChangesDocument, keptLsDocument, readKeptPath, UNTOUCHED_NOTE } from "../engine/trial/kept-read.ts";
+import { logsDocument, unrecordedDocument, notRecorded, streamParts, UNRECORDED, type LogStream, type StreamPart } from "../engine/trial/logs.ts";
 import { boxChanges, boxList, boxPath, boxProcesses, boxReadFile, findLiveBox } from "../engine/trial/inspect.ts";
 import { exceptionLine, formatDuration, formatReward, out, outJson, outJsonLine, outTable, statusWord, style, taskLabel, when } from "./output.ts";
 import { driveJob, secretsFromEnv } from "./run.ts";
@@ -109,69 +110,8 @@ export async function stopCommand(ids: string[], opts: { json?: boolean; wait?: 
 
 // ---- logs ------------------------------------------------------------------------------------------------------
 
-/**
- * The streams `trial logs` knows: the agent's, the verifier's, evolve's own (trial.log), the image builds' (setup.log)
- * and the agent's box's own output (box.log); the last is named but not recorded today.
- */
-export const LOG_STREAMS = ["agent", "verifier", "system", "setup", "box", "metrics"] as const;
-type LogStream = (typeof LOG_STREAMS)[number];
-
-const UNRECORDED: Partial<Record<LogStream, string>> = {
-  metrics: "the metrics stream (resource samples of the box) is named but not recorded today",
-};
-
-/** One file of a stream: a finished step's archived copy (`step` its name), or the current outputs (`step` null). */
-interface StreamPart {
-  step: string | null;
-  file: string;
-}
-
-/**
- * The files of a stream in reading order: each archived step's copy in the order the steps ran, then the current
- * one; with `step`, that step's copy alone (a step the trial did not archive is `step_unknown`, listing those it did).
- */
-function streamParts(tdir: string, t: TrialRecord, stream: LogStream, step?: string): StreamPart[] {
-  const pick = (dir: string): string => {
-    if (stream === "verifier") return trialPaths(dir).testStdout;
-    return agentStreamFile(trialPaths(dir).agent, t.agent);
-  };
-  const p = trialPaths(tdir);
-  const single = (file: string): StreamPart[] => [{ step: null, file }];
-  if (step !== undefined && stream !== "agent" && stream !== "verifier") {
-    throw new EvolveError("usage", `--step applies to the agent and verifier streams, not ${stream}`, "each step has its own agent and verifier logs; the other streams are the trial's");
-  }
-  if (stream === "system") return single(p.log);
-  if (stream === "setup") return single(p.setup);
-  if (stream === "box") return single(p.box);
-  const steps = archivedSteps(tdir, (t.step_results ?? []).map((r) => r.name));
-  if (step !== undefined) {
-    if (!steps.includes(step)) {
-      throw steps.length > 0
-        ? new EvolveError("step_unknown", `trial ${t.id} has no step ${JSON.stringify(step)}`, `its steps: ${steps.join(", ")}`)
-        : new EvolveError("step_unknown", `trial ${t.id} has no steps: --step is for a multi-step task's trial`, `without --step: evolve trial logs ${t.id} --stream ${stream}`);
-    }
-    return [{ step, file: pick(p.step(step)) }];
-  }
-  return [...steps.map((name) => ({ step: name, file: pick(p.step(name)) })), { step: null, file: pick(tdir) }];
-}
-
 /** The header printed before each step's part of a multi-step trial's stream, like `tail`'s between files. */
 const stepHeader = (part: StreamPart) => style.bold(part.step === null ? "==> current step <==" : `==> step ${part.step} <==`) + "\n";
-
-function notRecorded(t: TrialRecord, stream: LogStream): EvolveError {
-  const where = `${t.status}${t.attempt_phase ? `, phase ${t.attempt_phase}` : ""}`;
-  const why = isSettled(t)
-    ? {
-        verifier: "its verifier never ran",
-        agent: "its agent never wrote output",
-        setup: "it failed before its build phase",
-        box: "its box never started",
-        system: "it kept no system log",
-        metrics: "",
-      }[stream]
-    : "nothing is recorded yet";
-  return new EvolveError("stream_not_recorded", `trial ${t.id} has no ${stream} stream: ${why} (${where})`, isSettled(t) ? "see `evolve trial show` for what happened" : `follow it as it arrives: evolve trial logs ${t.id} --stream ${stream} --follow`);
-}
 
 type LogsOpts = { stream?: string; step?: string; follow?: boolean; json?: boolean };
 
@@ -192,7 +132,7 @@ async function printLogs(arg: string, opts: LogsOpts): Promise<number> {
     const t = requireTrial(store, arg);
     const id = t.id;
     if (UNRECORDED[stream]) {
-      if (opts.json) outJson({ trial_id: id, stream, recorded: false, reason: UNRECORDED[stream], text: "" });
+      if (opts.json) outJson(unrecordedDocument(id, stream));
       else process.stderr.write(`${style.dim(`(empty) ${UNRECORDED[stream]}`)}\n`);
       return 0;
     }
@@ -218,13 +158,7 @@ async function printLogs(arg: string, opts: LogsOpts): Promise<number> {
     if (!opts.follow) {
       const parts = all.filter((p) => existsSync(p.file));
       if (parts.length === 0) throw notRecorded(t, stream);
-      if (opts.json) {
-        const texts: string[] = [];
-        for (const p of parts) texts.push((await readBoxFile(tdir, p.file, { limit: JSON_LOG_LIMIT, tail: true })) ?? "");
-        const steps = opts.step !== undefined || headed ? { ...(opts.step !== undefined ? { step: opts.step } : {}), parts: parts.map((p, i) => ({ step: p.step, file: p.file, text: texts[i] })) } : {};
-        outJson({ trial_id: id, stream, recorded: true, files: parts.map((p) => p.file), text: texts.join(""), ...steps });
-        return 0;
-      }
+      if (opts.json) return outJson(await logsDocument(tdir, t, stream, opts.step, parts)), 0;
       let bytes = 0;
       let lastByte = 10;
       for (const p of parts) {
@@ -288,9 +222,6 @@ async function liveBoxLog(home: string, id: string): Promise<string | undefined>
     await engine.close();
   }
 }
-
-/** What `trial logs --json` puts in one document per file: its last 16 MiB (the whole stream prints without --json). */
-const JSON_LOG_LIMIT = 16 * 1024 * 1024;
 
 // ---- files -----------------------------------------------------------------------------------------------------
 

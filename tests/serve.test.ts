@@ -148,6 +148,9 @@ describe("evolve serve: the CLI's documents", () => {
     await same(`/trials/${ids.scored}/files?path=app`, ["trial", "files", "ls", ids.scored, "/app"]);
     await same(`/trials/${ids.scored}/files/content?path=app/out.txt`, ["trial", "files", "cat", ids.scored, "/app/out.txt"]);
     await same(`/trials/${ids.scored}/files/changes`, ["trial", "files", "changes", ids.scored]);
+    await same(`/trials/${ids.scored}/logs/agent`, ["trial", "logs", ids.scored, "--stream", "agent"]);
+    await same(`/trials/${ids.scored}/logs/verifier`, ["trial", "logs", ids.scored, "--stream", "verifier"]);
+    await same(`/trials/${ids.scored}/logs/metrics`, ["trial", "logs", ids.scored, "--stream", "metrics"]);
     await same("/datasets", ["dataset", "list"]);
     await same("/datasets/demo", ["dataset", "show", "demo"]);
     await same("/datasets/demo/1.0", ["dataset", "show", "demo@1.0"]);

@@ -22,6 +22,7 @@ import { ARTIFACT_STREAMS, streamArtifact, type ArtifactStream } from "../trace/
 import { parseGrep, parseKinds } from "../trace/filter.ts";
 import { followTrace, hasTrace, traceLines, type StoredLine, type TraceFilter } from "../trace/store.ts";
 import { readManifest, type KeptManifest } from "../trial/changes.ts";
+import { JSON_LOG_LIMIT, LOG_STREAMS, logsDocument, UNRECORDED, unrecordedDocument, type LogStream } from "../trial/logs.ts";
 import { catDocument, keptChangesDocument, keptLsDocument, readKeptPath } from "../trial/kept-read.ts";
 import { checkSegment, checkTreePath, jsonResponse } from "./http.ts";
 import type { TokenScope } from "./tokens.ts";
@@ -388,6 +389,23 @@ export const ROUTES: readonly Route[] = [
     summary: `one artifact, as \`trial download --stream\`: ${ARTIFACT_STREAMS.join(", ")}`,
     produces: "text",
     handle: (c) => artifact(c, c.params.stream!),
+  },
+  {
+    method: "GET",
+    path: "/trials/:trial/logs/:stream",
+    scope: "read",
+    summary: `one log stream, as \`trial logs --stream S --json\` (each file's last ${JSON_LOG_LIMIT} bytes): ${LOG_STREAMS.join(", ")}`,
+    query: [{ name: "step", description: "one step of a multi-step trial (agent and verifier streams)" }],
+    produces: "json",
+    handle: async (c) => {
+      const stream = c.params.stream!;
+      if (!(LOG_STREAMS as readonly string[]).includes(stream)) throw usage(`no log stream ${JSON.stringify(stream)}`, `streams: ${LOG_STREAMS.join(", ")}`);
+      const t = trialOf(c);
+      const s = stream as LogStream;
+      if (UNRECORDED[s]) return jsonResponse(unrecordedDocument(t.id, s));
+      const step = c.query.get("step");
+      return jsonResponse(await logsDocument(trialDir(c.home, t.id), t, s, step === null ? undefined : checkSegment("step", step)));
+    },
   },
   {
     method: "GET",
