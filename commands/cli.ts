@@ -285,6 +285,8 @@ export function buildProgram(version: string, setExit: (code: number) => void, a
     .option("--port <port>", "port to listen on (0 = any free port; default 8765)", numberFlag("--port", PORT))
     .option("--host <host>", "address to bind (default 127.0.0.1; any other needs an API token to exist)")
     .option("--socket <path>", "also (or, without --port, only) listen on this unix socket: this user only, no token needed")
+    .option("--project <dir>", "serve this evolution project's records (/api/v1/evolve/*: gene bank, rounds, screens)")
+    .option("--metaharness-run <dir>", "serve this Meta-Harness run's status (/api/v1/metaharness/status)")
     .addHelpText(
       "after",
       "\nEvery TCP request carries Authorization: Bearer <token> (evolve auth token create); the routes are in GET /api/v1/openapi.json.\n" +

@@ -2,6 +2,7 @@
  * `evolve serve` (the local API, engine/serve) and `evolve auth token create|list|revoke` (its tokens). Argument
  * parsing and printing only: the routes, the token rules and who may connect are engine/serve's.
  */
+import { resolve } from "node:path";
 import type { Command } from "commander";
 import { startServe } from "../engine/serve/listen.ts";
 import { createToken, listTokens, revokeToken } from "../engine/serve/tokens.ts";
@@ -24,10 +25,11 @@ function runOptionsFrom(run: Command, doc: Record<string, unknown>): RunOptions 
  * `evolve serve [--port N] [--host H] [--socket PATH]`; runs until SIGINT/SIGTERM. `run`: the `run` command, whose
  * flags POST /api/v1/jobs takes.
  */
-export async function serveCommand(opts: { port?: number; host?: string; socket?: string }, version: string, run: Command): Promise<number> {
+export async function serveCommand(opts: { port?: number; host?: string; socket?: string; project?: string; metaharnessRun?: string }, version: string, run: Command): Promise<number> {
   return withStore(async (store, home) => {
     const startJob = async (doc: Record<string, unknown>) => (await import("./run.ts")).startJobQuietly(runOptionsFrom(run, doc));
-    const serving = await startServe({ store, home, version, startJob }, { host: opts.host, port: opts.port, socket: opts.socket });
+    const where = { ...(opts.project !== undefined ? { project: resolve(opts.project) } : {}), ...(opts.metaharnessRun !== undefined ? { metaharnessRun: resolve(opts.metaharnessRun) } : {}) };
+    const serving = await startServe({ store, home, version, startJob, ...where }, { host: opts.host, port: opts.port, socket: opts.socket });
     try {
       if (serving.tcp) out(`${style.bold("evolve serve")} listening on ${serving.tcp.url}/api/v1  ${style.dim("(every request needs Authorization: Bearer <token>)")}`);
       if (serving.socket) out(`${style.bold("evolve serve")} listening on ${serving.socket.url}  ${style.dim("(mode 0600: this user only, no token needed)")}`);

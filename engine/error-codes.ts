@@ -242,6 +242,7 @@ export const ERROR_CODES = {
   serve_route_unknown: env("no route of the local API has that method and path (HTTP 404)"),
   serve_socket_unsafe: env("the folder of `evolve serve --socket` is not this user's own mode-0700 folder, so other users could reach the socket"),
   path_refused: env("a path given to the local API climbs out (`..`, encoded or not), is absolute where it must be relative, or holds a NUL or an encoded slash (HTTP 400)"),
+  evolve_project_missing: env("`evolve serve` was started without --project, so it serves no evolver records (HTTP 404)"),
   token_not_found: env("no API token by that id is stored (`evolve auth token list`)"),
 } as const satisfies Record<string, ErrorCodeInfo>;
 

@@ -21,7 +21,8 @@ import { openStore, trialDir, type Store } from "../engine/store/index.ts";
 import { promptEvent } from "../engine/trace/events.ts";
 import { openTraceWriter } from "../engine/trace/store.ts";
 import { cliHost } from "./support/cli-host.ts";
-import { makeJsonStore, type JsonStoreIds } from "./support/json-store.ts";
+import { makeJsonStore, writeEvolveProject, type JsonStoreIds } from "./support/json-store.ts";
+import { makeMetaRun } from "./support/metaharness-run.ts";
 
 const root = resolve(__dirname, "..");
 const host = cliHost();
@@ -41,8 +42,17 @@ beforeAll(async () => {
   const gone = createToken(store, { name: "gone" });
   revokeToken(store, gone.record.id);
   tokens.revoked = gone.token;
-  app = createServeApp({ store, home, version: "0-test" });
+  // an evolution project with one round (its screen `round-1`), and a Meta-Harness run, for the evolver's routes
+  writeEvolveProject(project());
+  const made = evolve(["harness", "scaffold", "--project", project(), "--where", "prompt", "--pathology", "p", "--hypothesis", "h", "--marker", "M", "--json"]);
+  expect(made.code, made.stderr).toBe(0);
+  evolve(["harness", "round", "--on-host", "--project", project(), "--holdout", join(project(), "evolve", "evals")]);
+  makeMetaRun(metaRun());
+  app = createServeApp({ store, home, version: "0-test", project: project(), metaharnessRun: metaRun() });
 });
+
+const project = () => join(home, "evolve-project");
+const metaRun = () => join(home, "mh-run");
 
 afterAll(async () => {
   host.close();
@@ -63,7 +73,7 @@ async function call(path: string, o: { token?: string; method?: string; body?: s
 
 /** A concrete URL for a route of the table, on the test store's records. */
 function concrete(r: Route): string {
-  const values: Record<string, string> = { job: ids.doneJob, trial: ids.scored, stream: "verifier", name: "demo", version: "1.0" };
+  const values: Record<string, string> = { job: ids.doneJob, trial: ids.scored, stream: "verifier", name: "demo", version: "1.0", screen: "round-1" };
   const path = r.path.replace(/:([a-z]+)/g, (_m, k: string) => values[k]!);
   return r.path.includes("/files/content") ? `${path}?path=app/out.txt` : path;
 }
@@ -151,6 +161,8 @@ describe("evolve serve: the CLI's documents", () => {
     await same(`/trials/${ids.scored}/logs/agent`, ["trial", "logs", ids.scored, "--stream", "agent"]);
     await same(`/trials/${ids.scored}/logs/verifier`, ["trial", "logs", ids.scored, "--stream", "verifier"]);
     await same(`/trials/${ids.scored}/logs/metrics`, ["trial", "logs", ids.scored, "--stream", "metrics"]);
+    await same("/evolve/genebank", ["harness", "genebank", "show", "--project", project()]);
+    await same("/metaharness/status", ["metaharness", "status", metaRun()]);
     await same("/datasets", ["dataset", "list"]);
     await same("/datasets/demo", ["dataset", "show", "demo"]);
     await same("/datasets/demo/1.0", ["dataset", "show", "demo@1.0"]);
@@ -176,6 +188,18 @@ describe("evolve serve: the CLI's documents", () => {
     const gone = await call(`/trials/NOSUCHTRIAL`, { token: tokens.read });
     expect(gone.status).toBe(404);
     expect(await errorOf(gone)).toMatchObject({ code: "trial_not_found", hint: expect.any(String) });
+  });
+
+  it("answers the evolver's rounds and screens as the round wrote them, and only for the served project", async () => {
+    const rounds = (await (await call("/evolve/rounds", { token: tokens.read })).json()) as { round: number; screen_id: string }[];
+    expect(rounds.map((r) => [r.round, r.screen_id])).toEqual([[1, "round-1"]]);
+    const screen = (await (await call("/evolve/screens/round-1", { token: tokens.read })).json()) as { id: string; candidates: unknown[]; parents: unknown };
+    expect(screen.id).toBe("round-1");
+    expect(screen.candidates.length).toBe(1);
+    const bare = createServeApp({ store, home, version: "0" });
+    const res = await bare.fetch(new Request(`http://127.0.0.1${API_BASE}/evolve/genebank?project=/etc`, { headers: { authorization: `Bearer ${tokens.read}` } }));
+    expect(res.status).toBe(404);
+    expect((await errorOf(res)).code).toBe("evolve_project_missing");
   });
 
   it("pages lists with limit and cursor, the body staying the CLI's rows", async () => {

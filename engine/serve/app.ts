@@ -18,6 +18,9 @@ export interface ServeDeps {
   version: string;
   /** Starts a job from `run`'s flags in this process and resolves once it is recorded (POST /jobs). */
   startJob?: RouteContext["startJob"];
+  /** The evolution project /evolve/* serves, and the Meta-Harness run folder /metaharness/* serves. */
+  project?: string;
+  metaharnessRun?: string;
 }
 
 /** A token's last use is written at most this often, so reads stay reads under a busy client. */
@@ -67,7 +70,7 @@ export function createServeApp(deps: ServeDeps, o: { trusted?: boolean } = {}): 
       if (r.path === "/openapi.json") return new Response(JSON.stringify(openapi), { headers: { "content-type": "application/json; charset=utf-8" } });
       const params = checkParams(c.req.param() as Record<string, string>);
       deps.store.refresh();
-      return await r.handle({ store: deps.store, home: deps.home, req: c.req.raw, params, query: new URL(c.req.url).searchParams, startJob: deps.startJob });
+      return await r.handle({ store: deps.store, home: deps.home, req: c.req.raw, params, query: new URL(c.req.url).searchParams, startJob: deps.startJob, project: deps.project, metaharnessRun: deps.metaharnessRun });
     });
   }
   return app;

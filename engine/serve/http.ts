@@ -13,6 +13,8 @@ const STATUS: Partial<Record<ErrorCode, number>> = {
   serve_token_refused: 401,
   serve_scope_refused: 403,
   serve_route_unknown: 404,
+  evolve_project_missing: 404,
+  metaharness_run_missing: 404,
   file_too_large: 413,
   internal: 500,
 };

@@ -23,6 +23,10 @@ import { parseGrep, parseKinds } from "../trace/filter.ts";
 import { followTrace, hasTrace, traceLines, type StoredLine, type TraceFilter } from "../trace/store.ts";
 import { readManifest, type KeptManifest } from "../trial/changes.ts";
 import { JSON_LOG_LIMIT, LOG_STREAMS, logsDocument, UNRECORDED, unrecordedDocument, type LogStream } from "../trial/logs.ts";
+import { geneBankDocument, screenDocument } from "../evolve/documents.ts";
+import { readRounds, roundToJson } from "../evolve/round.ts";
+import { readScreen } from "../evolve/screen.ts";
+import { statusDocument } from "../metaharness/documents.ts";
 import { catDocument, keptChangesDocument, keptLsDocument, readKeptPath } from "../trial/kept-read.ts";
 import { checkSegment, checkTreePath, jsonResponse } from "./http.ts";
 import type { TokenScope } from "./tokens.ts";
@@ -39,6 +43,10 @@ export interface RouteContext {
   query: URLSearchParams;
   /** Starts a job from `run`'s flags in this process (POST /jobs); absent where serve was built without it. */
   startJob?: (flags: Record<string, unknown>) => Promise<{ id: string }>;
+  /** The evolution project whose records /evolve/* serves (`serve --project`): only it, never one a client names. */
+  project?: string;
+  /** The Meta-Harness run folder /metaharness/* serves (`serve --metaharness-run`). */
+  metaharnessRun?: string;
 }
 
 /** One query parameter, for the OpenAPI document. */
@@ -266,6 +274,12 @@ const TRACE_QUERY: QueryParam[] = [
   { name: "cursor", description: "only events after this seq" },
 ];
 const PATH_QUERY: QueryParam[] = [{ name: "path", description: "a path in the kept tree, relative to its root (app/out.txt)" }];
+
+/** The project `serve --project` named; the API never reads a folder a request names. */
+function projectOf(c: RouteContext): string {
+  if (c.project === undefined) throw new EvolveError("evolve_project_missing", "this server serves no evolution project", "start it with `evolve serve --project <dir>`");
+  return c.project;
+}
 
 /** Every route of /api/v1. */
 export const ROUTES: readonly Route[] = [
@@ -495,6 +509,44 @@ export const ROUTES: readonly Route[] = [
     summary: "the tasks of one dataset version (the `tasks` of `dataset show --json`)",
     produces: "json",
     handle: (c) => jsonResponse(showDataset(c.store, `${c.params.name}@${c.params.version}`).tasks),
+  },
+  {
+    method: "GET",
+    path: "/evolve/genebank",
+    scope: "read",
+    summary: "the served project's gene bank, as `harness genebank show --json`",
+    produces: "json",
+    handle: (c) => jsonResponse(geneBankDocument(projectOf(c))),
+  },
+  {
+    method: "GET",
+    path: "/evolve/rounds",
+    scope: "read",
+    summary: "the served project's round records, by round number (docs/json.md, round record)",
+    produces: "json",
+    handle: (c) => jsonResponse(readRounds(projectOf(c)).map(roundToJson)),
+  },
+  {
+    method: "GET",
+    path: "/evolve/screens/:screen",
+    scope: "read",
+    summary: "one screen of the served project, as `harness screen --json` printed it",
+    produces: "json",
+    handle: (c) => {
+      const project = projectOf(c);
+      return jsonResponse(screenDocument(project, readScreen(project, c.params.screen!)));
+    },
+  },
+  {
+    method: "GET",
+    path: "/metaharness/status",
+    scope: "read",
+    summary: "the served Meta-Harness run, as `metaharness status --json`",
+    produces: "json",
+    handle: (c) => {
+      if (c.metaharnessRun === undefined) throw new EvolveError("metaharness_run_missing", "this server serves no Meta-Harness run", "start it with `evolve serve --metaharness-run <dir>`");
+      return jsonResponse(statusDocument(c.metaharnessRun));
+    },
   },
 ];
 
