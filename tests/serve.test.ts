@@ -185,6 +185,12 @@ describe("evolve serve: the CLI's documents", () => {
     expect((await errorOf(bad)).code).toBe("trace_kind_unknown");
     const verifier = await call(`/trials/${ids.scored}/artifacts/verifier`, { token: tokens.read });
     expect(await verifier.text()).toBe(evolve(["trial", "download", ids.scored, "--stream", "verifier"]).stdout);
+    // one the trial never stored is refused before any byte: a 404 with its code, never an empty 200
+    const absent = await call(`/trials/${ids.scored}/artifacts/trace-stderr`, { token: tokens.read });
+    expect(absent.status).toBe(404);
+    expect((await errorOf(absent)).code).toBe("artifact_not_recorded");
+    const parsed = await call(`/trials/${ids.scored}/artifacts/trace-parsed`, { token: tokens.read });
+    expect(await parsed.text()).toBe(evolve(["trial", "download", ids.scored, "--stream", "trace-parsed"]).stdout);
     const gone = await call(`/trials/NOSUCHTRIAL`, { token: tokens.read });
     expect(gone.status).toBe(404);
     expect(await errorOf(gone)).toMatchObject({ code: "trial_not_found", hint: expect.any(String) });

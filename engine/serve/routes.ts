@@ -187,16 +187,34 @@ function tracePage(c: RouteContext, t: TrialRecord): Response {
   return new Response(lines.map((l) => l + "\n").join(""), { headers });
 }
 
-/** An artifact's bytes (`trial download --stream`), gathered through the engine's sink. */
+/**
+ * An artifact's bytes (`trial download --stream`), streamed through the engine's sink as it writes them: a slow
+ * client slows the read, a million-event trace is never held whole. An artifact the trial never stored is refused
+ * before any byte is sent (the engine throws before its first write).
+ */
 async function artifact(c: RouteContext, name: string): Promise<Response> {
   if (!(ARTIFACT_STREAMS as readonly string[]).includes(name)) throw usage(`no artifact stream ${JSON.stringify(name)}`, `streams: ${ARTIFACT_STREAMS.join(", ")}`);
   const t = trialOf(c);
-  const chunks: Buffer[] = [];
-  await streamArtifact(c.home, t, name as ArtifactStream, async (chunk) => {
-    chunks.push(typeof chunk === "string" ? Buffer.from(chunk) : chunk);
-  });
+  const { readable, writable } = new TransformStream<Uint8Array, Uint8Array>();
+  const writer = writable.getWriter();
+  const enc = new TextEncoder();
+  let started!: () => void;
+  const first = new Promise<void>((r) => (started = r));
+  const done = streamArtifact(c.home, t, name as ArtifactStream, async (chunk) => {
+    started();
+    await writer.write(typeof chunk === "string" ? enc.encode(chunk) : new Uint8Array(chunk));
+  }).then(
+    () => writer.close(),
+    (e) => {
+      void writer.abort(e).catch(() => {});
+      throw e;
+    },
+  );
+  // a refusal before the first byte is the route's error; one after it cuts the body short
+  await Promise.race([first, done]);
+  done.catch(() => {});
   const type = name === "trace-parsed" ? "application/x-ndjson" : name === "trace-atif" || name === "agent-home" ? "application/json" : "text/plain";
-  return new Response(Buffer.concat(chunks), { headers: { "content-type": `${type}; charset=utf-8` } });
+  return new Response(readable, { headers: { "content-type": `${type}; charset=utf-8` } });
 }
 
 /** A settled trial's kept tree (the API reads no live box: it holds no container engine). */
