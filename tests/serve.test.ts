@@ -6,7 +6,7 @@
  * OpenAPI document lists exactly the route table; an exposed bind without a token and an unsafe socket folder are
  * refused, and the socket serves this user without a token.
  */
-import { chmodSync, mkdirSync, mkdtempSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
+import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
 import { request } from "node:http";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
@@ -185,6 +185,16 @@ describe("evolve serve: the CLI's documents", () => {
     expect((await errorOf(bad)).code).toBe("trace_kind_unknown");
     const verifier = await call(`/trials/${ids.scored}/artifacts/verifier`, { token: tokens.read });
     expect(await verifier.text()).toBe(evolve(["trial", "download", ids.scored, "--stream", "verifier"]).stdout);
+    // one larger than the queue between the engine and the client arrives whole, in order
+    const log = join(trialDir(home, ids.scored), "verifier", "test-stdout.txt");
+    const small = readFileSync(log, "utf8");
+    const big = Array.from({ length: 60_000 }, (_, i) => `line ${i} ${"x".repeat(40)}\n`).join("");
+    writeFileSync(log, big);
+    try {
+      expect(await (await call(`/trials/${ids.scored}/artifacts/verifier`, { token: tokens.read })).text()).toBe(big);
+    } finally {
+      writeFileSync(log, small);
+    }
     // one the trial never stored is refused before any byte: a 404 with its code, never an empty 200
     const absent = await call(`/trials/${ids.scored}/artifacts/trace-stderr`, { token: tokens.read });
     expect(absent.status).toBe(404);

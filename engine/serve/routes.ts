@@ -195,18 +195,37 @@ function tracePage(c: RouteContext, t: TrialRecord): Response {
 async function artifact(c: RouteContext, name: string): Promise<Response> {
   if (!(ARTIFACT_STREAMS as readonly string[]).includes(name)) throw usage(`no artifact stream ${JSON.stringify(name)}`, `streams: ${ARTIFACT_STREAMS.join(", ")}`);
   const t = trialOf(c);
-  const { readable, writable } = new TransformStream<Uint8Array, Uint8Array>();
-  const writer = writable.getWriter();
+  // a queue of a few chunks the engine fills and the client drains (pull); a client that goes away cancels it, and
+  // the read stops at the next chunk, quietly
+  let ctl!: ReadableStreamDefaultController<Uint8Array>;
+  let wake: (() => void) | undefined;
+  let gone = false;
+  const body = new ReadableStream<Uint8Array>(
+    {
+      start: (c) => void (ctl = c),
+      pull: () => {
+        wake?.();
+        wake = undefined;
+      },
+      cancel: () => {
+        gone = true;
+        wake?.();
+      },
+    },
+    { highWaterMark: 4 },
+  );
   const enc = new TextEncoder();
   let started!: () => void;
   const first = new Promise<void>((r) => (started = r));
   const done = streamArtifact(c.home, t, name as ArtifactStream, async (chunk) => {
     started();
-    await writer.write(typeof chunk === "string" ? enc.encode(chunk) : new Uint8Array(chunk));
+    if (!gone) ctl.enqueue(typeof chunk === "string" ? enc.encode(chunk) : new Uint8Array(chunk));
+    while (!gone && (ctl.desiredSize ?? 0) <= 0) await new Promise<void>((r) => (wake = r));
+    if (gone) throw new EvolveError("internal", "the client went away");
   }).then(
-    () => writer.close(),
+    () => void (gone || ctl.close()),
     (e) => {
-      void writer.abort(e).catch(() => {});
+      if (!gone) ctl.error(e);
       throw e;
     },
   );
@@ -214,7 +233,7 @@ async function artifact(c: RouteContext, name: string): Promise<Response> {
   await Promise.race([first, done]);
   done.catch(() => {});
   const type = name === "trace-parsed" ? "application/x-ndjson" : name === "trace-atif" || name === "agent-home" ? "application/json" : "text/plain";
-  return new Response(readable, { headers: { "content-type": `${type}; charset=utf-8` } });
+  return new Response(body, { headers: { "content-type": `${type}; charset=utf-8` } });
 }
 
 /** A settled trial's kept tree (the API reads no live box: it holds no container engine). */
