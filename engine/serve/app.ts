@@ -67,10 +67,9 @@ export function createServeApp(deps: ServeDeps, o: { trusted?: boolean } = {}): 
     app.on(r.method, API_BASE + r.path, async (c) => {
       const have = c.get("scope");
       if (!scopeAllows(have, r.scope)) throw new EvolveError("serve_scope_refused", `${r.method} ${API_BASE}${r.path} needs a ${r.scope}-scoped token; this one is ${have}-scoped`, "make one with `evolve auth token create --scope run`");
-      if (r.path === "/openapi.json") return new Response(JSON.stringify(openapi), { headers: { "content-type": "application/json; charset=utf-8" } });
       const params = checkParams(c.req.param() as Record<string, string>);
       deps.store.refresh();
-      return await r.handle({ store: deps.store, home: deps.home, req: c.req.raw, params, query: new URL(c.req.url).searchParams, startJob: deps.startJob, project: deps.project, metaharnessRun: deps.metaharnessRun });
+      return await r.handle({ store: deps.store, home: deps.home, req: c.req.raw, params, query: new URL(c.req.url).searchParams, startJob: deps.startJob, project: deps.project, metaharnessRun: deps.metaharnessRun, openapi: () => openapi });
     });
   }
   return app;

@@ -42,8 +42,9 @@ function claimSocketDir(socket: string): void {
     );
   }
   // a socket a previous server left is replaced; anything else at that name is not ours to remove
-  if (existsSync(socket)) {
-    if (!lstatSync(socket).isSocket()) throw new EvolveError("usage", `${socket} exists and is not a socket`, "name a new path for --socket");
+  const there = lstatSync(socket, { throwIfNoEntry: false });
+  if (there) {
+    if (!there.isSocket()) throw new EvolveError("usage", `${socket} exists and is not a socket`, "name a new path for --socket");
     unlinkSync(socket);
   }
 }

@@ -47,6 +47,8 @@ export interface RouteContext {
   project?: string;
   /** The Meta-Harness run folder /metaharness/* serves (`serve --metaharness-run`). */
   metaharnessRun?: string;
+  /** The OpenAPI document of this table (openapi.ts builds it from ROUTES, so it is handed in, not imported). */
+  openapi: () => unknown;
 }
 
 /** One query parameter, for the OpenAPI document. */
@@ -326,9 +328,8 @@ export const ROUTES: readonly Route[] = [
     scope: "read",
     summary: "this API's OpenAPI 3.1 document",
     produces: "json",
-    handle: () => {
-      throw new EvolveError("internal", "the OpenAPI route is answered by the app");
-    },
+    // as built: its keys (operationId, securitySchemes) are OpenAPI's, never re-cased by jsonKeys
+    handle: (c) => new Response(JSON.stringify(c.openapi()), { headers: { "content-type": "application/json; charset=utf-8" } }),
   },
   {
     method: "GET",
