@@ -96,6 +96,12 @@ describe("evolve serve: tokens", () => {
     }
   });
 
+  it("answers a path trick without a token with 401 too: a stranger learns nothing about paths", async () => {
+    const res = await call(`/trials/..%2f..%2fetc/files/content?path=../../etc/passwd`);
+    expect(res.status).toBe(401);
+    expect((await errorOf(res)).code).toBe("serve_token_missing");
+  });
+
   it("answers every route to a live token (none of them is unrouted)", async () => {
     for (const r of ROUTES.filter((x) => x.method === "GET")) {
       const res = await call(concrete(r), { token: tokens.read });

@@ -58,8 +58,9 @@ export function createServeApp(deps: ServeDeps, o: { trusted?: boolean } = {}): 
   app.onError((e) => errorResponse(e));
   app.notFound((c) => errorResponse(new EvolveError("serve_route_unknown", `no route ${c.req.method} ${new URL(c.req.url).pathname}`, `routes: GET ${API_BASE}/openapi.json`)));
   app.use("*", async (c, next) => {
-    checkRawPath(c.req.url);
+    // the token first: a stranger learns nothing, not even which paths would be refused
     c.set("scope", authenticate(deps, c.req.raw, o.trusted === true));
+    checkRawPath(c.req.url);
     await next();
   });
   const openapi = openApiDocument(deps.version);
