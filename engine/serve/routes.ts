@@ -103,7 +103,8 @@ function traceFilter(q: URLSearchParams): TraceFilter {
   return {
     types: parseKinds(all(q, "type"), "type"),
     grep: parseGrep(q.get("grep") ?? undefined, "grep"),
-    tail: intParam(q, "tail", undefined, 0, Number.MAX_SAFE_INTEGER),
+    // bounded like a page: the last N are held in memory until the trace has been read through
+    tail: intParam(q, "tail", undefined, 0, MAX_TRACE_PAGE),
     after: intParam(q, "cursor", undefined, 0, Number.MAX_SAFE_INTEGER),
   };
 }
