@@ -312,6 +312,43 @@ export function buildProgram(version: string, setExit: (code: number) => void, a
     .option("--port <port>", "port to listen on (0 = any free port)", numberFlag("--port", PORT), 4300)
     .action(async (opts) => setExit(await (await import("./dashboard.ts")).dashboardCommand(opts)));
 
+  program
+    .command("serve")
+    .description("serve the local API (/api/v1: the --json documents of jobs, trials, datasets) on loopback or a unix socket")
+    .option("--port <port>", "port to listen on (0 = any free port; default 8765)", numberFlag("--port", PORT))
+    .option("--host <host>", "address to bind (default 127.0.0.1; any other needs an API token to exist)")
+    .option("--socket <path>", "also (or, without --port, only) listen on this unix socket: this user only, no token needed")
+    .option("--project <dir>", "serve this evolution project's records (/api/v1/evolve/*: gene bank, rounds, screens)")
+    .option("--metaharness-run <dir>", "serve this Meta-Harness run's status (/api/v1/metaharness/status)")
+    .addHelpText(
+      "after",
+      "\nEvery TCP request carries Authorization: Bearer <token> (evolve auth token create); the routes are in GET /api/v1/openapi.json.\n" +
+        examples(["evolve auth token create --name laptop && evolve serve", "evolve serve --port 9000", "evolve serve --socket ~/.evolve/run/serve.sock"]),
+    )
+    .action(async (opts) => setExit(await (await import("./serve.ts")).serveCommand(opts, version, program.commands.find((c) => c.name() === "run")!)));
+
+  const auth = program.command("auth").description("API tokens of `evolve serve`");
+  const token = auth.command("token").description("create, list and revoke API tokens (kept hashed; shown once)");
+  token
+    .command("create")
+    .description("make an API token and print it once")
+    .addOption(new Option("--scope <scope>", "read: every GET route; run: also start jobs (POST /api/v1/jobs)").choices(["read", "run"]).default("read"))
+    .option("--name <name>", "a label to tell tokens apart")
+    .option("--json", "print {token, id, name, scope, created_at}")
+    .addHelpText("after", examples(["evolve auth token create --name ci", "evolve auth token create --scope run --name scheduler"]))
+    .action(async (opts) => setExit(await (await import("./serve.ts")).tokenCreateCommand(opts)));
+  token
+    .command("list")
+    .description("every API token (never the token itself), revoked ones included")
+    .option("--json", "print as JSON")
+    .action(async (opts) => setExit(await (await import("./serve.ts")).tokenListCommand(opts)));
+  token
+    .command("revoke")
+    .description("revoke an API token: refused from the next request on")
+    .argument("<id>", "the token's id (evolve auth token list)")
+    .option("--json", "print the revoked token's row as JSON")
+    .action(async (id: string, opts) => setExit(await (await import("./serve.ts")).tokenRevokeCommand(id, opts)));
+
   const gateway = program.command("gateway").description("the LLM gateway between agents and their models");
   gateway
     .command("serve")

@@ -43,6 +43,7 @@ import {
 } from "../engine/eval/mod.ts";
 import { namesDataset } from "../engine/dataset-ref.ts";
 import type { Store } from "../engine/store/mod.ts";
+import { geneBankDocument, roundsResultDocument, screenDocument } from "../engine/evolve/mod.ts";
 import { out, outJson, outTable, style } from "./output.ts";
 import { withStore } from "./store.ts";
 
@@ -177,11 +178,6 @@ function printScreen(project: string, rec: ScreenRecord): void {
   for (const l of rec.limits) out(style.dim(`  limit: ${l}`));
 }
 
-/** The JSON of a screen: the record, and the parents' cost. */
-function screenJson(project: string, rec: ScreenRecord): Record<string, unknown> {
-  return { ...(screenToJson(rec) as Record<string, unknown>), parents: parentCost(project, rec) };
-}
-
 /** `evolve harness scaffold --where W --pathology P --hypothesis H [--marker M] [--parent ID] [--file PATH]…`. */
 export async function scaffoldCommand(opts: { project?: string; where: string; pathology: string; hypothesis: string; marker?: string; parent?: string; file?: string[]; json?: boolean }): Promise<number> {
   const project = projectOf(opts.project);
@@ -219,20 +215,9 @@ export async function screenCommand(candidates: string[], opts: RunOpts & { id?:
       `run it again with --id ${id}: it re-uses the finished runs`,
     );
   });
-  if (opts.json) outJson(screenJson(project, rec));
+  if (opts.json) outJson(screenDocument(project, rec));
   else printScreen(project, rec);
   return rec.candidates.some((c) => c.passed) ? 0 : 1;
-}
-
-function roundJson(r: RoundsResult, project: string): Record<string, unknown> {
-  const rounds = r.rounds.map((rec) => {
-    if (!rec.holdout) return rec;
-    const results: Record<string, unknown> = {};
-    for (const [k, v] of Object.entries(rec.holdout.results)) results[k] = { ...statsToJson(v), held: v.held };
-    return { ...rec, holdout: { ...rec.holdout, results } };
-  });
-  const screens = Object.fromEntries(Object.values(r.screens).map((s) => [s.id, screenJson(project, s)]));
-  return r.plan ? { dry_run: true, plan: r.plan } : { dry_run: false, stop: r.stop, rounds, screens };
 }
 
 function printRound(project: string, r: RoundsResult): void {
@@ -277,7 +262,7 @@ export async function roundCommand(candidates: string[], opts: RunOpts & { maxRo
       "the round",
     ),
   );
-  if (opts.json) outJson(roundJson(r, project));
+  if (opts.json) outJson(roundsResultDocument(r, project));
   else if (r.plan) {
     const p = r.plan;
     out(`${style.bold(`round ${p.round}`)} would run ${p.total_rollouts} rollouts at most:`);
@@ -305,9 +290,9 @@ export async function installCommand(id: string | undefined, opts: { project?: s
 /** `evolve harness genebank show`: the holder of each (where, pathology) cell, with its lineage. */
 export async function genebankShowCommand(opts: { project?: string; json?: boolean }): Promise<number> {
   const project = projectOf(opts.project);
-  const { entries, skipped } = readGeneBankLines(project);
-  const cells = geneBankCells(entries);
-  if (opts.json) return outJson({ cells, entries: entries.length, skipped_lines: skipped }), 0;
+  const doc = geneBankDocument(project);
+  const { cells, skipped_lines: skipped } = doc;
+  if (opts.json) return outJson(doc), 0;
   if (cells.length === 0) out("the gene bank is empty: a round adds the candidates it confirms");
   else outTable(["WHERE", "PATHOLOGY", "HARNESS", "UTILITY", "ROUND", "LINEAGE"], cells.map((c) => [c.where, c.pathology, c.harness_id, c.utility.toFixed(3), c.round, c.lineage.join(" → ")]));
   if (skipped > 0) out(style.yellow(`${skipped} torn or unreadable lines of ${projectPaths(project).genebank} skipped`));

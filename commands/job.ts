@@ -3,6 +3,10 @@
  */
 import { EvolveError } from "../engine/errors.ts";
 import {
+  choices,
+  jobShowDocument,
+  PORTED_PROVIDER,
+  trialShowDocument,
   attemptSeconds,
   cancelJob,
   effectiveStatus,
@@ -29,7 +33,6 @@ import { type AttemptEntry, isLiveStatus, isSettledStatus, tokenCounts, TRIAL_ST
 import { resolveTrial, trialDir, type JobRecord, type Store, type TrialRecord } from "../engine/store/mod.ts";
 import { COUNT, parseNumberFlag } from "./flags.ts";
 import { withStore } from "./store.ts";
-import { PORTED_PROVIDER } from "../engine/results/mod.ts";
 import { exceptionLine, formatDuration, formatReward, out, outJson, outTable, statusWord, style, when } from "./output.ts";
 
 const fmt = formatReward;
@@ -134,15 +137,6 @@ export interface JobListOptions {
   limit?: string;
 }
 
-/** Splits repeatable, comma-separated flag values and checks each against `allowed` (case-insensitively). */
-function choices<T extends string>(flag: string, given: readonly string[] | undefined, allowed: readonly T[], upper: boolean): T[] | undefined {
-  if (!given || given.length === 0) return undefined;
-  const vals = given.flatMap((v) => v.split(",")).map((v) => v.trim()).filter(Boolean).map((v) => (upper ? v.toUpperCase() : v.toLowerCase()));
-  const bad = vals.find((v) => !allowed.includes(v as T));
-  if (bad !== undefined) throw new EvolveError("usage", `${flag} ${bad}: expected one of ${allowed.join(", ")}`, `e.g. ${flag} ${allowed[0]}`);
-  return vals as T[];
-}
-
 /** `--limit`: a whole number ≥ 0 (0 shows every job); 20 when not given. Checked by the numeric-flag parser. */
 function parseLimit(v: string | undefined): number {
   if (v === undefined) return 20;
@@ -196,16 +190,9 @@ export async function jobShowCommand(ref: string, opts: { json?: boolean; status
   const only = choices("--status", opts.status, TRIAL_STATUSES, true);
   return withStore((store) => {
     const job = jobFromArg(store, ref);
-    const id = job.id;
-    const trials = store.listTrials(id);
-    const summary = summarizeJob(job, trials);
-    const spend = jobSpend(trials, { agent: store.getSpend("job", id, "agent"), judge: store.getSpend("job", id, "judge") });
     // the summary stays the whole job's; --status narrows the trials listed
-    const shown = only ? trials.filter((t) => only.includes(t.status)) : trials;
-    // an uploaded job ran elsewhere: `ported` is its provider, and where it came from rides along
-    const uploaded = job.upload ? { provider: PORTED_PROVIDER, upload: job.upload } : {};
-    const folder = job.folder !== undefined ? { folder: job.folder } : {};
-    if (opts.json) return outJson({ ...summary, ...uploaded, spend, ...folder, config: jobConfig(job), trials: shown }), 0;
+    const { summary, trials, shown, spend, document } = jobShowDocument(store, job, only);
+    if (opts.json) return outJson(document), 0;
     printJobSummary(summary, shown, spend, job.folder);
     if (job.upload) out(`provider ${PORTED_PROVIDER}: uploaded ${when(job.upload.uploaded_at)} from job ${job.upload.original_job_id ?? "?"}${typeof job.upload.original_job_name === "string" ? ` (${job.upload.original_job_name})` : ""}, import ${job.upload.import_id}`);
     if (only && shown.length === 0) out(style.dim(`\nno trial is ${only.join(" or ")}`));
@@ -319,7 +306,7 @@ export async function trialShowCommand(arg: string, opts: { json?: boolean }): P
     const id = t.id;
     const job = store.getJob(t.job_id);
     // tokens as every reader counts them (a record from before `prompt` was kept is read in those terms)
-    if (opts.json) return outJson({ ...t, ...(t.tokens ? { tokens: tokenCounts(t.tokens) } : {}), dir: trialDir(home, id), ...trialSpendFields(t) }), 0;
+    if (opts.json) return outJson(trialShowDocument(home, t)), 0;
     const rows: [string, string][] = [
       ["job", t.job_id],
       ["task", `${taskName(t)} ${style.dim(t.task_digest)}`],

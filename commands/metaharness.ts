@@ -25,22 +25,17 @@ const fmt = (m: number | null) => (m === null ? "-" : m.toFixed(4));
 
 /** `status <run>`: every candidate with its round, status, mean and evaluations; the queue, the one handed back, the final one. */
 export async function statusCommand(run: string, opts: { json?: boolean }): Promise<number> {
-  const { loadState } = await import("../engine/metaharness/mod.ts");
-  const s = loadState(resolve(run));
-  const { roundSpend } = await import("../engine/metaharness/mod.ts");
-  const candidates = s.candidates.map((c) => ({ id: c.id, round: c.round, status: c.status, mean: c.mean, evaluations: c.evaluations.length, hypothesis: c.hypothesis, base: c.base, problems: c.problems ?? [] }));
-  const spend = roundSpend(s);
-  if (opts.json) {
-    outJson({ run: resolve(run), step: s.step, round: s.round, candidates, queue: s.queue, handedBack: s.handed_back, finalized: s.finalized ?? null, spend });
-    return 0;
-  }
+  const doc = (await import("../engine/metaharness/mod.ts")).statusDocument(resolve(run));
+  if (opts.json) return outJson(doc), 0;
+  const { candidates, spend } = doc;
+  const s = doc;
   out(`step ${s.step}, round ${s.round}`);
   outTable(
     ["ID", "ROUND", "STATUS", "MEAN", "EVALS", "HYPOTHESIS"],
     candidates.map((c) => [c.id, c.round, c.status, fmt(c.mean), c.evaluations, c.hypothesis.length > 60 ? `${c.hypothesis.slice(0, 57)}...` : c.hypothesis]),
   );
   out(`queue: ${s.queue.length > 0 ? s.queue.join(", ") : "(empty)"}`);
-  out(`handed back: ${s.handed_back ?? "-"}`);
+  out(`handed back: ${s.handedBack ?? "-"}`);
   out(`finalized: ${s.finalized ?? "-"}`);
   outTable(
     ["ROUND", "STEP", "ROLLOUTS", "ROLLOUT $", "PROPOSER $", "PROPOSER TOKENS"],

@@ -48,6 +48,14 @@ export function applyRunConfig<T extends Record<string, unknown>>(opts: T, cmd: 
   } catch (e) {
     throw new EvolveError("run_config_invalid", `${file} is not valid TOML: ${firstLine(e)}`, "see https://toml.io; keys are the flags without --, e.g. n-concurrent = 4");
   }
+  return applyRunDoc(opts, cmd, doc, file);
+}
+
+/**
+ * Returns `opts` with every key of `doc` (a run config's keys and values, from a file or an API request body named
+ * `file` in errors) that no command-line flag overrides, each checked as the flag's own parser checks it.
+ */
+export function applyRunDoc<T extends Record<string, unknown>>(opts: T, cmd: Command, doc: Record<string, unknown>, file: string): T {
   const merged: Record<string, unknown> = { ...opts };
   const byKey = new Map(cmd.options.filter((o) => o.long && !NOT_KEYS.has(o.long.slice(2))).map((o) => [o.long!.slice(2), o]));
   for (const [rawKey, value] of Object.entries(doc)) {

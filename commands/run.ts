@@ -181,7 +181,7 @@ async function vendorFirst(agentName: string): Promise<void> {
 }
 
 /** Starts a job from the options and runs it to the end; returns the store, job id and trials. */
-async function startJob(given: RunOptions, agentName: string, kind: JobKind, streamJson = true) {
+async function startJob(given: RunOptions, agentName: string, kind: JobKind, streamJson = true, onCreated?: (jobId: string, store: Store) => void) {
   const opts = harborFlags(given);
   // checked before the store is even opened, so a refused flag leaves nothing behind
   const agentOptions = parseAgentOptions(opts.ak);
@@ -234,6 +234,7 @@ async function startJob(given: RunOptions, agentName: string, kind: JobKind, str
     const otlp = opts.otlp !== undefined ? (await import("./otel.ts")).liveOtlp(config.home, opts as RunOptions & { otlp: string }, (l) => warnOtlp(l)) : undefined;
     const engine = await openEngine({ kind: opts.engine, home: config.home });
     const job = createJob(store, jobConfig, dataset, config.jobs.max_trials);
+    onCreated?.(job.id, store);
     const total = tasks.length * jobConfig.attempts;
     if (!opts.json) {
       const label = name !== undefined ? ` (${name})` : "";
@@ -253,6 +254,36 @@ async function startJob(given: RunOptions, agentName: string, kind: JobKind, str
     await store.close();
     throw e;
   }
+}
+
+/** How long startJobQuietly waits for the job's runner to claim it before answering anyway. */
+const RUNNER_CLAIM_WAIT_MS = 10_000;
+
+/**
+ * Starts a job as `evolve run` would with `opts`, for `evolve serve`'s POST /jobs: resolves with its id once it is
+ * recorded (or rejects with why it was refused), while the job goes on running in this process, quietly; how it ends
+ * is in the store. A failure after the job was recorded goes to stderr.
+ */
+export function startJobQuietly(opts: RunOptions): Promise<{ id: string }> {
+  return new Promise((resolve, reject) => {
+    let started = false;
+    startJob({ ...opts, json: true }, opts.agent ?? "oracle", "run", false, (id, store) => {
+      started = true;
+      // answered once this process has claimed the job as its runner: before that, a reader sees it INTERRUPTED
+      const deadline = Date.now() + RUNNER_CLAIM_WAIT_MS;
+      const poll = () => {
+        store.refresh();
+        if (store.getJob(id)?.runner || Date.now() > deadline) return resolve({ id });
+        setTimeout(poll, 25);
+      };
+      poll();
+    })
+      .then(({ store }) => store.close())
+      .catch((e) => {
+        if (!started) return reject(e);
+        process.stderr.write(`evolve serve: a job started over the API failed: ${(e as Error)?.message ?? e}\n`);
+      });
+  });
 }
 
 /** `evolve run` */

@@ -29,6 +29,8 @@ import {
   type TraceFilter,
   type TraceKind,
   traceLines,
+  parseGrep,
+  parseKinds,
 } from "../engine/trace/mod.ts";
 import { withStore } from "./store.ts";
 import { jobFromArg } from "./job.ts";
@@ -66,27 +68,6 @@ function batcher(sink: Sink) {
       }
     },
   };
-}
-
-/** `--type` values (repeatable, or comma lists) checked against the trace's kinds. */
-export function parseKinds(values: readonly string[] | undefined): TraceKind[] | undefined {
-  if (!values || values.length === 0) return undefined;
-  const out: TraceKind[] = [];
-  for (const v of values.flatMap((x) => x.split(",")).map((x) => x.trim()).filter(Boolean)) {
-    if (!(TRACE_KINDS as readonly string[]).includes(v)) throw new EvolveError("trace_kind_unknown", `--type ${v}: no such event kind`, `kinds: ${TRACE_KINDS.join(", ")}`);
-    out.push(v as TraceKind);
-  }
-  return out;
-}
-
-/** `--grep`'s regex: case-insensitive; one that does not compile is a usage error naming why. */
-export function parseGrep(src: string | undefined, flag = "--grep"): RegExp | undefined {
-  if (src === undefined) return undefined;
-  try {
-    return new RegExp(src, "i");
-  } catch (e) {
-    throw new EvolveError("usage", `${flag} ${JSON.stringify(src)} is not a regular expression: ${(e as Error).message}`, "the pattern is a JavaScript regex, matched case-insensitively; escape ( [ { with \\");
-  }
 }
 
 /** An event's data as JSON text, cut to CUT characters. */

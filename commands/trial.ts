@@ -40,6 +40,7 @@ import {
   trialPaths,
 } from "../engine/box/mod.ts";
 import { exceptionLine, formatDuration, formatReward, out, outJson, outJsonLine, outTable, statusWord, style, when } from "./output.ts";
+import { catDocument, keptChanges, keptChangesDocument, keptLsDocument, readKeptPath, UNTOUCHED_NOTE, logsDocument, unrecordedDocument, notRecorded, streamParts, UNRECORDED, type LogStream, type StreamPart } from "../engine/trial/mod.ts";
 import { driveJob, secretsFromEnv } from "./run.ts";
 import { withStore } from "./store.ts";
 
@@ -128,69 +129,8 @@ export async function stopCommand(ids: string[], opts: { json?: boolean; wait?: 
 
 // ---- logs ------------------------------------------------------------------------------------------------------
 
-/**
- * The streams `trial logs` knows: the agent's, the verifier's, evolve's own (trial.log), the image builds' (setup.log)
- * and the agent's box's own output (box.log); the last is named but not recorded today.
- */
-export const LOG_STREAMS = ["agent", "verifier", "system", "setup", "box", "metrics"] as const;
-type LogStream = (typeof LOG_STREAMS)[number];
-
-const UNRECORDED: Partial<Record<LogStream, string>> = {
-  metrics: "the metrics stream (resource samples of the box) is named but not recorded today",
-};
-
-/** One file of a stream: a finished step's archived copy (`step` its name), or the current outputs (`step` null). */
-interface StreamPart {
-  step: string | null;
-  file: string;
-}
-
-/**
- * The files of a stream in reading order: each archived step's copy in the order the steps ran, then the current
- * one; with `step`, that step's copy alone (a step the trial did not archive is `step_unknown`, listing those it did).
- */
-function streamParts(tdir: string, t: TrialRecord, stream: LogStream, step?: string): StreamPart[] {
-  const pick = (dir: string): string => {
-    if (stream === "verifier") return trialPaths(dir).testStdout;
-    return agentStreamFile(trialPaths(dir).agent, t.agent);
-  };
-  const p = trialPaths(tdir);
-  const single = (file: string): StreamPart[] => [{ step: null, file }];
-  if (step !== undefined && stream !== "agent" && stream !== "verifier") {
-    throw new EvolveError("usage", `--step applies to the agent and verifier streams, not ${stream}`, "each step has its own agent and verifier logs; the other streams are the trial's");
-  }
-  if (stream === "system") return single(p.log);
-  if (stream === "setup") return single(p.setup);
-  if (stream === "box") return single(p.box);
-  const steps = archivedSteps(tdir, (t.step_results ?? []).map((r) => r.name));
-  if (step !== undefined) {
-    if (!steps.includes(step)) {
-      throw steps.length > 0
-        ? new EvolveError("step_unknown", `trial ${t.id} has no step ${JSON.stringify(step)}`, `its steps: ${steps.join(", ")}`)
-        : new EvolveError("step_unknown", `trial ${t.id} has no steps: --step is for a multi-step task's trial`, `without --step: evolve trial logs ${t.id} --stream ${stream}`);
-    }
-    return [{ step, file: pick(p.step(step)) }];
-  }
-  return [...steps.map((name) => ({ step: name, file: pick(p.step(name)) })), { step: null, file: pick(tdir) }];
-}
-
 /** The header printed before each step's part of a multi-step trial's stream, like `tail`'s between files. */
 const stepHeader = (part: StreamPart) => style.bold(part.step === null ? "==> current step <==" : `==> step ${part.step} <==`) + "\n";
-
-function notRecorded(t: TrialRecord, stream: LogStream): EvolveError {
-  const where = `${t.status}${t.attempt_phase ? `, phase ${t.attempt_phase}` : ""}`;
-  const why = isSettled(t)
-    ? {
-        verifier: "its verifier never ran",
-        agent: "its agent never wrote output",
-        setup: "it failed before its build phase",
-        box: "its box never started",
-        system: "it kept no system log",
-        metrics: "",
-      }[stream]
-    : "nothing is recorded yet";
-  return new EvolveError("stream_not_recorded", `trial ${t.id} has no ${stream} stream: ${why} (${where})`, isSettled(t) ? "see `evolve trial show` for what happened" : `follow it as it arrives: evolve trial logs ${t.id} --stream ${stream} --follow`);
-}
 
 type LogsOpts = { stream?: string; step?: string; follow?: boolean; json?: boolean };
 
@@ -211,7 +151,7 @@ async function printLogs(arg: string, opts: LogsOpts): Promise<number> {
     const t = requireTrial(store, arg);
     const id = t.id;
     if (UNRECORDED[stream]) {
-      if (opts.json) outJson({ trial_id: id, stream, recorded: false, reason: UNRECORDED[stream], text: "" });
+      if (opts.json) outJson(unrecordedDocument(id, stream));
       else process.stderr.write(`${style.dim(`(empty) ${UNRECORDED[stream]}`)}\n`);
       return 0;
     }
@@ -237,13 +177,7 @@ async function printLogs(arg: string, opts: LogsOpts): Promise<number> {
     if (!opts.follow) {
       const parts = all.filter((p) => existsSync(p.file));
       if (parts.length === 0) throw notRecorded(t, stream);
-      if (opts.json) {
-        const texts: string[] = [];
-        for (const p of parts) texts.push((await readBoxFile(tdir, p.file, { limit: JSON_LOG_LIMIT, tail: true })) ?? "");
-        const steps = opts.step !== undefined || headed ? { ...(opts.step !== undefined ? { step: opts.step } : {}), parts: parts.map((p, i) => ({ step: p.step, file: p.file, text: texts[i] })) } : {};
-        outJson({ trial_id: id, stream, recorded: true, files: parts.map((p) => p.file), text: texts.join(""), ...steps });
-        return 0;
-      }
+      if (opts.json) return outJson(await logsDocument(tdir, t, stream, opts.step, parts)), 0;
       let bytes = 0;
       let lastByte = 10;
       for (const p of parts) {
@@ -308,9 +242,6 @@ async function liveBoxLog(home: string, id: string): Promise<string | undefined>
   }
 }
 
-/** What `trial logs --json` puts in one document per file: its last 16 MiB (the whole stream prints without --json). */
-const JSON_LOG_LIMIT = 16 * 1024 * 1024;
-
 // ---- files -----------------------------------------------------------------------------------------------------
 
 type Source =
@@ -342,7 +273,6 @@ function requireReadable(s: Source): asserts s is Exclude<Source, { kind: "none"
   if (s.kind === "none") throw new EvolveError("files_unavailable", `trial ${s.trial.id} has no files to read: ${s.reason}`, "see `evolve trial files status <id>`");
 }
 
-const UNTOUCHED_NOTE = "files the run never touched are not listed: the image holds them (the kept tree is only what the run added, modified or deleted)";
 
 /** `evolve trial files status <id>` */
 export async function filesStatusCommand(arg: string, opts: { json?: boolean; engine?: EngineKind }): Promise<number> {
@@ -405,9 +335,9 @@ export async function filesLsCommand(arg: string, path: string | undefined, opts
       outTable(LS_HEADER, r.entries.map((e) => [changed.get(e.path), e.type, e.size, e.mode, pathCell(e.path, e.type)]));
       return 0;
     }
-    const self = s.manifest.files.find((e) => e.path === p);
-    const entries = self && self.type !== "dir" ? [self] : keptChildren(s.manifest, p);
-    if (opts.json) return outJson({ trial_id: id, source: "kept", path: p, entries, note: UNTOUCHED_NOTE }), 0;
+    const doc = keptLsDocument(id, s.manifest, p);
+    const entries = doc.entries;
+    if (opts.json) return outJson(doc), 0;
     if (entries.length) {
       outTable(LS_HEADER, entries.map((e) => [e.kind, e.type, e.size, e.mode, pathCell(e.path, e.type, e.target)]));
     } else out(`nothing under ${p} was changed by the run`);
@@ -424,19 +354,8 @@ export async function filesCatCommand(arg: string, path: string, opts: { json?: 
     requireReadable(s);
     let data: Buffer;
     if (s.kind === "live") data = (await boxReadFile(s.engine, s.box.id, p)).data;
-    else {
-      const e = s.manifest.files.find((x) => x.path === p);
-      const skipped = s.manifest.skipped.find((x) => x.path === p);
-      const excluded = s.manifest.excluded.find((x) => p === x.path || p.startsWith(`${x.path}/`));
-      if (skipped) throw new EvolveError("file_not_kept", `${p} was changed by the run but not kept: ${skipped.reason}`, "");
-      if (!e && excluded) throw new EvolveError("file_not_kept", `${p} is not kept: ${excluded.path} is left out (${excluded.reason})`, "");
-      if (!e) throw new EvolveError("file_not_kept", `${p} was not changed by the run: only the image holds it`, `see what changed: evolve trial files changes ${id}`);
-      if (e.kind === "deleted") throw new EvolveError("file_deleted", `${p} was deleted by the run`, "");
-      if (e.type === "dir") throw new EvolveError("not_a_file", `${p} is a folder`, `list it: evolve trial files ls ${id} ${p}`);
-      if (e.type !== "file") throw new EvolveError("not_a_file", `${p} is a ${e.type}${e.target ? ` to ${e.target}` : ""}`, "");
-      data = await readKeptFile(s.dir, p, s.manifest.cap_bytes);
-    }
-    if (opts.json) outJson({ trial_id: id, source: s.kind, path: p, size: data.length, text: data.toString("utf8") });
+    else data = await readKeptPath(id, s.dir, s.manifest, p);
+    if (opts.json) outJson(catDocument(id, s.kind, p, data));
     else process.stdout.write(data);
     return 0;
   });
@@ -459,8 +378,8 @@ export async function filesChangesCommand(arg: string, opts: { json?: boolean; e
       return 0;
     }
     const m = s.manifest;
-    const changes = m.files.filter((f) => !(f.kind === "modified" && f.type === "dir"));
-    if (opts.json) return outJson({ trial_id: id, source: "kept", changes, excluded: m.excluded, skipped: m.skipped, kept_bytes: m.kept_bytes, cap_bytes: m.cap_bytes, cap_files: m.cap_files ?? null, changes_from: m.changes_from ?? "engine", changes_note: m.changes_note ?? null }), 0;
+    const changes = keptChanges(m);
+    if (opts.json) return outJson(keptChangesDocument(id, m)), 0;
     if (m.changes_note) out(style.yellow(m.changes_note));
     if (changes.length === 0) out("the run changed no files (outside the paths left out below)");
     else outTable(["CHANGE", "TYPE", "SIZE", "SHA256", "PATH"], changes.map((f) => [f.kind, f.type, f.size, f.sha256?.slice(0, 12), pathCell(f.path, f.type, f.target)]));

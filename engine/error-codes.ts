@@ -242,6 +242,17 @@ export const ERROR_CODES = {
   metaharness_config_invalid: env("the Meta-Harness Adapter run's config (run.toml or its flags) has a key that is missing, of the wrong type or out of range; the message names the key"),
   metaharness_run_mismatch: env("the run folder holds a state started with another search set or starting adapter; resume it with the same config, or start in a new folder"),
   metaharness_out_exists: env("`metaharness finalize --out` names a folder that exists and is not empty"),
+
+  // `evolve serve` (the local API) and its tokens
+  serve_token_missing: env("a request to `evolve serve` over TCP carried no `Authorization: Bearer <token>` header (HTTP 401)"),
+  serve_token_refused: env("the API token is not one `evolve auth token create` made here, or it was revoked (HTTP 401)"),
+  serve_scope_refused: env("a read-scoped API token asked for what only a run-scoped one may do, such as starting a job (HTTP 403)"),
+  serve_public_without_token: env("`evolve serve --host` names an address other than loopback while no API token exists: create one first"),
+  serve_route_unknown: env("no route of the local API has that method and path (HTTP 404)"),
+  serve_socket_unsafe: env("the folder of `evolve serve --socket` is not this user's own mode-0700 folder, so other users could reach the socket"),
+  path_refused: env("a path given to the local API climbs out (`..`, encoded or not), is absolute where it must be relative, or holds a NUL or an encoded slash (HTTP 400)"),
+  evolve_project_missing: env("`evolve serve` was started without --project, so it serves no evolver records (HTTP 404)"),
+  token_not_found: env("no API token by that id is stored (`evolve auth token list`)"),
 } as const satisfies Record<string, ErrorCodeInfo>;
 
 /** A code an EvolveError can carry. */

@@ -21,6 +21,8 @@ const LAYERS: readonly (string | readonly string[])[] = [
   "package.json",
   "engine/error-codes",
   "engine/errors",
+  // the JSON vocabulary's edge (snake_case keys), shared by the CLI's --json and the local API
+  "engine/json-keys",
   "engine/duration",
   "engine/providers",
   "engine/dataset-ref",
@@ -58,6 +60,8 @@ const LAYERS: readonly (string | readonly string[])[] = [
   "engine/pack",
   // the dashboard's pages (issue 23 §2): reads jobs, trials, traces, datasets and statistics, decides nothing
   "engine/dashboard",
+  // the local API (`evolve serve`, issue 23): calls the engine as commands/ does, holds no rule of its own
+  "engine/serve",
   "commands",
   "main",
 ];

@@ -13,3 +13,4 @@ export { round, unscreenedCandidates } from "./round.ts";
 export type { RoundsResult } from "./round.ts";
 export { newRunId, parentCost, runHarnessCached, screen, screenToJson } from "./screen.ts";
 export type { ScreenRecord } from "./types.ts";
+export { geneBankDocument, roundsResultDocument, screenDocument } from "./documents.ts";

@@ -69,7 +69,7 @@ export interface RoundOptions {
 type HoldoutResult = PairedStats & { held: boolean };
 
 /** A round record as written: the holdout's infinite t as strings. */
-function roundToJson(r: RoundRecord): unknown {
+export function roundToJson(r: RoundRecord): unknown {
   if (!r.holdout) return r;
   const results: Record<string, unknown> = {};
   for (const [k, v] of Object.entries(r.holdout.results)) results[k] = { ...statsToJson(v), held: v.held };

@@ -12,6 +12,18 @@ export { JOB_STATUSES } from "../trial/lifecycle.ts";
 /** The job kinds a user can filter on. */
 export const JOB_KINDS: readonly JobKind[] = ["run", "check", "retry", "regrade"];
 
+/**
+ * Splits repeatable, comma-separated filter values (`--status`, `--kind`; the API's `status`, `kind`) and checks each
+ * against `allowed` (case-insensitively).
+ */
+export function choices<T extends string>(flag: string, given: readonly string[] | undefined, allowed: readonly T[], upper: boolean): T[] | undefined {
+  if (!given || given.length === 0) return undefined;
+  const vals = given.flatMap((v) => v.split(",")).map((v) => v.trim()).filter(Boolean).map((v) => (upper ? v.toUpperCase() : v.toLowerCase()));
+  const bad = vals.find((v) => !allowed.includes(v as T));
+  if (bad !== undefined) throw new EvolveError("usage", `${flag} ${bad}: expected one of ${allowed.join(", ")}`, `e.g. ${flag} ${allowed[0]}`);
+  return vals as T[];
+}
+
 /** What `job list` keeps; every field left out keeps everything. */
 export interface JobFilter {
   status?: readonly JobStatus[];

@@ -8,8 +8,9 @@ export { createJobRetry, createRegrade, createRetry, isSettled, requestStop, req
 export { JOB_DEFAULTS, checkVerifierEnvKey } from "./job-config.ts";
 export { cancelJob, checkJobSize, createJob, effectiveStatus, jobConfig, runRefusal } from "./job.ts";
 export type { JobConfig, JobEvent, JobKind } from "./job.ts";
-export { JOB_KINDS, JOB_STATUSES, findJobRef, listJobRows, parseSince } from "./list.ts";
+export { JOB_KINDS, JOB_STATUSES, choices, findJobRef, listJobRows, parseSince } from "./list.ts";
 export type { JobFilter } from "./list.ts";
 export { selectTasks } from "./select.ts";
 export { PASS_AT_K_LEFT_OUT_TEXT, attemptSeconds, jobSpend, measuredLane, primaryReward, summarizeJob, taskLabel, trialAttempts, trialSpendFields } from "./summary.ts";
 export type { JobSpend, JobSummary, PassAtKLeftOut } from "./summary.ts";
+export { PORTED_PROVIDER, jobShowDocument, trialShowDocument } from "./documents.ts";

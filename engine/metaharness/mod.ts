@@ -12,3 +12,4 @@ export { boxedCardsSearch, cardsSearch, planRun, realPropose, roundSpend, runMet
 export type { SearchEvaluator } from "./run.ts";
 export { checkSpec, templateHermit } from "./spec.ts";
 export { candidateOf, finalize, loadState } from "./state.ts";
+export { statusDocument } from "./documents.ts";

@@ -10,7 +10,7 @@ import type { Store, TrialRecord } from "../store/index.ts";
 import { jobConfig } from "../job/job.ts";
 import { jobFolderName } from "./ids.ts";
 import { archiveJob, clearTarget, exportJob } from "./job-folder.ts";
-import { DirSink, ensureRoot } from "./sink.ts";
+import { DirSink, ensureRoot, TarGzSink, type TreeSink } from "./sink.ts";
 import { writeTrialTree } from "./tree.ts";
 
 /** Whether `-o` names an archive rather than a folder. */
@@ -53,4 +53,21 @@ export async function downloadJob(store: Store, home: string, jobId: string, out
   await mkdir(out, { recursive: true });
   await claimTarget(join(out, jobFolderName(job.id, jobConfig(job).name)), o.overwrite === true, `job ${jobId}'s download`);
   return exportJob(store, home, jobId, out, o.warn);
+}
+
+/**
+ * Writes trial `t`'s tree (the `trial download` layout) as one `.tar.gz` at `file`, its entries under `<trial id>/`:
+ * what the local API hands out for a trial. The archive appears whole or not at all (TarGzSink).
+ */
+export async function archiveTrial(home: string, t: TrialRecord, file: string, warn: (m: string) => void = () => {}): Promise<string> {
+  const tar = new TarGzSink(file);
+  const under: TreeSink = { file: (rel, data, mode) => tar.file(`${t.id}/${rel}`, data, mode), close: async () => {} };
+  try {
+    await writeTrialTree(home, t, under, "trial", { trialName: t.id, trialDir: t.id, trialsDir: "." }, warn);
+    await tar.close();
+  } catch (e) {
+    await tar.abort();
+    throw e;
+  }
+  return file;
 }

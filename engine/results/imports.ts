@@ -10,7 +10,7 @@ import { hostname } from "node:os";
 import { join } from "node:path";
 
 /** What an uploaded job shows as its provider (platform-upload.md): it ran on another machine and was ported here. */
-export const PORTED_PROVIDER = "ported";
+
 
 /** An import's statuses. */
 export const IMPORT_STATUSES = ["RUNNING", "COMPLETED", "FAILED"] as const; // in this order: code names them by position

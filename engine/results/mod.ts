@@ -8,5 +8,5 @@ export { downloadJob, downloadTrial } from "./download.ts";
 export { jobFolderName } from "./ids.ts";
 export { DEFAULT_JOBS_DIR, JobFolderWriter, clearTarget, exportJob, jobFolderFor } from "./job-folder.ts";
 export { openJobFolder } from "./job-folder.ts";
-export { getImport, IMPORT_STATUSES, listImports, PORTED_PROVIDER, putImport, type ImportRecord } from "./imports.ts";
+export { getImport, IMPORT_STATUSES, listImports, putImport, type ImportRecord } from "./imports.ts";
 export { runImport, startImport, uploadLimits } from "./upload.ts";

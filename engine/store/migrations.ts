@@ -22,6 +22,11 @@ export interface Dbs {
    * Added without a schema step: an absent db reads as nothing spent, and older builds never open it.
    */
   ledger: Database<unknown, [string, string, string]>;
+  /**
+   * API tokens of `evolve serve`: id → ApiTokenRecord (hashed). Added without a schema step, as the ledger: an absent
+   * db reads as no token created, and older builds never open it.
+   */
+  tokens: Database<unknown, string>;
 }
 
 /** The schema version this build writes. */

@@ -174,6 +174,22 @@ export const TraceEventSchema = z.object({
   data: z.unknown(),
 });
 
+/**
+ * An API token of `evolve serve` (`evolve auth token create`): only its sha256 is kept, never the token. What a
+ * scope allows and how a token is checked are engine/serve's; the store only keeps the record.
+ */
+export const ApiTokenRecordSchema = z.object({
+  id: z.string().min(1),
+  name: z.string(),
+  scope: z.enum(["read", "run"]),
+  /** Hex sha256 of the whole token as shown once at creation. */
+  sha256: z.string().regex(/^[0-9a-f]{64}$/),
+  created_at: isoTime,
+  revoked_at: isoTime.nullable(),
+  last_used_at: isoTime.nullable(),
+});
+
+export type ApiTokenRecord = z.infer<typeof ApiTokenRecordSchema>;
 export type TaskSummaryRecord = z.infer<typeof TaskSummarySchema>;
 export type TaskRecord = z.infer<typeof TaskRecordSchema>;
 export type DatasetRecord = z.infer<typeof DatasetRecordSchema>;

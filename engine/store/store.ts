@@ -12,11 +12,13 @@ import { diskFullError, EvolveError, firstLine, isDiskFull } from "../errors.ts"
 import { checkDataFile, checkTrees } from "./check.ts";
 import { migrate, SCHEMA_KEY, SCHEMA_VERSION, type Dbs } from "./migrations.ts";
 import {
+  ApiTokenRecordSchema,
   DatasetRecordSchema,
   JobRecordSchema,
   TaskRecordSchema,
   TraceEventSchema,
   TrialRecordSchema,
+  type ApiTokenRecord,
   type DatasetRecord,
   type JobRecord,
   type NewTraceEvent,
@@ -39,6 +41,7 @@ const KEY_NAMES: Record<string, string> = {
   datasets: "dataset name or version",
   tasks: "task digest",
   ledger: "budget name",
+  tokens: "token id",
   meta: "setting name",
 };
 const StoredEventSchema = TraceEventSchema.omit({ seq: true });
@@ -339,6 +342,29 @@ export class Store {
     return -1;
   }
 
+  // ---- API tokens of `evolve serve`: key = token id (what a token allows is engine/serve's)
+
+  /** Stores (or replaces: a revoke, a last use) one API token record. */
+  putToken(rec: ApiTokenRecord): void {
+    const r = this.checked("tokens", ApiTokenRecordSchema, rec);
+    this.write(() => this.dbs.tokens.putSync(r.id, r));
+  }
+
+  /** One API token record, or undefined. */
+  getToken(id: string): ApiTokenRecord | undefined {
+    return this.read("tokens", this.dbs.tokens, id, ApiTokenRecordSchema);
+  }
+
+  /** Every API token record, oldest first (ids sort by creation time), revoked ones included. */
+  listTokens(): ApiTokenRecord[] {
+    const out: ApiTokenRecord[] = [];
+    for (const key of this.keys("tokens", this.dbs.tokens, {})) {
+      const rec = this.read("tokens", this.dbs.tokens, key, ApiTokenRecordSchema);
+      if (rec) out.push(rec);
+    }
+    return out;
+  }
+
   // ---- spend ledger: key [scope, name, period]
 
   /**
@@ -430,6 +456,7 @@ export class Store {
       ["trials_by_job", this.dbs.trialsByJob, (k, v) => (v !== true ? "index entry is not `true`" : Array.isArray(k) && k.length === 2 ? undefined : "key is not [job id, trial id]")],
       ["events", this.dbs.events, (k, v) => (!Array.isArray(k) || typeof k[1] !== "number" ? "key is not [trial id, seq]" : zodCheck(StoredEventSchema)(k, v))],
       ["ledger", this.dbs.ledger, (_k, v) => (typeof v === "number" && Number.isFinite(v) && v >= 0 ? undefined : `not a non-negative number: ${JSON.stringify(v)}`)],
+      ["tokens", this.dbs.tokens, zodCheck(ApiTokenRecordSchema)],
     ];
     for (const [db, handle, check] of schemas) {
       const counts = { records: 0, bad: 0 };
@@ -706,6 +733,7 @@ export function openStore(home: string): Store {
       trialsByJob: db("trials_by_job"),
       events: db("events"),
       ledger: db("ledger"),
+      tokens: db("tokens"),
     } as Dbs;
   } catch (e) {
     if (/permission denied|EACCES/i.test(firstLine(e)) && existsSync(join(path, "data.mdb"))) {

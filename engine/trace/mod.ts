@@ -13,3 +13,4 @@ export { TRACE_KINDS } from "./events.ts";
 export type { TraceKind } from "./events.ts";
 export { followTrace, hasTrace, traceLines } from "./store.ts";
 export type { StoredLine, TraceFilter } from "./store.ts";
+export { parseGrep, parseKinds } from "./filter.ts";

@@ -11,3 +11,6 @@ export { TRIAL_STATUSES, isLiveStatus, isSettledStatus, runsOnResume, statusClas
 export type { AttemptEntry, TrialStatus } from "./lifecycle.ts";
 export type { RegradeVerifier } from "./regrade.ts";
 export { tokenCounts } from "./tokens.ts";
+export { UNTOUCHED_NOTE, catDocument, keptChanges, keptChangesDocument, keptLsDocument, readKeptPath } from "./kept-read.ts";
+export { UNRECORDED, logsDocument, notRecorded, streamParts, unrecordedDocument } from "./logs.ts";
+export type { LogStream, StreamPart } from "./logs.ts";
