@@ -99,8 +99,8 @@ export interface TrialRoom {
   keepBoxLog(id: string): Promise<void>;
   /** Counts a box someone else started (the task's compose services) as the trial's: it goes with the trial. */
   track(id: string): void;
-  /** Removes box `id` now and forgets it: it no longer goes with the trial. */
-  removeBox(id: string): Promise<void>;
+  /** Halts box `id` now (no process of it left; removed after the trial settles, or now when it cannot be halted). */
+  haltBox(id: string): Promise<void>;
   /** exec in box `id` through guard. */
   exec(id: string, cmd: string[], opts: ExecOptions): Promise<ExecResult>;
   /**
