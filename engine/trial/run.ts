@@ -10,7 +10,7 @@ import { existsSync, readFileSync } from "node:fs";
 import { chmod, chown, mkdir, readFile, writeFile } from "node:fs/promises";
 import { removeTree } from "./sweep.ts";
 import { join } from "node:path";
-import type { Engine, ExecOptions, ExecResult, IdMapping } from "../driver/types.ts";
+import type { ContainerState, Engine, ExecOptions, ExecResult, IdMapping } from "../driver/types.ts";
 import { loadConfig, type BoxDefaults } from "../config.ts";
 import { firstLine } from "../errors.ts";
 import { getHarness, harnessNames } from "../harness/index.ts";
@@ -94,8 +94,8 @@ class TrialRun extends TrialRecorder implements TrialRoom {
       {
         phase: "boot",
         run: async (r) => {
-          await bootAgentBox(r);
-          await r.probeAgentBox();
+          const state = await bootAgentBox(r);
+          await r.probeAgentBox(state);
         },
       },
       {
@@ -350,7 +350,7 @@ class TrialRun extends TrialRecorder implements TrialRoom {
    * setup.sh, pre_artifacts.sh and, when the verifier shares the box, each step's test.sh. One that nothing in the
    * box can run fails the trial now, before any agent work, instead of as a missing reward file later.
    */
-  private async probeAgentBox(): Promise<void> {
+  private async probeAgentBox(state: ContainerState): Promise<void> {
     const dir = this.req.task.dir;
     const shared = verifierMode(this.cfg.verifier) !== "separate";
     const scripts = [...this.harnessScripts];
@@ -360,7 +360,7 @@ class TrialRun extends TrialRecorder implements TrialRoom {
     }
     scripts.push(preArtifactsScript(dir));
     const present = scripts.filter((s, i) => existsSync(s.host) && scripts.findIndex((t) => t.host === s.host) === i);
-    this.agentScripts = await probeLiveBox(this.engine, this.agentBox, present, (argv) => this.exec(this.agentBox, argv, { user: BOX_ROOT, timeoutMs: 30_000 }));
+    this.agentScripts = await probeLiveBox(this.engine, this.agentBox, present, (argv) => this.exec(this.agentBox, argv, { user: BOX_ROOT, timeoutMs: 30_000 }), state);
     this.agentScripts.check();
     const note = this.agentScripts.fallbackNote();
     if (note) this.log(`task scripts: ${note}`);
