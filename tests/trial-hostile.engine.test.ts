@@ -354,4 +354,22 @@ describe.skipIf(!hasPodman)("the agent-process sweep", () => {
       }
     }, 60_000);
   }
+
+  it("a state read earlier saves the snapshot's inspect; a pid that is not the box's main process falls back to listing in the box", async () => {
+    const id = await e.create({ image: "debian:bookworm-slim", cmd: ["sleep", "infinity"], labels: { [LABEL_MANAGED]: "true" }, network: "none" });
+    try {
+      await e.start(id);
+      const state = (await e.inspect(id))!;
+      let inspects = 0;
+      const counted: Engine = Object.assign(Object.create(e), { inspect: (box: string) => (inspects++, e.inspect(box)) });
+      const known = await snapshotProcs(counted, id, { state });
+      expect(known.via).toBe("cgroup");
+      expect(inspects).toBe(0);
+      // evolve's own pid is in no cgroup of the box: the state is not trusted, the box is asked
+      const stale = await snapshotProcs(counted, id, { state: { ...state, pid: process.pid } });
+      expect(stale.via).toBe("box");
+    } finally {
+      await e.remove(id);
+    }
+  }, 60_000);
 });

@@ -94,8 +94,8 @@ class TrialRun extends TrialRecorder implements TrialRoom {
       {
         phase: "boot",
         run: async (r) => {
-          const state = await bootAgentBox(r);
-          await r.probeAgentBox(state);
+          r.agentBoxState = await bootAgentBox(r);
+          await r.probeAgentBox(r.agentBoxState);
         },
       },
       {
@@ -116,6 +116,7 @@ class TrialRun extends TrialRecorder implements TrialRoom {
   /** The agent's and the verifier's boxes: the ones that mount trial folders. */
   private readonly mountedBoxes = new Set<string>();
   agentBox = "";
+  agentBoxState: ContainerState | undefined;
   keptTaken = false;
   systemBaseline: SystemBaseline | undefined;
   workdir: string | undefined;
