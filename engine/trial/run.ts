@@ -535,7 +535,10 @@ class TrialRun extends TrialRecorder implements TrialRoom {
 
   // ---- the room's helpers (phases/room.ts) --------------------------------------------------------------------
 
-  /** Creates and starts a box that mounts the trial's folders; it is the trial's until the end (halted by haltBox or persist, removed after the record settles). */
+  /**
+   * Creates and starts a box that mounts the trial's folders; it is the trial's until the end (halted by haltBox or
+   * persist, removed once the record has settled).
+   */
   async startBox(image: string, policy: NetPolicy, env: TaskConfig["environment"], role: "agent" | "verifier"): Promise<string> {
     const net = await this.net!.boxNetworking(role, policy);
     const network = net.network;
