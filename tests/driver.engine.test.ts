@@ -7,6 +7,9 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Engine } from "../engine/driver/index.ts";
+import type { RestEngine } from "../engine/driver/engine.ts";
+import { LABEL_MANAGED } from "../engine/driver/types.ts";
+import { DEFAULT_USERNS } from "../engine/config.ts";
 import { openEngine } from "../engine/engine-choice.ts";
 import { driverSuite } from "./support/driver-suite.ts";
 import { expectCode } from "./support/expect-code.ts";
@@ -60,5 +63,30 @@ describe("openEngine", () => {
     const again = await openEngine({ kind: "podman", home });
     expect((await again.info()).socket).toBe((await engine.info()).socket);
     await again.close();
+  });
+});
+
+describe("a user-namespaced podman box's layer", () => {
+  it("changedOwners reuses the storage podman reported when the box started: no inspect of its own, the owners as the box sees them", async () => {
+    const rest = (engine as RestEngine).rest;
+    const map = await engine.boxUserns(DEFAULT_USERNS);
+    expect(map).toBeDefined();
+    const id = await engine.create({ image: "debian:bookworm-slim", cmd: ["sleep", "infinity"], labels: { [LABEL_MANAGED]: "true" }, network: "none", userns: map });
+    try {
+      await engine.start(id);
+      const r = await engine.exec(id, ["sh", "-c", "touch /made && chown 1000:1000 /made"]);
+      expect(r.exitCode).toBe(0);
+      const calls: string[] = [];
+      const orig = rest.request.bind(rest);
+      rest.request = (method, path, opts) => (calls.push(`${method} ${path}`), orig(method, path, opts));
+      try {
+        expect(await engine.changedOwners(id, ["/made"])).toEqual(new Map([["/made", [1000, 1000]]]));
+      } finally {
+        rest.request = orig;
+      }
+      expect(calls.filter((c) => c.includes("/json"))).toEqual([]);
+    } finally {
+      await engine.remove(id);
+    }
   });
 });

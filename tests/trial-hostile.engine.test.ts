@@ -29,12 +29,31 @@ let store: Store;
 let target: string;
 const ran = new Map<string, { rec: TrialRecord; dir: string; log: string }>();
 
+/** What a trial asked of its engine for its boxes, in order, with the trial's status then. */
+type BoxOp = { op: "create" | "halt" | "remove"; box: string; role?: string; status?: string; running?: boolean };
+const boxOps = new Map<string, BoxOp[]>();
+
 async function trial(name: string, opts: { id?: string; secrets?: Record<string, string> } = {}) {
   const dir = join(FIXTURES, name);
   const id = opts.id ?? newId();
+  const ops: BoxOp[] = [];
+  boxOps.set(name, ops);
+  // the halted box's state is read back at once: "halted" must mean no process of it runs, not only a kill sent
+  const watched: Engine = Object.assign(Object.create(engine), {
+    create: async (spec: Parameters<Engine["create"]>[0]) => {
+      const box = await engine.create(spec);
+      ops.push({ op: "create", box, role: spec.labels["dev.evolve.role"], status: store.getTrial(id)?.status });
+      return box;
+    },
+    halt: async (box: string) => {
+      await engine.halt(box);
+      ops.push({ op: "halt", box, status: store.getTrial(id)?.status, running: (await engine.inspect(box))?.running });
+    },
+    remove: (box: string) => (ops.push({ op: "remove", box, status: store.getTrial(id)?.status }), engine.remove(box)),
+  });
   const rec = await runTrial(
     { trialId: id, jobId: "JOB-HOSTILE", home, task: { dir, digest: await taskDigest(dir), name }, agent: { name: "oracle" }, timeoutMultiplier: 1, secrets: opts.secrets ?? {} },
-    { engine, store },
+    { engine: watched, store },
   );
   const tdir = join(home, "trials", id);
   return { rec, dir: tdir, log: readFileSync(join(tdir, "trial.log"), "utf8") };
@@ -78,13 +97,28 @@ describe.skipIf(!hasPodman)("hostile agents and task authors", () => {
     expect(log).toMatch(/agent phase ended: killed [1-9]\d* process\(es\) the agent left running .*bash/);
   });
 
-  it("a separate verifier starts after the agent's box is gone, and the agent's box never sees /logs/verifier", () => {
+  it("a separate verifier starts after the agent's box is halted (no process of it left), and the agent's box never sees /logs/verifier", () => {
     const { rec, dir, log } = ran.get("separate-watch")!;
     expect(rec.status).toBe("SCORED");
     expect(rec.rewards).toEqual({ reward: 0 });
     expect(readFileSync(join(dir, "agent", "saw-verifier-dir.txt"), "utf8")).toMatch(/No such file/);
-    expect(log).toMatch(/agent box \w+ removed before the separate verifier starts/);
-    expect(log.indexOf("removed before the separate verifier")).toBeLessThan(log.indexOf("verifier box"));
+    expect(log).toMatch(/agent box \w+ halted \(no process left\) before the separate verifier starts/);
+    expect(log.indexOf("halted (no process left) before the separate verifier")).toBeLessThan(log.indexOf("verifier box"));
+  });
+
+  it("the agent's box is halted (not running) before the separate verifier's box is created, and removed only after the trial settled", () => {
+    const ops = boxOps.get("separate-watch")!;
+    const agentBox = ops.find((o) => o.op === "create" && o.role === "agent")!.box;
+    const verifierAt = ops.findIndex((o) => o.op === "create" && o.role === "verifier");
+    const haltAt = ops.findIndex((o) => o.op === "halt" && o.box === agentBox);
+    expect(verifierAt).toBeGreaterThan(0);
+    expect(haltAt).toBeGreaterThanOrEqual(0);
+    expect(haltAt).toBeLessThan(verifierAt);
+    expect(ops[haltAt].running).toBe(false);
+    // removal (the storage torn down) is off the critical path: nothing removes the agent's box before the verdict
+    const removals = ops.filter((o) => o.op === "remove" && o.box === agentBox);
+    expect(removals.length).toBeGreaterThan(0);
+    for (const r of removals) expect(r.status).toBe("SCORED");
   });
 
   it("links, FIFOs, devices and set-id files the agent planted reach nothing on the host", () => {
@@ -320,4 +354,22 @@ describe.skipIf(!hasPodman)("the agent-process sweep", () => {
       }
     }, 60_000);
   }
+
+  it("a state read earlier saves the snapshot's inspect; a pid that is not the box's main process falls back to listing in the box", async () => {
+    const id = await e.create({ image: "debian:bookworm-slim", cmd: ["sleep", "infinity"], labels: { [LABEL_MANAGED]: "true" }, network: "none" });
+    try {
+      await e.start(id);
+      const state = (await e.inspect(id))!;
+      let inspects = 0;
+      const counted: Engine = Object.assign(Object.create(e), { inspect: (box: string) => (inspects++, e.inspect(box)) });
+      const known = await snapshotProcs(counted, id, { state });
+      expect(known.via).toBe("cgroup");
+      expect(inspects).toBe(0);
+      // evolve's own pid is in no cgroup of the box: the state is not trusted, the box is asked
+      const stale = await snapshotProcs(counted, id, { state: { ...state, pid: process.pid } });
+      expect(stale.via).toBe("box");
+    } finally {
+      await e.remove(id);
+    }
+  }, 60_000);
 });

@@ -449,9 +449,23 @@ export class RestEngine implements Engine {
     await this.rest.request("POST", `/containers/${seg(id)}/start`, { ok: [304] });
   }
 
+  /**
+   * What podman's own inspect says of a box's storage (its layer driver and folders, its id maps), kept for the box's
+   * life: neither changes while the container exists, so changedOwners at persist reuses what start read (one
+   * REST call fewer per trial). Forgotten at remove.
+   */
+  private readonly layerData = new Map<string, any>();
+
+  private async layerInspect(id: string): Promise<any> {
+    const { data } = await this.rest.json("GET", `/v4.0.0/libpod/containers/${seg(id)}/json`);
+    const kept = { Config: { WorkingDir: data?.Config?.WorkingDir }, GraphDriver: data?.GraphDriver, HostConfig: { IDMappings: data?.HostConfig?.IDMappings } };
+    this.layerData.set(id, kept);
+    return kept;
+  }
+
   /** See start: the container's own layer (or, on a driver without one, its WORKDIR's path) mapped for the box. */
   private async giveEngineMadeToBox(id: string, map: IdMapping): Promise<void> {
-    const { data } = await this.rest.json("GET", `/containers/${seg(id)}/json`);
+    const data = await this.layerInspect(id);
     const upper = String(data?.GraphDriver?.Data?.UpperDir ?? "");
     const merged = String(data?.GraphDriver?.Data?.MergedDir ?? "");
     try {
@@ -606,7 +620,7 @@ export class RestEngine implements Engine {
     if (this.kind !== "podman" || process.getuid?.() !== 0 || paths.length === 0) return undefined;
     this.rootless ??= this.rest.json("GET", "/v4.0.0/libpod/info").then(({ data }) => Boolean(data?.host?.security?.rootless));
     if (await this.rootless.catch(() => true)) return undefined;
-    const { data } = await this.rest.json("GET", `/v4.0.0/libpod/containers/${seg(id)}/json`);
+    const data = this.layerData.get(id) ?? (await this.layerInspect(id));
     const upper = String(data?.GraphDriver?.Data?.UpperDir ?? "");
     if (data?.GraphDriver?.Name !== "overlay" || !upper.startsWith("/")) return undefined;
     const uids = parseIdMap(data?.HostConfig?.IDMappings?.UidMap);
@@ -676,6 +690,7 @@ export class RestEngine implements Engine {
    */
   async remove(id: string): Promise<void> {
     this.unstartedMapped.delete(id);
+    this.layerData.delete(id);
     for (let attempt = 0; ; attempt++) {
       try {
         await this.rest.request("DELETE", `/containers/${seg(id)}`, { query: { force: true, v: true }, ok: [404] });

@@ -264,11 +264,13 @@ export async function probeLiveBox(
   id: string,
   scripts: readonly TaskScript[],
   exec: (argv: string[]) => Promise<{ exitCode: number; stdout: string }>,
+  known?: ContainerState,
 ): Promise<BoxScripts> {
   // the engine's stat answers without a process in the box when it finds every program (scripts.ts statProbe); a box
-  // that is not running is left to the exec, whose failure says why
+  // that is not running is left to the exec, whose failure says why. `known`: the state boot read a moment ago (its
+  // PATH and that it ran); a box that died since is caught by the requireRunning that ends install
   const quick = async (programs: readonly string[]) => {
-    const st = await engine.inspect(id);
+    const st = known ?? (await engine.inspect(id));
     return st?.running ? statProbe(programs, st.path ?? DEFAULT_BOX_PATH, (p) => engine.pathStat(id, p)) : undefined;
   };
   const first = await probeBox(scripts, exec, quick);

@@ -23,7 +23,7 @@
  */
 import { readFile } from "node:fs/promises";
 import { boxCgroup, cgroupPids, setFrozen, type BoxCgroup } from "../driver/cgroup.ts";
-import type { Engine } from "../driver/types.ts";
+import type { ContainerState, Engine } from "../driver/types.ts";
 import { BOX_ROOT } from "../box/layout.ts";
 
 /** The box's processes at one moment: "pid:starttime" keys, and how they were seen. */
@@ -58,9 +58,14 @@ const MAX_ROUNDS = 50;
 
 const gone = (p: Proc) => p.state === "Z" || p.state === "X";
 
-/** Lists the box's processes now (call it right before the agent starts); `via: "box"` forces the in-box listing. */
-export async function snapshotProcs(engine: Engine, box: string, opts: { via?: "box" } = {}): Promise<ProcSnapshot> {
-  const st = opts.via === "box" ? undefined : await engine.inspect(box);
+/**
+ * Lists the box's processes now (call it right before the agent starts); `via: "box"` forces the in-box listing.
+ * `state`: the box's state as read earlier in its life (boot), saving an inspect: its main process's host pid only
+ * locates the cgroup, which must name the box and list that pid (boxCgroup), so a pid that ended since leads to
+ * the in-box listing, as a box that does not run does.
+ */
+export async function snapshotProcs(engine: Engine, box: string, opts: { via?: "box"; state?: ContainerState } = {}): Promise<ProcSnapshot> {
+  const st = opts.via === "box" ? undefined : (opts.state ?? (await engine.inspect(box)));
   const hostPid = st?.pid;
   const cgroup = st && hostPid ? await boxCgroup(st.id, hostPid) : undefined;
   if (hostPid && cgroup) {

@@ -10,7 +10,7 @@ import { existsSync, readFileSync } from "node:fs";
 import { chmod, chown, mkdir, readFile, writeFile } from "node:fs/promises";
 import { removeTree } from "./sweep.ts";
 import { join } from "node:path";
-import type { Engine, ExecOptions, ExecResult, IdMapping } from "../driver/types.ts";
+import type { ContainerState, Engine, ExecOptions, ExecResult, IdMapping } from "../driver/types.ts";
 import { loadConfig, type BoxDefaults } from "../config.ts";
 import { firstLine } from "../errors.ts";
 import { getHarness, harnessNames } from "../harness/index.ts";
@@ -94,8 +94,8 @@ class TrialRun extends TrialRecorder implements TrialRoom {
       {
         phase: "boot",
         run: async (r) => {
-          await bootAgentBox(r);
-          await r.probeAgentBox();
+          r.agentBoxState = await bootAgentBox(r);
+          await r.probeAgentBox(r.agentBoxState);
         },
       },
       {
@@ -116,6 +116,7 @@ class TrialRun extends TrialRecorder implements TrialRoom {
   /** The agent's and the verifier's boxes: the ones that mount trial folders. */
   private readonly mountedBoxes = new Set<string>();
   agentBox = "";
+  agentBoxState: ContainerState | undefined;
   keptTaken = false;
   systemBaseline: SystemBaseline | undefined;
   workdir: string | undefined;
@@ -350,7 +351,7 @@ class TrialRun extends TrialRecorder implements TrialRoom {
    * setup.sh, pre_artifacts.sh and, when the verifier shares the box, each step's test.sh. One that nothing in the
    * box can run fails the trial now, before any agent work, instead of as a missing reward file later.
    */
-  private async probeAgentBox(): Promise<void> {
+  private async probeAgentBox(state: ContainerState): Promise<void> {
     const dir = this.req.task.dir;
     const shared = verifierMode(this.cfg.verifier) !== "separate";
     const scripts = [...this.harnessScripts];
@@ -360,7 +361,7 @@ class TrialRun extends TrialRecorder implements TrialRoom {
     }
     scripts.push(preArtifactsScript(dir));
     const present = scripts.filter((s, i) => existsSync(s.host) && scripts.findIndex((t) => t.host === s.host) === i);
-    this.agentScripts = await probeLiveBox(this.engine, this.agentBox, present, (argv) => this.exec(this.agentBox, argv, { user: BOX_ROOT, timeoutMs: 30_000 }));
+    this.agentScripts = await probeLiveBox(this.engine, this.agentBox, present, (argv) => this.exec(this.agentBox, argv, { user: BOX_ROOT, timeoutMs: 30_000 }), state);
     this.agentScripts.check();
     const note = this.agentScripts.fallbackNote();
     if (note) this.log(`task scripts: ${note}`);
@@ -534,7 +535,10 @@ class TrialRun extends TrialRecorder implements TrialRoom {
 
   // ---- the room's helpers (phases/room.ts) --------------------------------------------------------------------
 
-  /** Creates and starts a box that mounts the trial's folders; it is the trial's until removeBox or the end. */
+  /**
+   * Creates and starts a box that mounts the trial's folders; it is the trial's until the end (halted by haltBox or
+   * persist, removed once the record has settled).
+   */
   async startBox(image: string, policy: NetPolicy, env: TaskConfig["environment"], role: "agent" | "verifier"): Promise<string> {
     const net = await this.net!.boxNetworking(role, policy);
     const network = net.network;
@@ -611,10 +615,19 @@ class TrialRun extends TrialRecorder implements TrialRoom {
     this.boxes.add(id);
   }
 
-  /** Removes a box of the trial before the trial ends (the agent's, before a separate verifier). */
-  async removeBox(id: string): Promise<void> {
-    await this.engine.remove(id);
-    this.boxes.delete(id);
+  /**
+   * Halts a box of the trial before the trial ends (the agent's, before a separate verifier): not one of its
+   * processes is left. It is removed with the trial's other boxes once the record has settled (its storage torn
+   * down, ~0.1 s on podman, off the critical path); a box the engine cannot halt is removed now instead.
+   */
+  async haltBox(id: string): Promise<void> {
+    try {
+      await this.engine.halt(id);
+    } catch (e) {
+      this.log(`could not halt box ${id.slice(0, 12)} (${firstLine(e)}); removing it`);
+      await this.engine.remove(id);
+      this.boxes.delete(id);
+    }
     this.mountedBoxes.delete(id);
   }
 

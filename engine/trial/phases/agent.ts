@@ -59,7 +59,7 @@ export async function agentStep(room: TrialRoom, plan: StepPlan, step: StepResul
     ctx.gatewayUrl = room.gatewayUrl();
   }
   // what runs in the box now is the image's (its ENTRYPOINT's services) and the task's own setup: it stays
-  const before = await room.guard(box, () => snapshotProcs(engine, box));
+  const before = await room.guard(box, () => snapshotProcs(engine, box, { state: room.agentBoxState?.id === box ? room.agentBoxState : undefined }));
   // the agent's time ends at its timeout: the sweep runs then, not after the exec's kill and its grace period
   let atTimeout: Promise<KilledProc[]> | undefined;
   ctx.onTimeout = async () => {

@@ -9,6 +9,7 @@ import { awaitHealthy, ensureEnvImage, requireImage, requireRunning } from "../b
 import { BOX, BOX_ROOT } from "../../box/layout.ts";
 import { TrialFailure } from "../../outcome.ts";
 import type { TrialRoom } from "./room.ts";
+import type { ContainerState } from "../../driver/types.ts";
 
 /** build: makes (or finds cached) the image the agent's box runs and sets `room.image`. */
 export async function buildImage(room: TrialRoom): Promise<void> {
@@ -53,9 +54,10 @@ export async function buildImage(room: TrialRoom): Promise<void> {
 
 /**
  * boot: starts the task's compose services and the agent's box (`room.agentBox`), waits for its healthcheck, and
- * settles its workdir; whether `[agent] user` exists is checked in the same exec and failed on in install.
+ * settles its workdir; whether `[agent] user` exists is checked in the same exec and failed on in install. Returns
+ * the box's state as read once it was running (the script probe reuses it: one inspect fewer per trial).
  */
-export async function bootAgentBox(room: TrialRoom): Promise<void> {
+export async function bootAgentBox(room: TrialRoom): Promise<ContainerState> {
   const { cfg, engine, req } = room;
   if (room.compose) {
     await room.compose.start(engine, room.net!, { trialId: req.trialId, jobId: req.jobId, home: req.home, userns: room.userns, track: (id) => room.track(id), log: (l) => room.log(l) });
@@ -80,6 +82,7 @@ export async function bootAgentBox(room: TrialRoom): Promise<void> {
     const r = await room.exec(room.agentBox, ["sh", "-c", check, "sh", wd ?? "", runsAs ?? ""], { user: BOX_ROOT });
     room.userMissing = user !== undefined && (r.exitCode !== 0 || r.stdout.includes("evolve-no-user"));
   }
+  return state;
 }
 
 /** install: refuses a missing `[agent] user`, then runs the harness's install in the agent's box. */

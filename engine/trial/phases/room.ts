@@ -5,7 +5,7 @@
  * its workdir), and reaches boxes only through the helpers here, so that a box that died, an abort and the trial's
  * box bookkeeping are handled the one way run.ts handles them. Boxes, networks and the gateway lease stay run.ts's.
  */
-import type { Engine, ExecOptions, ExecResult, IdMapping } from "../../driver/types.ts";
+import type { ContainerState, Engine, ExecOptions, ExecResult, IdMapping } from "../../driver/types.ts";
 import type { GatewayLease } from "../../gateway-host/model-gateway.ts";
 import type { Harness, HarnessContext } from "../../harness/types.ts";
 import type { TrialRecord } from "../../store/index.ts";
@@ -57,6 +57,8 @@ export interface TrialRoom {
    * for it: the box the kept files are laid back in, and taken again at persist.
    */
   agentBox: string;
+  /** The agent's box's state as boot read it once the box ran (its main process's host pid: the agent's sweep). */
+  agentBoxState?: ContainerState;
   /** The agent's working directory in its box (boot). */
   workdir: string | undefined;
   /** Set in boot by the combined root check: `[agent] user` is not in the image. */
@@ -99,8 +101,8 @@ export interface TrialRoom {
   keepBoxLog(id: string): Promise<void>;
   /** Counts a box someone else started (the task's compose services) as the trial's: it goes with the trial. */
   track(id: string): void;
-  /** Removes box `id` now and forgets it: it no longer goes with the trial. */
-  removeBox(id: string): Promise<void>;
+  /** Halts box `id` now (no process of it left; removed after the trial settles, or now when it cannot be halted). */
+  haltBox(id: string): Promise<void>;
   /** exec in box `id` through guard. */
   exec(id: string, cmd: string[], opts: ExecOptions): Promise<ExecResult>;
   /**

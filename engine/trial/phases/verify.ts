@@ -118,8 +118,9 @@ async function rebaseline(room: TrialRoom): Promise<void> {
 
 /**
  * A separate verifier of a single-step task never runs beside the agent's box: the kept tree is taken and the
- * box removed first (the task's other services stay: they hold no trial folder). A multi-step task's box lives on for its next step; it has
- * no /logs/verifier mount and none of the agent's processes left.
+ * box halted first, every process of it killed (the task's other services stay: they hold no trial folder); its
+ * removal (the storage torn down) waits until the trial has settled, off the critical path. A multi-step task's
+ * box lives on for its next step; it has no /logs/verifier mount and none of the agent's processes left.
  */
 export async function retireAgentBox(room: TrialRoom): Promise<void> {
   const box = room.agentBox;
@@ -127,9 +128,9 @@ export async function retireAgentBox(room: TrialRoom): Promise<void> {
   await keepChangedFiles(room.engine, box, room.path, (l) => room.log(l));
   room.keptTaken = true;
   await room.keepBoxLog(box);
-  await room.removeBox(box);
+  await room.haltBox(box);
   room.agentBox = "";
-  room.log(`agent box ${box.slice(0, 12)} removed before the separate verifier starts`);
+  room.log(`agent box ${box.slice(0, 12)} halted (no process left) before the separate verifier starts; it is removed after the trial settles`);
 }
 
 /** A fresh box for a separate verifier: tests/Dockerfile when present (and no docker_image), else the task image. */
