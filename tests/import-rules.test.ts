@@ -30,6 +30,8 @@ const LAYERS: readonly (string | readonly string[])[] = [
   "gateway",
   "engine/runtime",
   "engine/store",
+  // teams on one machine: identities, organizations, invites and who sees what (issue 23 §1)
+  "engine/org",
   // how a trial ends: its statuses, the exception registry and TrialFailure, which any room may throw
   "engine/outcome",
   "engine/task",
