@@ -71,6 +71,7 @@ export function buildProgram(version: string, setExit: (code: number) => void, a
     .argument("<dir>", "a folder of task directories (or one task directory)")
     .requiredOption("--name <name>", "dataset name")
     .requiredOption("--version <version>", "dataset version")
+    .option("--org <org>", "the organization a new dataset lands in (default: `auth org use`'s, else personal); a new version stays where its dataset is")
     .option("--json", "print the result as JSON")
     .addHelpText("after", examples(["evolve dataset publish ./tasks --name demo --version 1.0"]))
     .action(async (dir: string, opts) => setExit(await (await import("./dataset.ts")).publishCommand(dir, opts)));
@@ -132,6 +133,7 @@ export function buildProgram(version: string, setExit: (code: number) => void, a
       .option("-m, --model <model>", "model the agent uses, as provider/model")
       .option("--ak <KEY=VALUE>", "an option of the agent (its keys: README, Agents); repeatable", collect, [])
       .option("--agent-root <dir>", "a .agent/ folder the agent runs with: mounted read-only in its box; an installed CLI gets its PLANNING.md and knowledge/*.md before the instruction")
+      .option("--org <org>", "the organization the job lands in (default: `auth org use`'s, else personal); its members see it")
       .option("--job-name <name>", "a label for the job: shown in `job list`, usable in place of its id wherever a job id goes (job show|grep|retry|cancel|resume)")
       .option("-k, --n-attempts <n>", `trials per task (default ${JOB_DEFAULTS.attempts})`, numberFlag("-k", POSITIVE_INT))
       .option("--max-spend-usd <usd>", "cap each trial's agent spend at this many dollars")
