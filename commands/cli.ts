@@ -71,6 +71,7 @@ export function buildProgram(version: string, setExit: (code: number) => void, a
     .argument("<dir>", "a folder of task directories (or one task directory)")
     .requiredOption("--name <name>", "dataset name")
     .requiredOption("--version <version>", "dataset version")
+    .option("--org <org>", "the organization a new dataset lands in (default: `auth org use`'s, else personal); a new version stays where its dataset is")
     .option("--json", "print the result as JSON")
     .addHelpText("after", examples(["evolve dataset publish ./tasks --name demo --version 1.0"]))
     .action(async (dir: string, opts) => setExit(await (await import("./dataset.ts")).publishCommand(dir, opts)));
@@ -132,6 +133,7 @@ export function buildProgram(version: string, setExit: (code: number) => void, a
       .option("-m, --model <model>", "model the agent uses, as provider/model")
       .option("--ak <KEY=VALUE>", "an option of the agent (its keys: README, Agents); repeatable", collect, [])
       .option("--agent-root <dir>", "a .agent/ folder the agent runs with: mounted read-only in its box; an installed CLI gets its PLANNING.md and knowledge/*.md before the instruction")
+      .option("--org <org>", "the organization the job lands in (default: `auth org use`'s, else personal); its members see it")
       .option("--job-name <name>", "a label for the job: shown in `job list`, usable in place of its id wherever a job id goes (job show|grep|retry|cancel|resume)")
       .option("-k, --n-attempts <n>", `trials per task (default ${JOB_DEFAULTS.attempts})`, numberFlag("-k", POSITIVE_INT))
       .option("--max-spend-usd <usd>", "cap each trial's agent spend at this many dollars")
@@ -179,7 +181,7 @@ export function buildProgram(version: string, setExit: (code: number) => void, a
   job
     .command("list")
     .description("jobs, newest first (the last 20 unless --limit)")
-    .option("--scope <scope>", "my | org (a local store holds only yours)")
+    .option("--scope <scope>", "my (yours) | shared (teammates') | org (everything in your organizations); default: every job in the store")
     .option("--status <status>", "RUNNING | INTERRUPTED | COMPLETED | CANCELLED; repeatable or comma-separated", collect, [])
     .option("--kind <kind>", "run | check | retry | regrade; repeatable or comma-separated", collect, [])
     .option("--agent <agent>", "only jobs of this agent")
@@ -327,7 +329,7 @@ export function buildProgram(version: string, setExit: (code: number) => void, a
     )
     .action(async (opts) => setExit(await (await import("./serve.ts")).serveCommand(opts, version, program.commands.find((c) => c.name() === "run")!)));
 
-  const auth = program.command("auth").description("API tokens of `evolve serve`");
+  const auth = program.command("auth").description("API tokens of `evolve serve`, and teams (organizations) on this machine");
   const token = auth.command("token").description("create, list and revoke API tokens (kept hashed; shown once)");
   token
     .command("create")
@@ -348,6 +350,44 @@ export function buildProgram(version: string, setExit: (code: number) => void, a
     .argument("<id>", "the token's id (evolve auth token list)")
     .option("--json", "print the revoked token's row as JSON")
     .action(async (id: string, opts) => setExit(await (await import("./serve.ts")).tokenRevokeCommand(id, opts)));
+  const org = auth
+    .command("org")
+    .description("teams on this machine: create one, invite people, run under it (you are $EVOLVE_USER, else your OS user name)");
+  org
+    .command("create")
+    .description("create an organization; you become its owner")
+    .argument("<name>", "lower-case letters, digits and dashes")
+    .option("--display-name <name>", "the name people read")
+    .option("--json", "print {name, display_name, role, created_at}")
+    .addHelpText("after", examples(['evolve auth org create acme --display-name "Acme Lab"']))
+    .action(async (name: string, opts) => setExit(await (await import("./org.ts")).orgCreateCommand(name, opts)));
+  org
+    .command("invite")
+    .description("an owner makes an invite: printed once, single use, expiring")
+    .argument("<org>", "the organization")
+    .option("--expires <age>", "how long it stays good: 30m, 12h, 7d, 2w (default 7d)")
+    .option("--json", "print {token, id, org, expires_at}")
+    .addHelpText("after", examples(["evolve auth org invite acme", "evolve auth org invite acme --expires 1d"]))
+    .action(async (name: string, opts) => setExit(await (await import("./org.ts")).orgInviteCommand(name, opts)));
+  org
+    .command("join")
+    .description("join an organization with an invite token, as a member")
+    .argument("<token>", "the token `auth org invite` printed")
+    .option("--json", "print {name, display_name, role}")
+    .action(async (token: string, opts) => setExit(await (await import("./org.ts")).orgJoinCommand(token, opts)));
+  org
+    .command("use")
+    .description("your default organization for run and dataset publish (personal clears it)")
+    .argument("<org>", "an organization you belong to, or personal")
+    .option("--json", "print {org}")
+    .addHelpText("after", examples(["evolve auth org use acme", "evolve auth org use personal"]))
+    .action(async (name: string, opts) => setExit(await (await import("./org.ts")).orgUseCommand(name, opts)));
+  org
+    .command("members")
+    .description("an organization's members and their roles; without one, your organizations")
+    .argument("[org]", "an organization you belong to")
+    .option("--json", "print the rows as JSON")
+    .action(async (name: string | undefined, opts) => setExit(await (await import("./org.ts")).orgMembersCommand(name, opts)));
 
   const gateway = program.command("gateway").description("the LLM gateway between agents and their models");
   gateway

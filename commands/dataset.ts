@@ -4,15 +4,19 @@
 import { createInterface } from "node:readline";
 import { deleteDataset, DatasetInvalidError, listDatasets, publishDataset, resolveDataset, showDataset, type DeleteResult } from "../engine/dataset.ts";
 import { EvolveError } from "../engine/errors.ts";
+import { localUser, resolveOrg } from "../engine/org/mod.ts";
 import { isTTY } from "../engine/runtime.ts";
 import { withStore } from "./store.ts";
 import { formatDuration, out, outJson, outTable, style, when } from "./output.ts";
 import { printReports } from "./task.ts";
 
 /** `evolve dataset publish <dir> --name N --version V` */
-export async function publishCommand(dir: string, opts: { name: string; version: string; json?: boolean }): Promise<number> {
+export async function publishCommand(dir: string, opts: { name: string; version: string; org?: string; json?: boolean }): Promise<number> {
   try {
-    const result = await withStore((store, home) => publishDataset(store, home, dir, { name: opts.name, version: opts.version }));
+    const result = await withStore((store, home) => {
+      const user = localUser();
+      return publishDataset(store, home, dir, { name: opts.name, version: opts.version, created_by: user, org: resolveOrg(store, user, opts.org) });
+    });
     if (opts.json) outJson(result);
     else {
       const ref = `${opts.name}@${opts.version}`;

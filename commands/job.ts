@@ -1,6 +1,7 @@
 /**
  * `evolve job list|show|resume|cancel` and `evolve trial show`: reading jobs and trials back from the store.
  */
+import { inScope, localUser, parseJobScope, viewerOf } from "../engine/org/mod.ts";
 import { EvolveError } from "../engine/errors.ts";
 import {
   choices,
@@ -148,9 +149,7 @@ function parseLimit(v: string | undefined): number {
  * `--json` prints the rows (JobRow); how many the limit hid goes to stderr there, under the table otherwise.
  */
 export async function jobListCommand(opts: JobListOptions): Promise<number> {
-  if (opts.scope !== undefined && opts.scope !== "my" && opts.scope !== "org") {
-    throw new EvolveError("usage", `--scope must be my or org, got ${opts.scope}`, "a local store holds only your jobs: --scope my");
-  }
+  const scope = opts.scope !== undefined ? parseJobScope(opts.scope) : undefined;
   const filter: JobFilter = {
     status: choices("--status", opts.status, JOB_STATUSES, true),
     kind: choices("--kind", opts.kind, JOB_KINDS, false),
@@ -162,6 +161,11 @@ export async function jobListCommand(opts: JobListOptions): Promise<number> {
   };
   const filtered = [filter.status, filter.kind, filter.agent, filter.dataset, filter.name, filter.since].some((x) => x !== undefined);
   return withStore((store) => {
+    if (scope !== undefined) {
+      const user = localUser();
+      const viewer = viewerOf(store, user, user);
+      filter.keep = (j) => inScope(viewer, j, scope);
+    }
     const { jobs, matched, hidden } = listJobRows(store, filter);
     const note = hidden > 0 ? `${jobs.length} of ${matched} jobs shown, newest first; ${hidden} older hidden (--limit 0 shows all)` : null;
     if (opts.json) {

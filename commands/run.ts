@@ -26,6 +26,7 @@ import {
   summarizeJob,
   taskLabel,
 } from "../engine/job/mod.ts";
+import { localUser, resolveOrg } from "../engine/org/mod.ts";
 import { openStore, taskBlobDir, trialDir, type JobRecord, type Store, type TrialRecord } from "../engine/store/mod.ts";
 import { driveJob as runRecordedJob } from "../engine/job/drive.ts";
 import { DEFAULT_JOBS_DIR, openJobFolder } from "../engine/results/mod.ts";
@@ -78,6 +79,10 @@ export interface RunOptions {
   otlp?: string;
   otlpProtocol?: string;
   otlpHeader?: string[];
+  /** `run` only: `--org NAME`, the organization the job lands in (else the default one, else personal). */
+  org?: string;
+  /** Not a flag: the identity a job started over the API acts as (its token's user); else this process's. */
+  asUser?: string;
 }
 
 /**
@@ -195,6 +200,9 @@ async function startJob(given: RunOptions, agentName: string, kind: JobKind, str
   const name = parseJobName(opts.jobName);
   const store = openStore(config.home);
   try {
+    // the org is checked before anything is vendored or recorded: a refused one leaves nothing behind
+    const user = opts.asUser ?? localUser();
+    const owner = { created_by: user, org: resolveOrg(store, user, opts.org) };
     // the one real call (asked for: it costs money) before the agent is vendored, a job recorded or a box started
     if (target && opts.preflightCall) await preflightCall(target, { home: config.home, store });
     await vendorFirst(agentName);
@@ -233,7 +241,7 @@ async function startJob(given: RunOptions, agentName: string, kind: JobKind, str
     };
     const otlp = opts.otlp !== undefined ? (await import("./otel.ts")).liveOtlp(config.home, opts as RunOptions & { otlp: string }, (l) => warnOtlp(l)) : undefined;
     const engine = await openEngine({ kind: opts.engine, home: config.home });
-    const job = createJob(store, jobConfig, dataset, config.jobs.max_trials);
+    const job = createJob(store, jobConfig, dataset, config.jobs.max_trials, owner);
     onCreated?.(job.id, store);
     const total = tasks.length * jobConfig.attempts;
     if (!opts.json) {

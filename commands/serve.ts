@@ -6,6 +6,7 @@ import { resolve } from "node:path";
 import type { Command } from "commander";
 import { startServe } from "../engine/serve/mod.ts";
 import { createToken, listTokens, revokeToken } from "../engine/serve/mod.ts";
+import { localUser } from "../engine/org/mod.ts";
 import { out, outJson, outTable, style, when } from "./output.ts";
 import { applyRunDoc } from "./run-config.ts";
 import type { RunOptions } from "./run.ts";
@@ -27,7 +28,8 @@ function runOptionsFrom(run: Command, doc: Record<string, unknown>): RunOptions 
  */
 export async function serveCommand(opts: { port?: number; host?: string; socket?: string; project?: string; metaharnessRun?: string }, version: string, run: Command): Promise<number> {
   return withStore(async (store, home) => {
-    const startJob = async (doc: Record<string, unknown>) => (await import("./run.ts")).startJobQuietly(runOptionsFrom(run, doc));
+    // a job started over the API acts as the token's user: its org is resolved and recorded as theirs
+    const startJob = async (doc: Record<string, unknown>, user: string) => (await import("./run.ts")).startJobQuietly({ ...runOptionsFrom(run, doc), asUser: user });
     const where = { ...(opts.project !== undefined ? { project: resolve(opts.project) } : {}), ...(opts.metaharnessRun !== undefined ? { metaharnessRun: resolve(opts.metaharnessRun) } : {}) };
     const serving = await startServe({ store, home, version, startJob, ...where }, { host: opts.host, port: opts.port, socket: opts.socket });
     try {
@@ -48,7 +50,7 @@ export async function serveCommand(opts: { port?: number; host?: string; socket?
 /** `evolve auth token create [--scope read|run] [--name N]`: prints the token once; only its hash is kept. */
 export async function tokenCreateCommand(opts: { scope?: string; name?: string; json?: boolean }): Promise<number> {
   return withStore((store) => {
-    const { token, record } = createToken(store, opts);
+    const { token, record } = createToken(store, { scope: opts.scope, name: opts.name, user: localUser() });
     if (opts.json) return outJson({ token, id: record.id, name: record.name, scope: record.scope, created_at: record.created_at }), 0;
     out(token);
     process.stderr.write(style.dim(`token ${record.id} (${record.scope}${record.name ? `, ${record.name}` : ""}): shown once, only its hash is kept; send it as Authorization: Bearer <token>\n`));

@@ -174,9 +174,10 @@ const DEFAULT_NETWORK: NetworkConfig = { allow_host: false, allow_ranges: [] };
 /**
  * Who this home's trials bill to by default: `USER`, else the OS account of this process's uid (its passwd entry),
  * else `LOGNAME`, else "local". Bun's `os.userInfo()` reads `USER` and says "unknown" without it, so the passwd
- * entry is read here rather than trusted to the runtime.
+ * entry is read here rather than trusted to the runtime. Also the local identity of teams (engine/org) when
+ * `EVOLVE_USER` is not set.
  */
-function loginName(env: Record<string, string | undefined> = process.env): string {
+export function loginName(env: Record<string, string | undefined> = process.env): string {
   if (env.USER) return env.USER;
   return accountName() ?? (env.LOGNAME || "local");
 }

@@ -37,6 +37,10 @@ export interface PublishOptions {
   version: string;
   /** Validate every task first (default true). Only a caller that has just validated the same tree passes false. */
   validate?: boolean;
+  /** The organization a new dataset lands in (`--org`, engine/org); a new version of an existing dataset stays where it is. */
+  org?: string;
+  /** Who publishes it (engine/org's local identity). */
+  created_by?: string;
 }
 
 /**
@@ -267,6 +271,9 @@ export async function publishDataset(store: Store, home: string, dir: string, op
     if (again) return again;
     const now = new Date().toISOString();
     const tomb = store.getDataset(opts.name, opts.version);
+    // a dataset lives in one place: a new version goes where its name already is, whatever --org says
+    const first = store.listDatasets(opts.name)[0];
+    const org = first ? first.org : opts.org;
     const rec: DatasetRecord = {
       name: opts.name,
       version: opts.version,
@@ -275,6 +282,8 @@ export async function publishDataset(store: Store, home: string, dir: string, op
       status: "active",
       created_at: tomb?.created_at ?? now,
       updated_at: now,
+      ...(org !== undefined ? { org } : {}),
+      ...(opts.created_by !== undefined ? { created_by: opts.created_by } : {}),
     };
     store.putDataset(rec);
     return { status: tomb ? "restored" : "published", dataset: rec };

@@ -253,6 +253,13 @@ export const ERROR_CODES = {
   path_refused: env("a path given to the local API climbs out (`..`, encoded or not), is absolute where it must be relative, or holds a NUL or an encoded slash (HTTP 400)"),
   evolve_project_missing: env("`evolve serve` was started without --project, so it serves no evolver records (HTTP 404)"),
   token_not_found: env("no API token by that id is stored (`evolve auth token list`)"),
+
+  // teams on one machine (`evolve auth org`, `--org`)
+  user_invalid: env("the local identity ($EVOLVE_USER, else the OS user name) is not a plain name evolve can record"),
+  org_not_member: env("you are not a member of the organization named (or it does not exist: the two are answered alike), e.g. `run --org`"),
+  org_not_owner: env("only an owner of the organization may do that (invite, manage members); you are a member"),
+  org_exists: env("`evolve auth org create` names an organization that already exists on this machine"),
+  invite_refused: env("the invite given to `evolve auth org join` is unknown, already used, revoked or expired (all answered alike)"),
 } as const satisfies Record<string, ErrorCodeInfo>;
 
 /** A code an EvolveError can carry. */

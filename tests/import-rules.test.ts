@@ -37,6 +37,8 @@ const LAYERS: readonly (string | readonly string[])[] = [
   // the lower floor of trials: safe reads of what a box wrote, the trial and box layouts, the task scripts
   "engine/box",
   "engine/config",
+  // teams on one machine: identities, organizations, invites and who sees what (issue 23 §1)
+  "engine/org",
   // which engine a caller gets, guarded as config.toml says: the driver opens only what it is told
   "engine/engine-choice",
   "engine/gateway-host",

@@ -44,7 +44,8 @@ function singleTrialConfig(job: JobRecord, t: TrialRecord, kind: JobKind): JobCo
 
 function newJobWith(store: Store, job: JobRecord, config: JobConfig, lineage: Pick<TrialRecord, "retry_of" | "regrade_of">): { job: JobRecord; trial: TrialRecord } {
   return store.transaction(() => {
-    const created = createJob(store, config, job.dataset);
+    // a job made from another's trial stays in that job's org, under its creator (platform-teams.md)
+    const created = createJob(store, config, job.dataset, undefined, { org: job.org, created_by: job.created_by });
     const [trial] = store.listTrials(created.id);
     const rec: TrialRecord = { ...trial, ...lineage, source: job.dataset };
     store.putTrial(rec);
@@ -173,7 +174,7 @@ export function createJobRetry(store: Store, jobId: string, statuses?: readonly 
     // the tasks retried, and as many attempts as the most-picked task needs: the trials themselves are listed below
     const config: JobConfig = { ...c, kind: "retry", tasks: tasks.map(({ name, digest }) => ({ name, digest })), attempts: Math.max(...tasks.map((t) => t.n)) };
     const at = now();
-    const job = newJob({ id: newId(), created_at: at, updated_at: at, dataset: old.dataset, config, runner: null, retry_of: old.id });
+    const job = newJob({ id: newId(), created_at: at, updated_at: at, dataset: old.dataset, config, runner: null, retry_of: old.id, ...(old.org !== undefined ? { org: old.org } : {}), ...(old.created_by !== undefined ? { created_by: old.created_by } : {}) });
     const trials: TrialRecord[] = picked.map((t) =>
       queuedTrial({
         id: newId(),

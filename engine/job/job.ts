@@ -113,12 +113,12 @@ export function checkJobSize(tasks: number, attempts: number, max: number = DEFA
  * ordered attempt-major (every task once, then every task again), so a partial job covers tasks evenly. Refuses a
  * job over `maxTrials` (checkJobSize) and one whose verifier env sets a key a job may not (job-config.ts).
  */
-export function createJob(store: Store, config: JobConfig, dataset?: string, maxTrials: number = DEFAULT_MAX_TRIALS): JobRecord {
+export function createJob(store: Store, config: JobConfig, dataset?: string, maxTrials: number = DEFAULT_MAX_TRIALS, owner: { created_by?: string; org?: string } = {}): JobRecord {
   if (config.tasks.length === 0) throw new EvolveError("job_empty", "the job has no tasks", "check -p / -d and -l");
   checkVerifierEnv(config.verifier_env);
   checkJobSize(config.tasks.length, config.attempts, maxTrials);
   const at = now();
-  const job = newJob({ id: newId(), created_at: at, updated_at: at, dataset, config, runner: null });
+  const job = newJob({ id: newId(), created_at: at, updated_at: at, dataset, config, runner: null, ...(owner.org !== undefined ? { org: owner.org } : {}), ...(owner.created_by !== undefined ? { created_by: owner.created_by } : {}) });
   const trials: TrialRecord[] = [];
   for (let a = 0; a < config.attempts; a++) {
     for (const t of config.tasks) {

@@ -38,6 +38,8 @@ export interface JobFilter {
   since?: number;
   /** At most this many rows, newest first; 0 or absent: all. */
   limit?: number;
+  /** Keeps only the jobs it says yes to (`job list --scope`: engine/org's inScope). */
+  keep?: (job: JobRecord) => boolean;
 }
 
 /** One row of `job list` (its `--json` elements). */
@@ -62,6 +64,7 @@ export function listJobRows(store: Store, f: JobFilter): { jobs: JobRow[]; match
   const rows: JobRow[] = [];
   let matched = 0;
   for (const job of store.listJobs()) {
+    if (f.keep && !f.keep(job)) continue;
     const config = jobConfig(job);
     if (f.agent !== undefined && config.agent.name !== f.agent) continue;
     if (f.name !== undefined && config.name !== f.name) continue;

@@ -30,6 +30,7 @@ import { statusDocument } from "../metaharness/documents.ts";
 import { catDocument, keptChangesDocument, keptLsDocument, readKeptPath } from "../trial/kept-read.ts";
 import { checkSegment, checkTreePath, jsonResponse } from "./http.ts";
 import type { TokenScope } from "./tokens.ts";
+import { inScope, parseJobScope, type Viewer } from "../org/mod.ts";
 
 /** What a route answers, for the OpenAPI document. */
 export type Produces = "json" | "ndjson" | "sse" | "text" | "tar.gz";
@@ -41,6 +42,8 @@ export interface RouteContext {
   req: Request;
   params: Record<string, string>;
   query: URLSearchParams;
+  /** Who asks (engine/org): `store` is already what they may see; `job list --scope` filters on it. */
+  viewer: Viewer;
   /** Starts a job from `run`'s flags in this process (POST /jobs); absent where serve was built without it. */
   startJob?: (flags: Record<string, unknown>) => Promise<{ id: string }>;
   /** The evolution project whose records /evolve/* serves (`serve --project`): only it, never one a client names. */
@@ -283,8 +286,11 @@ function page<T extends { id: string }>(rows: readonly T[], q: URLSearchParams):
 }
 
 /** `job list`'s filters from the query, checked by the same parser as the flags. */
-function jobFilter(q: URLSearchParams, kind?: JobFilter["kind"]): JobFilter {
+function jobFilter(c: RouteContext, kind?: JobFilter["kind"]): JobFilter {
+  const q = c.query;
+  const scope = q.get("scope") !== null ? parseJobScope(q.get("scope")!) : undefined;
   return {
+    ...(scope !== undefined ? { keep: (j) => inScope(c.viewer, j, scope) } : {}),
     status: choices("status", all(q, "status"), JOB_STATUSES, true),
     kind: kind ?? choices("kind", all(q, "kind"), JOB_KINDS, false),
     agent: q.get("agent") ?? undefined,
@@ -300,6 +306,7 @@ const PAGE_QUERY: QueryParam[] = [
   { name: "cursor", description: "the x-next-cursor header of the previous page" },
 ];
 const JOB_QUERY: QueryParam[] = [
+  { name: "scope", description: "my (yours), shared (teammates'), org (everything in your organizations): job list --scope" },
   { name: "status", description: "job status (job list --status)", repeatable: true },
   { name: "agent", description: "agent name, exactly" },
   { name: "dataset", description: "dataset name or name@version" },
@@ -339,7 +346,7 @@ export const ROUTES: readonly Route[] = [
     summary: "jobs, newest first, as `job list --json` (filters of `job list`)",
     query: [{ name: "kind", description: "run, check, retry or regrade", repeatable: true }, ...JOB_QUERY],
     produces: "json",
-    handle: (c) => page(listJobRows(c.store, jobFilter(c.query)).jobs, c.query),
+    handle: (c) => page(listJobRows(c.store, jobFilter(c)).jobs, c.query),
   },
   {
     method: "POST",
@@ -396,7 +403,7 @@ export const ROUTES: readonly Route[] = [
     summary: "check jobs (`evolve check`), newest first, as `job list --kind check --json`",
     query: JOB_QUERY,
     produces: "json",
-    handle: (c) => page(listJobRows(c.store, jobFilter(c.query, ["check"])).jobs, c.query),
+    handle: (c) => page(listJobRows(c.store, jobFilter(c, ["check"])).jobs, c.query),
   },
   {
     method: "GET",

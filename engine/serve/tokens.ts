@@ -1,7 +1,8 @@
 /**
  * API tokens of `evolve serve` (`evolve auth token create|list|revoke`). A token is `evk_<id>_<secret>`: the id names
  * its record, and only the sha256 of the whole token is stored, so a copy of the store hands out no token. A token is
- * shown once, when it is made. Scopes: `read` reads every route; `run` also starts jobs.
+ * shown once, when it is made. Scopes: `read` reads every route; `run` also starts jobs. A token acts as the local
+ * identity that made it (engine/org): it sees that user's jobs and datasets and their organizations'.
  */
 import { createHash, randomBytes, timingSafeEqual } from "node:crypto";
 import { EvolveError } from "../errors.ts";
@@ -24,12 +25,12 @@ export function tokenRow(r: ApiTokenRecord) {
 }
 
 /** Makes a token, stores its hash, and returns the token itself: the only time it exists outside its holder. */
-export function createToken(store: Store, o: { scope?: string; name?: string } = {}): { token: string; record: ApiTokenRecord } {
+export function createToken(store: Store, o: { scope?: string; name?: string; user?: string } = {}): { token: string; record: ApiTokenRecord } {
   const scope = o.scope ?? "read";
   if (!(TOKEN_SCOPES as readonly string[]).includes(scope)) throw new EvolveError("usage", `--scope ${scope}: expected read or run`, "read reads every route; run also starts jobs (POST /api/v1/jobs)");
   const id = newId();
   const token = `${PREFIX}${id}_${randomBytes(32).toString("base64url")}`;
-  const record: ApiTokenRecord = { id, name: o.name ?? "", scope: scope as TokenScope, sha256: digest(token), created_at: new Date().toISOString(), revoked_at: null, last_used_at: null };
+  const record: ApiTokenRecord = { id, name: o.name ?? "", scope: scope as TokenScope, sha256: digest(token), created_at: new Date().toISOString(), revoked_at: null, last_used_at: null, ...(o.user !== undefined ? { user: o.user } : {}) };
   store.putToken(record);
   return { token, record };
 }

@@ -27,6 +27,9 @@ export interface Dbs {
    * db reads as no token created, and older builds never open it.
    */
   tokens: Database<unknown, string>;
+  /** Teams (engine/org): name → OrgRecord; invites: id → InviteRecord (hashed). Added without a schema step, as the ledger. */
+  orgs: Database<unknown, string>;
+  invites: Database<unknown, string>;
 }
 
 /** The schema version this build writes. */

@@ -54,6 +54,10 @@ export const DatasetRecordSchema = z.object({
   created_at: isoTime,
   updated_at: isoTime,
   deleted_at: isoTime.optional(),
+  /** The organization it belongs to (`dataset publish --org`); absent: its creator's personal one (engine/org). */
+  org: z.string().min(1).optional(),
+  /** The local identity that published it; absent on records from before teams (engine/org reads them as personal). */
+  created_by: z.string().min(1).optional(),
 });
 
 /** A job: a batch of trials started together. `config` is the run's resolved settings, owned by engine/job. */
@@ -76,6 +80,10 @@ export const JobRecordSchema = z.object({
   folder: z.string().optional(),
   /** A job run elsewhere and uploaded (`evolve upload`, engine/results/upload.ts): where it came from and its task links. */
   upload: z.looseObject({ import_id: z.string(), original_job_id: z.string().nullable(), uploaded_at: isoTime }).optional(),
+  /** The organization it belongs to (`run --org`); absent: its creator's personal one (engine/org). */
+  org: z.string().min(1).optional(),
+  /** The local identity that started it; absent on records from before teams (engine/org reads them as personal). */
+  created_by: z.string().min(1).optional(),
 });
 
 const ExceptionSchema = z.object({
@@ -187,9 +195,38 @@ export const ApiTokenRecordSchema = z.object({
   created_at: isoTime,
   revoked_at: isoTime.nullable(),
   last_used_at: isoTime.nullable(),
+  /** The local identity the token acts as (engine/org); absent on tokens from before teams: serve's own user. */
+  user: z.string().min(1).optional(),
+});
+
+/**
+ * A team (`evolve auth org create`): its members and their roles. Who may do what is engine/org's; a user's personal
+ * organization is implicit and never stored.
+ */
+export const OrgRecordSchema = z.object({
+  name: z.string().min(1),
+  display_name: z.string(),
+  created_at: isoTime,
+  created_by: z.string().min(1),
+  members: z.array(z.object({ user: z.string().min(1), role: z.enum(["owner", "member"]), joined_at: isoTime })),
+});
+
+/** An invite into an org (`evolve auth org invite`): only the sha256 of its token is kept; single use, expiring. */
+export const InviteRecordSchema = z.object({
+  id: z.string().min(1),
+  org: z.string().min(1),
+  sha256: z.string().regex(/^[0-9a-f]{64}$/),
+  created_by: z.string().min(1),
+  created_at: isoTime,
+  expires_at: isoTime,
+  used_at: isoTime.nullable(),
+  used_by: z.string().nullable(),
+  revoked_at: isoTime.nullable(),
 });
 
 export type ApiTokenRecord = z.infer<typeof ApiTokenRecordSchema>;
+export type OrgRecord = z.infer<typeof OrgRecordSchema>;
+export type InviteRecord = z.infer<typeof InviteRecordSchema>;
 export type TaskSummaryRecord = z.infer<typeof TaskSummarySchema>;
 export type TaskRecord = z.infer<typeof TaskRecordSchema>;
 export type DatasetRecord = z.infer<typeof DatasetRecordSchema>;

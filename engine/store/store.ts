@@ -14,12 +14,16 @@ import { migrate, SCHEMA_KEY, SCHEMA_VERSION, type Dbs } from "./migrations.ts";
 import {
   ApiTokenRecordSchema,
   DatasetRecordSchema,
+  InviteRecordSchema,
+  OrgRecordSchema,
   JobRecordSchema,
   TaskRecordSchema,
   TraceEventSchema,
   TrialRecordSchema,
   type ApiTokenRecord,
   type DatasetRecord,
+  type InviteRecord,
+  type OrgRecord,
   type JobRecord,
   type NewTraceEvent,
   type TaskRecord,
@@ -42,6 +46,8 @@ const KEY_NAMES: Record<string, string> = {
   tasks: "task digest",
   ledger: "budget name",
   tokens: "token id",
+  orgs: "organization name",
+  invites: "invite id",
   meta: "setting name",
 };
 const StoredEventSchema = TraceEventSchema.omit({ seq: true });
@@ -365,6 +371,40 @@ export class Store {
     return out;
   }
 
+  // ---- teams (engine/org decides who may do what): orgs by name, invites by id
+
+  /** Stores (or replaces: a join, a role change) one organization. */
+  putOrg(rec: OrgRecord): void {
+    const r = this.checked("orgs", OrgRecordSchema, rec);
+    this.write(() => this.dbs.orgs.putSync(r.name, r));
+  }
+
+  /** One organization, or undefined. */
+  getOrg(name: string): OrgRecord | undefined {
+    return this.read("orgs", this.dbs.orgs, name, OrgRecordSchema);
+  }
+
+  /** Every organization, by name. */
+  listOrgs(): OrgRecord[] {
+    const out: OrgRecord[] = [];
+    for (const key of this.keys("orgs", this.dbs.orgs, {})) {
+      const rec = this.read("orgs", this.dbs.orgs, key, OrgRecordSchema);
+      if (rec) out.push(rec);
+    }
+    return out;
+  }
+
+  /** Stores (or replaces: a use, a revoke) one invite. */
+  putInvite(rec: InviteRecord): void {
+    const r = this.checked("invites", InviteRecordSchema, rec);
+    this.write(() => this.dbs.invites.putSync(r.id, r));
+  }
+
+  /** One invite, or undefined. */
+  getInvite(id: string): InviteRecord | undefined {
+    return this.read("invites", this.dbs.invites, id, InviteRecordSchema);
+  }
+
   // ---- spend ledger: key [scope, name, period]
 
   /**
@@ -457,6 +497,8 @@ export class Store {
       ["events", this.dbs.events, (k, v) => (!Array.isArray(k) || typeof k[1] !== "number" ? "key is not [trial id, seq]" : zodCheck(StoredEventSchema)(k, v))],
       ["ledger", this.dbs.ledger, (_k, v) => (typeof v === "number" && Number.isFinite(v) && v >= 0 ? undefined : `not a non-negative number: ${JSON.stringify(v)}`)],
       ["tokens", this.dbs.tokens, zodCheck(ApiTokenRecordSchema)],
+      ["orgs", this.dbs.orgs, zodCheck(OrgRecordSchema)],
+      ["invites", this.dbs.invites, zodCheck(InviteRecordSchema)],
     ];
     for (const [db, handle, check] of schemas) {
       const counts = { records: 0, bad: 0 };
@@ -734,6 +776,8 @@ export function openStore(home: string): Store {
       events: db("events"),
       ledger: db("ledger"),
       tokens: db("tokens"),
+      orgs: db("orgs"),
+      invites: db("invites"),
     } as Dbs;
   } catch (e) {
     if (/permission denied|EACCES/i.test(firstLine(e)) && existsSync(join(path, "data.mdb"))) {
