@@ -3,7 +3,7 @@
  * is read from EVOLVE_WORKER_TOKEN only, so it never shows in `ps`; the worker keeps its own scratch home and never
  * opens the coordinator's store, even when EVOLVE_HOME (carried over by sbatch) names it.
  */
-import { mkdtempSync } from "node:fs";
+import { mkdtempSync, rmSync } from "node:fs";
 import { hostname, tmpdir } from "node:os";
 import { join } from "node:path";
 import { openEngine } from "../engine/engine-choice.ts";
@@ -16,6 +16,7 @@ export async function workerCommand(opts: { coordinator: string; workerId?: stri
   const token = process.env.EVOLVE_WORKER_TOKEN;
   if (!token) throw new EvolveError("usage", "EVOLVE_WORKER_TOKEN is not set: a worker takes its job's token from the environment only", "workers are started by `evolve run --executor slurm`, which sets it");
   const home = opts.scratch ?? mkdtempSync(join(tmpdir(), "evolve-worker-"));
+  const ownHome = opts.scratch === undefined;
   const workerId = opts.workerId ?? `${hostname()}-${process.pid}`;
   const log = (line: string) => process.stderr.write(`${new Date().toISOString()} ${workerId}: ${line}\n`);
   const engine = await openEngine({ kind: opts.engine, home });
@@ -25,12 +26,14 @@ export async function workerCommand(opts: { coordinator: string; workerId?: stri
   const handlers = (["SIGTERM", "SIGINT"] as const).map((s) => [s, onSignal(s)] as const);
   for (const [s, h] of handlers) process.on(s, h);
   try {
-    log(`home ${home}, coordinator ${opts.coordinator}`);
+    log(`pid ${process.pid}, home ${home}, coordinator ${opts.coordinator}`);
     const n = await runWorker({ url: opts.coordinator, token, workerId, home, engine, leaseSeconds: opts.leaseSeconds ?? DEFAULT_LEASE_SECONDS, sharedHome: opts.sharedHome, signal: stop.signal, log });
     log(`done: ${n} result${n === 1 ? "" : "s"} accepted`);
     return 0;
   } finally {
     for (const [s, h] of handlers) process.off(s, h);
     await engine.close();
+    // a scratch home made here holds only copies (tasks fetched, trees already sent): it goes with the worker
+    if (ownHome) rmSync(home, { recursive: true, force: true });
   }
 }
