@@ -9,6 +9,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import type { Engine } from "../driver/types.ts";
+import { requestStop } from "../job/actions.ts";
 import { createJob, runJob, type JobConfig } from "../job/job.ts";
 import { openStore, type Store, type TrialRecord } from "../store/index.ts";
 import { Coordinator } from "./coordinator.ts";
@@ -136,5 +137,20 @@ describe("coordinator", () => {
     expect(launcher.cancelled).toEqual(["42"]);
     expect(store.getJob(job.id)!.status).toBe("CANCELLED");
     expect(l.lease.trial).toBe(trials[0].id);
+  });
+
+  it("`trial stop` reaches a remote trial: a leased one is withdrawn (its worker refused), a queued one is never leased", async () => {
+    const job = createJob(store, config(2));
+    const launcher = new FakeLauncher();
+    const coord = new Coordinator({ store, home, launcher, leaseSeconds: 30 });
+    const running = runJob(job.id, { store, engine: {} as Engine, home, runTrial: coord.runTrial, secrets: {}, executor: coord });
+    const b = await launcher.submitted;
+    const l = (await call(b, "/claim", { worker: "w1" })).json;
+    const queued = store.listTrials(job.id).find((t) => t.id !== l.lease.trial)!;
+    expect(requestStop(store, [l.lease.trial, queued.id]).map((o) => o.action)).toEqual(["requested", "cancelled"]);
+    expect((await call(b, "/claim", { worker: "w2" })).json).toMatchObject({ lease: null });
+    const trials = await running;
+    expect(trials.map((t) => [t.status, t.exception?.type])).toEqual(trials.map(() => ["CANCELLED", "CancelledError"]));
+    expect(store.getJob(job.id)!.status).toBe("COMPLETED");
   });
 });

@@ -14,11 +14,12 @@ import { Hono } from "hono";
 import type { JobExecutor } from "../job/executor.ts";
 import { serveFetch, type HttpListener } from "../runtime.ts";
 import { taskBlobDir, trialDir, type Store, type TrialRecord } from "../store/index.ts";
-import { leasedTrial, plainException, remoteSettledTrial, requeuedTrial, settle, thrownVerdict } from "../trial/lifecycle.ts";
+import { isSettledStatus, leasedTrial, plainException, remoteSettledTrial, requeuedTrial, settle, thrownVerdict } from "../trial/lifecycle.ts";
+import { watchStopRequest } from "../trial/stop.ts";
 import type { TrialDeps, TrialEvent, TrialRequest } from "../trial/types.ts";
 import { packDir, unpackDir, type BundleEntry } from "./bundle.ts";
 import { coordinatorApp, WORKER_API, type ClaimAnswer, type Checked } from "./coordinator-api.ts";
-import { LeaseBook } from "./lease.ts";
+import { LeaseBook, type Lease } from "./lease.ts";
 import type { WorkerLauncher } from "./types.ts";
 
 /** Seconds a lease lasts without a heartbeat unless told otherwise (EVOLVE_LEASE_SECONDS, tests shorten it). */
@@ -77,26 +78,31 @@ export class Coordinator implements JobExecutor {
   }
 
   /** Queues the trial for a worker; resolves with its settled record once a worker's result is accepted. */
-  readonly runTrial = (req: TrialRequest, deps: TrialDeps): Promise<TrialRecord> =>
+  readonly runTrial = (req: TrialRequest, outer: TrialDeps): Promise<TrialRecord> =>
     new Promise<TrialRecord>((resolve) => {
       const id = req.trialId;
+      // `evolve trial stop` marks the record; the watch turns that into this trial's abort, as for a local trial
+      const watch = watchStopRequest(this.o.store, id, outer.signal);
+      const deps = { ...outer, signal: watch.signal };
       const onAbort = () => {
         if (!this.pending.has(id)) return;
         this.pending.delete(id);
         this.book.withdraw(id);
-        resolve(this.settleStopped(id, deps.signal!));
+        watch.dispose();
+        resolve(this.settleStopped(id, watch.signal));
       };
       this.pending.set(id, {
         req,
         deps,
         resolve: (r) => {
-          deps.signal?.removeEventListener("abort", onAbort);
+          watch.signal.removeEventListener("abort", onAbort);
+          watch.dispose();
           resolve(r);
         },
       });
       this.book.enqueue(id);
-      if (deps.signal?.aborted) onAbort();
-      else deps.signal?.addEventListener("abort", onAbort, { once: true });
+      if (watch.signal.aborted) onAbort();
+      else watch.signal.addEventListener("abort", onAbort, { once: true });
     });
 
   /** Serves the API and submits the workers; cancels a lost coordinator's earlier submissions of this job first. */
@@ -155,6 +161,15 @@ export class Coordinator implements JobExecutor {
         if (!r.ok) return r;
         const onEvent = this.pending.get(trial)?.deps.onEvent;
         for (const e of events) if (e && e.trialId === trial) onEvent?.(e);
+        // the phase a remote trial is in shows in `job show` as a local one's does (no status moves here)
+        const phase = events.filter((e) => e?.kind === "phase" && e.trialId === trial).pop();
+        if (phase?.kind === "phase") {
+          const { store } = this.o;
+          store.transaction(() => {
+            const t = store.getTrial(trial);
+            if (t && !isSettledStatus(t.status)) store.putTrial({ ...t, attempt_phase: phase.phase, updated_at: new Date().toISOString() });
+          });
+        }
         return { ok: true };
       },
       result: (trial: string, key: string, record: TrialRecord, tree: BundleEntry[]) => this.accept(trial, key, record, tree),
@@ -169,15 +184,28 @@ export class Coordinator implements JobExecutor {
   private claim(worker: string): ClaimAnswer {
     if (this.done) return { lease: null, done: true };
     this.expire();
-    const lease = this.book.claim(worker, Date.now());
-    if (!lease) return { lease: null, wait_ms: 1000 };
-    const p = this.pending.get(lease.trial)!;
     const { store } = this.o;
-    const trial = store.transaction(() => {
-      const rec = leasedTrial(store.getTrial(lease.trial)!, new Date().toISOString());
-      store.putTrial(rec);
-      return rec;
-    });
+    for (;;) {
+      const lease = this.book.claim(worker, Date.now());
+      if (!lease) return { lease: null, wait_ms: 1000 };
+      const p = this.pending.get(lease.trial)!;
+      const trial = store.transaction(() => {
+        const rec = store.getTrial(lease.trial)!;
+        // `trial stop` got there first (it settles a queued trial itself): not leased; the trial's watch settles it
+        if (isSettledStatus(rec.status) || rec.stop_requested_at) return null;
+        const leased = leasedTrial(rec, new Date().toISOString());
+        store.putTrial(leased);
+        return leased;
+      });
+      if (!trial) {
+        this.book.withdraw(lease.trial);
+        continue;
+      }
+      return this.leased(worker, lease, p, trial);
+    }
+  }
+
+  private leased(worker: string, lease: Lease, p: Pending, trial: TrialRecord): ClaimAnswer {
     p.deps.onEvent?.({ kind: "log", trialId: lease.trial, stream: "system", line: `leased to worker ${worker}` });
     p.deps.onEvent?.({ kind: "status", trialId: lease.trial, status: trial.status });
     return { lease, trial, request: p.req };
@@ -216,11 +244,15 @@ export class Coordinator implements JobExecutor {
     return { ok: true };
   }
 
-  /** Settles a trial the job stopped (cancel or interruption) as the in-process runner would: CANCELLED or INTERRUPTED. */
+  /**
+   * Settles a trial the job stopped (cancel, interruption, `trial stop`) as the in-process runner would: CANCELLED or
+   * INTERRUPTED; one that `trial stop` settled already (it was still queued) is kept as it is.
+   */
   private settleStopped(id: string, signal: AbortSignal): TrialRecord {
     const { store } = this.o;
     return store.transaction(() => {
       const rec = store.getTrial(id)!;
+      if (isSettledStatus(rec.status)) return rec;
       const at = new Date().toISOString();
       const v = thrownVerdict(signal.reason, plainException, signal);
       const out = { ...rec, ...settle(rec, v, at), updated_at: at };
