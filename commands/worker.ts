@@ -31,9 +31,10 @@ export async function workerCommand(opts: { coordinator: string; workerId?: stri
     log(`done: ${n} result${n === 1 ? "" : "s"} accepted`);
     return 0;
   } finally {
-    for (const [s, h] of handlers) process.off(s, h);
     await engine.close();
     // a scratch home made here holds only copies (tasks fetched, trees already sent): it goes with the worker
     if (ownHome) rmSync(home, { recursive: true, force: true });
+    // kept until now: Slurm may signal again while the worker cleans up, and the default action would cut it short
+    for (const [s, h] of handlers) process.off(s, h);
   }
 }

@@ -52,6 +52,9 @@ export async function runWorker(o: WorkerOptions): Promise<number> {
       }
       if (await runLeased(o, store, call, answer)) accepted++;
     }
+  } catch (e) {
+    // stopped from outside (scancel's SIGTERM) while waiting on the coordinator: a normal end, not a failure
+    if (!o.signal?.aborted) throw e;
   } finally {
     await settleRemovals();
     await store.close();
@@ -139,6 +142,7 @@ function caller(o: WorkerOptions): Call {
   return async (method, path, body) => {
     const t0 = Date.now();
     for (;;) {
+      if (o.signal?.aborted) throw new Error("the worker was stopped");
       let res: Response;
       try {
         res = await fetch(`${o.url}${path}`, {
@@ -147,8 +151,8 @@ function caller(o: WorkerOptions): Call {
           ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
         });
       } catch (e) {
-        if (Date.now() - t0 > giveUp) throw new EvolveError("coordinator_unreachable", `the coordinator at ${o.url} did not answer for ${Math.round(giveUp / 1000)} s: ${(e as Error).message}`, "it was stopped or killed: `evolve job resume` starts a new one");
-        await sleep(1000);
+        if (Date.now() - t0 > giveUp) throw new EvolveError("coordinator_unreachable", `the coordinator at ${o.url} did not answer for ${Math.round((Date.now() - t0) / 1000)} s: ${(e as Error).message}`, "it was stopped or killed: `evolve job resume` starts a new one");
+        await sleep(1000, o.signal);
         continue;
       }
       const json = (await res.json().catch(() => ({}))) as { code?: string };
