@@ -153,4 +153,16 @@ describe("coordinator", () => {
     expect(trials.map((t) => [t.status, t.exception?.type])).toEqual(trials.map(() => ["CANCELLED", "CancelledError"]));
     expect(store.getJob(job.id)!.status).toBe("COMPLETED");
   });
+
+  it("a submission the cluster refuses leaves the job resumable (INTERRUPTED), its trials QUEUED, nothing run", async () => {
+    const job = createJob(store, config(2));
+    const launcher = new FakeLauncher();
+    launcher.submit = async () => {
+      throw new Error("sbatch: error: invalid partition specified: nope");
+    };
+    const coord = new Coordinator({ store, home, launcher, leaseSeconds: 30 });
+    await expect(runJob(job.id, { store, engine: {} as Engine, home, runTrial: coord.runTrial, secrets: {}, executor: coord })).rejects.toThrow(/invalid partition/);
+    expect(store.getJob(job.id)!.status).toBe("INTERRUPTED");
+    expect(store.listTrials(job.id).map((t) => t.status)).toEqual(["QUEUED", "QUEUED"]);
+  });
 });
