@@ -142,7 +142,12 @@ export function buildProgram(version: string, setExit: (code: number) => void, a
       .option("-o, --jobs-dir <dir>", "write the job as a Harbor job folder under DIR/<job name>/ as its trials settle (default ./jobs; off with [jobs] folder = false)")
       .option("--otlp <file|url>", "stream each trial's OpenTelemetry trace there as it settles (as `trace export --otlp`); a failed export only warns")
       .option("--otlp-protocol <protocol>", "http/protobuf (default for a URL) | http/json (default for a file)")
-      .option("--otlp-header <NAME=VALUE>", "a header sent with each --otlp request (Langfuse: Authorization=Basic …); repeatable, never printed", collect, []),
+      .option("--otlp-header <NAME=VALUE>", "a header sent with each --otlp request (Langfuse: Authorization=Basic …); repeatable, never printed", collect, [])
+      .option("--executor <kind>", "where the trials run: local (this process, default) | slurm (sbatch --array of `evolve worker`s)")
+      .option("--partition <name>", "--executor slurm: the Slurm partition")
+      .option("--slurm-arg <KEY=VALUE>", "--executor slurm: a sbatch option (--KEY=VALUE), e.g. time=01:00:00; repeatable", collect, [])
+      .option("--coordinator-host <host>", "--executor slurm: the address this process serves the workers' API on (default 127.0.0.1: one host)")
+      .option("--dry-run", "--executor slurm: write the batch script and sbatch line it would submit, run nothing"),
     "stream one JSON line per trial event, then the summary",
   )
     .addHelpText(
@@ -176,6 +181,17 @@ export function buildProgram(version: string, setExit: (code: number) => void, a
     .option("--json", "print the import as JSON")
     .addHelpText("after", examples(["evolve upload ./jobs/2026-08-27__12-00-00 -d terminal-bench@2.0", "evolve upload job.tar.gz --no-wait"]))
     .action(async (path: string, opts) => setExit(await (await import("./upload.ts")).uploadCommand(path, opts)));
+
+  program
+    .command("worker")
+    .description("run trials for a job's coordinator (started by `run --executor slurm`; the token comes in EVOLVE_WORKER_TOKEN)")
+    .requiredOption("--coordinator <url>", "the coordinator's worker API, as `run --executor slurm` printed it")
+    .option("--worker-id <id>", "this worker's name in leases and logs (default: host and pid)")
+    .option("--lease-seconds <n>", "seconds a lease lasts; heartbeats go at a third of it", numberFlag("--lease-seconds", POSITIVE_INT))
+    .option("--scratch <dir>", "this worker's own home for its scratch store and trial trees (default: a new temporary folder)")
+    .option("--shared-home <dir>", "the coordinator's evolve home on a shared filesystem: task folders are read there instead of fetched")
+    .addOption(engineOpt())
+    .action(async (opts) => setExit(await (await import("./worker.ts")).workerCommand(opts)));
 
   const job = program.command("job").description("list, inspect, resume, retry and cancel jobs");
   job

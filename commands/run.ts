@@ -1,6 +1,7 @@
 /**
  * `evolve run` and `evolve check`: resolve tasks, start a job, show its progress, print its summary.
  */
+import { join } from "node:path";
 import { loadConfig } from "../engine/config.ts";
 import { DatasetInvalidError, importTasks, resolveDataset, type StoredTask } from "../engine/dataset.ts";
 import { engineFromEnvFlag, openEngine } from "../engine/engine-choice.ts";
@@ -18,6 +19,7 @@ import {
   jobConfig,
   type JobConfig,
   type JobEvent,
+  type JobExecutor,
   type JobKind,
   primaryReward,
   retryPicks,
@@ -38,6 +40,8 @@ import { progressView, type ProgressMode } from "./progress.ts";
 import { jobFromArg, printJobSummary } from "./job.ts";
 import { printReports } from "./task.ts";
 import { parseNumberFlag, POSITIVE } from "./flags.ts";
+import { executorConfig, jobExecutor, slurmLauncher } from "./executor.ts";
+import { DEFAULT_LEASE_SECONDS, WORKER_API } from "../engine/executor/mod.ts";
 
 /** Options shared by `run` and `check`. */
 export interface RunOptions {
@@ -83,6 +87,13 @@ export interface RunOptions {
   org?: string;
   /** Not a flag: the identity a job started over the API acts as (its token's user); else this process's. */
   asUser?: string;
+  /** `run` only: where the trials run (commands/executor.ts): `--executor`, `--partition`, `--slurm-arg`, `--coordinator-host`. */
+  executor?: string;
+  partition?: string;
+  slurmArg?: string[];
+  coordinatorHost?: string;
+  /** `run` only: write what the executor would submit, record and run nothing. */
+  dryRun?: boolean;
 }
 
 /**
@@ -198,6 +209,7 @@ async function startJob(given: RunOptions, agentName: string, kind: JobKind, str
   const verifierEnv = parseVerifierEnv(opts.ve);
   const maxSpendUsd = parseMaxSpend(opts.maxSpendUsd);
   const name = parseJobName(opts.jobName);
+  const executor = executorConfig(opts);
   const store = openStore(config.home);
   try {
     // the org is checked before anything is vendored or recorded: a refused one leaves nothing behind
@@ -232,9 +244,11 @@ async function startJob(given: RunOptions, agentName: string, kind: JobKind, str
       tasks: tasks.map((t) => ({ name: t.name, digest: t.digest, ...(t.path !== undefined ? { path: t.path } : {}) })),
       ...(maxSpendUsd !== undefined ? { max_spend_usd: maxSpendUsd } : {}),
       ...(verifierEnv ? { verifier_env: verifierEnv } : {}),
+      ...(executor ? { executor } : {}),
     };
     // refused before the engine is even opened: a job too large to record is a usage error, not a slow failure
     checkJobSize(jobConfig.tasks.length, jobConfig.attempts, config.jobs.max_trials);
+    if (opts.dryRun) return { store, dryRun: await dryRun(jobConfig, config.home) } as const;
     // a bad --otlp is refused here, before a job is recorded; the warnings go wherever the view puts them
     let warnOtlp = (line: string): void => {
       process.stderr.write(line + "\n");
@@ -253,7 +267,8 @@ async function startJob(given: RunOptions, agentName: string, kind: JobKind, str
     warnOtlp = (line) => view.warn(`${style.yellow("warning")}: ${line}`);
     const onEvent = otlp ? otlp.onEvent(view.onEvent) : view.onEvent;
     // `check` jobs get no folder: openJobFolder makes a new one only for a `run` job given a jobs dir
-    const trials = await driveJob({ store, engine, home: config.home, jobId: job.id, secrets, onEvent, warn: view.warn, jobsDir: opts.jobsDir ?? DEFAULT_JOBS_DIR, json: opts.json }).finally(async () => {
+    const exec = jobExecutor(jobConfig, { store, home: config.home, say: (l) => view.warn(l) });
+    const trials = await driveJob({ store, engine, home: config.home, jobId: job.id, secrets, onEvent, warn: view.warn, jobsDir: opts.jobsDir ?? DEFAULT_JOBS_DIR, json: opts.json, executor: exec }).finally(async () => {
       await otlp?.done();
       view.end();
     });
@@ -294,9 +309,28 @@ export function startJobQuietly(opts: RunOptions): Promise<{ id: string }> {
   });
 }
 
+/**
+ * `run --dry-run`: writes what the job's executor would submit (for Slurm, the batch script and the sbatch line)
+ * under `<home>/executor/dry-run-<time>/` and returns the files; nothing is recorded, no worker started.
+ */
+async function dryRun(config: JobConfig, home: string): Promise<string[]> {
+  if (!config.executor) throw new EvolveError("executor_invalid", "--dry-run writes what an executor would submit: the local executor submits nothing", "add --executor slurm");
+  const dir = join(home, "executor", `dry-run-${new Date().toISOString().replace(/[:.]/g, "-")}`);
+  const workers = Math.max(1, Math.min(config.concurrency, config.tasks.length * config.attempts));
+  const batch = { jobId: "<job id>", workers, coordinatorUrl: `http://${config.executor.coordinator_host ?? "127.0.0.1"}:<port>${WORKER_API}`, token: "", leaseSeconds: DEFAULT_LEASE_SECONDS, logDir: dir };
+  return await slurmLauncher(config.executor).dryRun(batch, dir);
+}
+
 /** `evolve run` */
 export async function runCommand(opts: RunOptions): Promise<number> {
-  const { store, job, trials } = await startJob(opts, opts.agent ?? "oracle", "run");
+  const started = await startJob(opts, opts.agent ?? "oracle", "run");
+  if (started.dryRun) {
+    await started.store.close();
+    if (opts.json) outJson({ dry_run: true, files: started.dryRun });
+    else for (const f of started.dryRun) out(f);
+    return 0;
+  }
+  const { store, job, trials } = started;
   try {
     return report(job, trials, opts.json === true);
   } finally {
@@ -307,7 +341,9 @@ export async function runCommand(opts: RunOptions): Promise<number> {
 /** `evolve check`: the oracle on every task; a task is solvable when its reference solution scores 1. */
 export async function checkCommand(opts: RunOptions): Promise<number> {
   // --json here is one document (the per-task table), not a stream of trial events
-  const { store, trials } = await startJob({ ...opts, nAttempts: 1 }, "oracle", "check", false);
+  const started = await startJob({ ...opts, nAttempts: 1, dryRun: false }, "oracle", "check", false);
+  if (started.dryRun) throw new Error("unreachable: check has no --dry-run");
+  const { store, trials } = started;
   try {
     const rows = trials.map((t) => {
       const r = primaryReward(t.rewards);
@@ -352,7 +388,8 @@ export async function resumeCommand(arg: string, opts: { json?: boolean; engine?
     if (!opts.json) out(`${style.bold(`job ${id}`)}: resuming ${pending} of ${before.length} trials`);
     const view = progress(pending, taskNames(before), opts.json === true);
     const secrets = secretsFromEnv((job.config as JobConfig).secret_names);
-    const trials = await driveJob({ store, engine, home: config.home, jobId: id, secrets, onEvent: view.onEvent, warn: view.warn, json: opts.json }).finally(() => view.end());
+    const executor = jobExecutor(job.config as JobConfig, { store, home: config.home, say: (l) => view.warn(l) });
+    const trials = await driveJob({ store, engine, home: config.home, jobId: id, secrets, onEvent: view.onEvent, warn: view.warn, json: opts.json, executor }).finally(() => view.end());
     return report(store.getJob(id)!, trials, opts.json === true);
   } finally {
     await store.close();
@@ -459,6 +496,8 @@ export async function driveJob(o: {
   jobsDir?: string;
   /** --json: the job folder's path is not printed. */
   json?: boolean;
+  /** Where the trials run (commands/executor.ts jobExecutor; none: this process). */
+  executor?: JobExecutor;
 }): Promise<TrialRecord[]> {
   const stop = new AbortController();
   const say = (line: string) => {

@@ -103,6 +103,11 @@ export const ERROR_CODES = {
   job_settled: env("the job has completed; a finished job is not rewritten"),
   secret_not_attached: env("a secret the run needs is not set in this environment"),
 
+  // Executors and workers (engine/executor): `run --executor slurm`, `evolve worker`
+  executor_invalid: env("an executor option is wrong: an unknown --executor, a --slurm-arg not KEY=VALUE"),
+  executor_unavailable: env("the executor's cluster could not be reached: sbatch missing or refusing the submission"),
+  coordinator_unreachable: env("a worker could not reach its job's coordinator (the `evolve run` process serving the leases)"),
+  bundle_invalid: env("a folder sent between a worker and its coordinator was malformed"),
   // Trials
   trial_not_found: env("no trial by that id is stored"),
   trial_not_settled: env("the trial is still running; only a settled trial can be retried"),

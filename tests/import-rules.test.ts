@@ -47,6 +47,8 @@ const LAYERS: readonly (string | readonly string[])[] = [
   "engine/harness",
   "engine/trial",
   "engine/job",
+  // where a job's trials run (issue 24 §1): the Slurm coordinator, its leases and workers, over the job runner
+  "engine/executor",
   // OpenTelemetry export (issue 22 §5): reads settled trials and their traces, decides nothing
   "engine/otel",
   "engine/dataset",

@@ -9,6 +9,7 @@ import type { Store, TrialRecord } from "../store/index.ts";
 import { ModelGateway } from "../gateway-host/model-gateway.ts";
 import { runTrial, settleRemovals } from "../trial/run.ts";
 import { runJob, type JobEvent } from "./job.ts";
+import type { JobExecutor } from "./executor.ts";
 
 /**
  * What keeps a view of the job outside the store up to date (the Harbor job folder, engine/results/job-folder.ts):
@@ -35,6 +36,8 @@ export async function driveJob(o: {
   warn?: (message: string) => void;
   /** The job's folder, kept as trials settle (none: no folder). */
   folder?: JobFolderHook;
+  /** Where the trials run (none: in this process). */
+  executor?: JobExecutor;
 }): Promise<TrialRecord[]> {
   const gateway = new ModelGateway({ home: o.home, store: o.store, warn: o.warn });
   const folder = o.folder;
@@ -46,7 +49,7 @@ export async function driveJob(o: {
       }
     : o.onEvent;
   try {
-    return await runJob(o.jobId, { store: o.store, engine: o.engine, home: o.home, runTrial, secrets: o.secrets, signal: o.signal, onEvent, gateway });
+    return await runJob(o.jobId, { store: o.store, engine: o.engine, home: o.home, runTrial, secrets: o.secrets, signal: o.signal, onEvent, gateway, executor: o.executor });
   } finally {
     await folder?.finish();
     await gateway.close();

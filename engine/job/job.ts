@@ -12,13 +12,14 @@ import { LABEL_HOME, LABEL_JOB, type Engine } from "../driver/types.ts";
 import { removeLabelled } from "../trial/box.ts";
 import { newId, type JobRecord, type Store, type TrialRecord } from "../store/index.ts";
 import { taskBlobDir } from "../store/index.ts";
-import { isInterruption } from "../outcome.ts";
+import { Interruption, isInterruption } from "../outcome.ts";
 import {
   cancelledJob, cancelledTrial, claimedJob, effectiveJobStatus, endedJobStatus, isSettledStatus, newJob, queuedTrial, releasedJob, retriesAfter, runnerFailedTrial,
   runsOnResume, type JobStatus,
 } from "../trial/lifecycle.ts";
 import type { ModelGateway } from "../gateway-host/model-gateway.ts";
 import type { TrialDeps, TrialEvent, TrialRequest } from "../trial/types.ts";
+import type { JobExecutor } from "./executor.ts";
 
 /** A job's status (lifecycle.ts decides it). */
 export type { JobStatus };
@@ -56,6 +57,11 @@ export interface JobConfig {
   max_spend_usd?: number;
   /** `--ve` verifier overrides (REWARDKIT_JUDGE, REWARDKIT_MODEL): model names, not secrets. */
   verifier_env?: Record<string, string>;
+  /**
+   * Where the trials run (`--executor`, engine/executor): absent is `local`, this process. Kept so `job resume`
+   * runs the rest where the job started. `coordinator_host`: the address workers reach the coordinator at.
+   */
+  executor?: { kind: "slurm"; partition?: string; slurm_args?: string[]; coordinator_host?: string };
 }
 
 /** Runs one trial; engine/trial's runTrial in production. Injected so the job layer does not import the runner eagerly. */
@@ -84,6 +90,8 @@ export interface JobDeps {
   retryDelayMs?: number;
   /** The process's LLM gateway, shared by the job's trials. */
   gateway?: ModelGateway;
+  /** Where the trials run (executor.ts); absent: `runTrial` in this process, as always. */
+  executor?: JobExecutor;
 }
 
 const now = () => new Date().toISOString();
@@ -195,6 +203,7 @@ export async function runJob(jobId: string, deps: JobDeps): Promise<TrialRecord[
   const pending = store.listTrials(jobId).filter((t) => runsOnResume(t.status));
   const byDigest = new Map(config.tasks.map((t) => [t.digest, t.name]));
 
+  if (deps.executor) deps = { ...deps, runTrial: deps.executor.runTrial };
   let next = 0;
   const worker = async () => {
     while (next < pending.length) {
@@ -209,8 +218,16 @@ export async function runJob(jobId: string, deps: JobDeps): Promise<TrialRecord[
     }
   };
   try {
+    try {
+      await deps.executor?.start?.({ jobId, trials: pending.length, concurrency: config.concurrency });
+    } catch (e) {
+      // nothing ran: the job stays resumable (INTERRUPTED), as after a Ctrl-C before the first trial
+      stop.abort(new Interruption("the executor could not start its workers", 1));
+      throw e;
+    }
     await Promise.all(Array.from({ length: Math.max(1, Math.min(config.concurrency, pending.length)) }, worker));
   } finally {
+    await deps.executor?.stop?.();
     clearInterval(watch);
     outer?.removeEventListener("abort", onAbort);
     const status = release(store, jobId, endedJobStatus(stop.signal));

@@ -8,6 +8,7 @@ export { createJobRetry, createRegrade, createRetry, isSettled, requestStop, req
 export { JOB_DEFAULTS, checkVerifierEnvKey } from "./job-config.ts";
 export { cancelJob, checkJobSize, createJob, effectiveStatus, jobConfig, runRefusal } from "./job.ts";
 export type { JobConfig, JobEvent, JobKind } from "./job.ts";
+export type { JobExecutor } from "./executor.ts";
 export { JOB_KINDS, JOB_STATUSES, choices, findJobRef, listJobRows, parseSince } from "./list.ts";
 export type { JobFilter } from "./list.ts";
 export { selectTasks } from "./select.ts";

@@ -362,3 +362,45 @@ export function effectiveJobStatus(job: JobRecord, runnerAlive: boolean): JobSta
   if (job.status === "RUNNING" && !runnerAlive) return "INTERRUPTED";
   return job.status;
 }
+
+// ---- a trial run by a remote worker under a lease (engine/executor) ---------------------------------------------
+
+/**
+ * `t` taken by a worker's lease at `at` (`evolve run --executor slurm`): RUNNING with a new open attempt, as the
+ * in-process runner starts one. The coordinator writes it; the worker writes nothing to the store.
+ */
+export function leasedTrial(t: TrialRecord, at: string): TrialRecord {
+  const { attempts } = beginAttempt(t, at);
+  return { ...t, status: "RUNNING", attempts, started_at: t.started_at ?? at, updated_at: at };
+}
+
+/**
+ * `t` put back in the queue at `at` because the worker holding it was lost (its lease expired): QUEUED, the attempt
+ * closed as lost, so the next worker to claim it starts afresh and the history says why.
+ */
+export function requeuedTrial(t: TrialRecord, at: string, why: string): TrialRecord {
+  return { ...t, status: "QUEUED", attempts: closeAttempt(t, at, "INTERRUPTED", why), updated_at: at };
+}
+
+/**
+ * The coordinator's record of `current` once the worker holding its lease reported `reported` (the record its own
+ * runner settled in a scratch store): the worker's verdict, rewards, phases and last attempt, under the coordinator's
+ * identity fields and attempts history. A reported status that is not settled (the worker was stopped half-way)
+ * stays INTERRUPTED, which `job resume` runs again.
+ */
+export function remoteSettledTrial(current: TrialRecord, reported: TrialRecord, at: string): TrialRecord {
+  const status: TrialStatus = isSettledStatus(reported.status as TrialStatus) ? (reported.status as TrialStatus) : "INTERRUPTED";
+  const lastReported = reported.attempts?.[reported.attempts.length - 1];
+  const history = current.attempts ?? [];
+  const attempts = lastReported && history.length > 0 ? [...history.slice(0, -1), { ...lastReported, n: history[history.length - 1].n }] : history;
+  return {
+    ...reported,
+    id: current.id,
+    job_id: current.job_id,
+    task_digest: current.task_digest,
+    status,
+    attempts: closeAttempt({ ...current, attempts }, at, status, endedBecause(status, reported.exception ?? null)),
+    created_at: current.created_at,
+    updated_at: at,
+  };
+}

@@ -87,6 +87,12 @@ browser() {
   apt_ensure chromium
 }
 
+# Debian's Slurm and munge for the Slurm executor's tests (issue 24 §2): tests/slurm.engine.test.ts starts a
+# three-node cluster on this host with scripts/slurm/up.sh and stops it with down.sh. apt_ensure skips them once installed.
+slurm_packages() {
+  apt_ensure slurmctld slurmd slurm-client munge
+}
+
 # The single binary at dist/evolve.
 build_binary() {
   (cd "$EVOLVE_ROOT" && npm run --silent build)
