@@ -34,6 +34,9 @@ export interface DashboardDeps {
   store: Store;
   /** How often a live trace is polled for new events (ms); tests shorten it. */
   pollMs?: number;
+  /** The evolution project the evolution pages show (`serve --project`), and the Meta-Harness run (`--metaharness-run`). */
+  project?: string;
+  metaharnessRun?: string;
 }
 
 /** Events per trace page: the first is rendered with the page, the rest fetched on scroll. */
