@@ -413,6 +413,10 @@ describe("evolve serve: the dashboard behind the token", () => {
     `/trials/${ids.scored}/events?after=-1`,
     "/datasets",
     "/datasets/demo",
+    "/evolution",
+    "/evolution/screens/round-1",
+    "/evolution/genebank",
+    "/metaharness",
   ];
   const page = (path: string, headers: Record<string, string> = {}, method = "GET") => app.fetch(new Request(`http://127.0.0.1${path}`, { method, headers }));
 

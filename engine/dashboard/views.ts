@@ -12,6 +12,8 @@ import { h, raw, type Safe } from "./html.ts";
 const NAV: [string, string][] = [
   ["/jobs", "Jobs"],
   ["/datasets", "Datasets"],
+  ["/evolution", "Evolution"],
+  ["/metaharness", "Meta-Harness"],
 ];
 
 /** A whole page: the stylesheet inline (one request fewer), the script deferred, a skip link, one main landmark. */
