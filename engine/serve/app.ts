@@ -30,6 +30,7 @@ export interface ServeDeps {
 
 /** The cookie `/login` sets: the token itself, HttpOnly so no page script reads it, SameSite=Strict, Path=/. */
 export const TOKEN_COOKIE = "evolve_token";
+const COOKIE_RE = new RegExp(`(?:^|;\\s*)${TOKEN_COOKIE}=([^;]*)`);
 /** Methods a cookie may authenticate: reads. Anything that changes state needs the Bearer header (CSRF). */
 const COOKIE_METHODS = new Set(["GET", "HEAD"]);
 
@@ -38,7 +39,7 @@ function presentedToken(req: Request): { token: string | undefined } | undefined
   const header = req.headers.get("authorization");
   if (header !== null) return { token: /^Bearer\s+(\S+)\s*$/i.exec(header)?.[1] };
   if (!COOKIE_METHODS.has(req.method)) return undefined;
-  const cookie = /(?:^|;\s*)evolve_token=([^;]*)/.exec(req.headers.get("cookie") ?? "")?.[1];
+  const cookie = COOKIE_RE.exec(req.headers.get("cookie") ?? "")?.[1];
   return cookie === undefined ? undefined : { token: cookie };
 }
 
