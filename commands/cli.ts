@@ -323,16 +323,9 @@ export function buildProgram(version: string, setExit: (code: number) => void, a
     .addHelpText("after", examples(["evolve trajectory validate agent/trajectory.json", "evolve trajectory validate t.json --json | jq '.findings[].path'"]))
     .action(async (file: string, opts) => setExit(await (await import("./trajectory.ts")).trajectoryValidateCommand(file, opts)));
 
-  // the dashboard's pages alone, until `evolve serve` mounts them (issue 23 §2): a developer's command, not in help
-  program
-    .command("dashboard", { hidden: true })
-    .description("serve the dashboard's pages on loopback")
-    .option("--port <port>", "port to listen on (0 = any free port)", numberFlag("--port", PORT), 4300)
-    .action(async (opts) => setExit(await (await import("./dashboard.ts")).dashboardCommand(opts)));
-
   program
     .command("serve")
-    .description("serve the local API (/api/v1: the --json documents of jobs, trials, datasets) on loopback or a unix socket")
+    .description("serve the dashboard (/) and the local API (/api/v1: the --json documents of jobs, trials, datasets) on loopback or a unix socket")
     .option("--port <port>", "port to listen on (0 = any free port; default 8765)", numberFlag("--port", PORT))
     .option("--host <host>", "address to bind (default 127.0.0.1; any other needs an API token to exist)")
     .option("--socket <path>", "also (or, without --port, only) listen on this unix socket: this user only, no token needed")
@@ -340,7 +333,7 @@ export function buildProgram(version: string, setExit: (code: number) => void, a
     .option("--metaharness-run <dir>", "serve this Meta-Harness run's status (/api/v1/metaharness/status)")
     .addHelpText(
       "after",
-      "\nEvery TCP request carries Authorization: Bearer <token> (evolve auth token create); the routes are in GET /api/v1/openapi.json.\n" +
+      "\nEvery TCP request carries Authorization: Bearer <token> (evolve auth token create); a browser logs in once at /login with a token. The routes are in GET /api/v1/openapi.json.\n" +
         examples(["evolve auth token create --name laptop && evolve serve", "evolve serve --port 9000", "evolve serve --socket ~/.evolve/run/serve.sock"]),
     )
     .action(async (opts) => setExit(await (await import("./serve.ts")).serveCommand(opts, version, program.commands.find((c) => c.name() === "run")!)));

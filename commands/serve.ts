@@ -23,7 +23,7 @@ function runOptionsFrom(run: Command, doc: Record<string, unknown>): RunOptions 
 }
 
 /**
- * `evolve serve [--port N] [--host H] [--socket PATH]`; runs until SIGINT/SIGTERM. `run`: the `run` command, whose
+ * `evolve serve [--port N] [--host H] [--socket PATH]`: the API and the dashboard; runs until SIGINT/SIGTERM. `run`: the `run` command, whose
  * flags POST /api/v1/jobs takes.
  */
 export async function serveCommand(opts: { port?: number; host?: string; socket?: string; project?: string; metaharnessRun?: string }, version: string, run: Command): Promise<number> {
@@ -33,7 +33,10 @@ export async function serveCommand(opts: { port?: number; host?: string; socket?
     const where = { ...(opts.project !== undefined ? { project: resolve(opts.project) } : {}), ...(opts.metaharnessRun !== undefined ? { metaharnessRun: resolve(opts.metaharnessRun) } : {}) };
     const serving = await startServe({ store, home, version, startJob, ...where }, { host: opts.host, port: opts.port, socket: opts.socket });
     try {
-      if (serving.tcp) out(`${style.bold("evolve serve")} listening on ${serving.tcp.url}/api/v1  ${style.dim("(every request needs Authorization: Bearer <token>)")}`);
+      if (serving.tcp) {
+        out(`${style.bold("evolve serve")} listening on ${serving.tcp.url}/api/v1  ${style.dim("(every request needs Authorization: Bearer <token>)")}`);
+        out(`${style.bold("dashboard")} ${serving.tcp.url}/  ${style.dim("(log in once with a token: evolve auth token create --name browser)")}`);
+      }
       if (serving.socket) out(`${style.bold("evolve serve")} listening on ${serving.socket.url}  ${style.dim("(mode 0600: this user only, no token needed)")}`);
       out(style.dim(`routes: GET /api/v1/openapi.json`));
       await new Promise<void>((done) => {

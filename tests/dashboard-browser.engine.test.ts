@@ -1,46 +1,86 @@
 /**
  * The dashboard in a real browser: Debian's chromium driven by playwright-core (no downloaded browser), against the
- * pages served over HTTP from a store built as the runner writes it. Every page loads with no console error and no
- * script from the data running, ATIF steps move with j/k, the live trace grows while events are appended, scrolling
- * pages the rest of a long trace in, and compare shows the right differences. Screenshots are kept under
- * `artifacts/dashboard/` (EVOLVE_ARTIFACTS overrides; never committed). Not in the unit tier: it needs chromium.
+ * real `evolve serve` (`bun main.ts serve`, a process of its own) over a store built as the runner writes it, an
+ * evolution project and a Meta-Harness run (tests/support/dashboard-evolution.ts). A browser without the login
+ * cookie is sent to /login; logged in with a token, every page (the evolution pages included) loads with no console
+ * error and no script from the data running, ATIF steps move with j/k, the live trace grows while events are
+ * appended, scrolling pages the rest of a long trace in, and compare shows the right differences. Screenshots are
+ * kept under `artifacts/dashboard/` (EVOLVE_ARTIFACTS overrides; never committed). Not in the unit tier: it needs
+ * chromium.
  */
+import { spawn, type ChildProcess } from "node:child_process";
 import { existsSync, mkdirSync, rmSync } from "node:fs";
 import { join, resolve } from "node:path";
-import { chromium, type Browser, type Page } from "playwright-core";
+import { chromium, type Browser, type BrowserContext, type Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { dashboardApp } from "../engine/dashboard/app.ts";
-import { serveFetch, type HttpListener } from "../engine/runtime.ts";
+import { createToken } from "../engine/serve/tokens.ts";
 import { chunkEvent } from "../engine/trace/events.ts";
 import { openTraceWriter } from "../engine/trace/store.ts";
+import { evolutionFixture } from "./support/dashboard-evolution.ts";
 import { dashboardFixture } from "./support/dashboard-store.ts";
 
 const CHROMIUM = process.env.EVOLVE_CHROMIUM ?? "/usr/bin/chromium";
 const ARTIFACTS = resolve(process.env.EVOLVE_ARTIFACTS ?? join(__dirname, "..", "artifacts"), "dashboard");
 const FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update", "--disable-sync", "--no-first-run"];
 
+const ROOT = resolve(__dirname, "..");
 const fx = dashboardFixture();
-let server: HttpListener;
+const evo = evolutionFixture(fx);
+const server = { url: "" };
+let proc: ChildProcess | undefined;
 let browser: Browser;
+let context: BrowserContext;
+let token: string;
+
+/** Starts `bun main.ts serve --port 0` on the fixture's home; resolves with its base URL once it listens. */
+function startServe(): Promise<string> {
+  proc = spawn(join(ROOT, "node_modules/.bin/bun"), [join(ROOT, "main.ts"), "serve", "--port", "0", "--project", evo.project, "--metaharness-run", evo.run], {
+    cwd: ROOT,
+    env: { ...process.env, EVOLVE_HOME: fx.home, EVOLVE_AGENTS_DIR: join(fx.home, "agents"), NO_COLOR: "1" },
+    stdio: ["ignore", "pipe", "inherit"],
+  });
+  return new Promise((done, fail) => {
+    let seen = "";
+    const timer = setTimeout(() => fail(new Error(`serve never listened: ${seen}`)), 60_000);
+    proc!.stdout!.on("data", (b) => {
+      seen += b;
+      const m = /dashboard (http:\/\/\S+)\//.exec(seen);
+      if (m) {
+        clearTimeout(timer);
+        done(m[1]!);
+      }
+    });
+  });
+}
 
 beforeAll(async () => {
   if (!existsSync(CHROMIUM)) throw new Error(`${CHROMIUM} is missing: apt-get install -y chromium (scripts/setup.sh and .ci/run install it)`);
   mkdirSync(ARTIFACTS, { recursive: true });
-  const app = dashboardApp({ home: fx.home, store: fx.store, pollMs: 100 });
-  server = await serveFetch((req) => app.fetch(req), { host: "127.0.0.1", port: 0 });
+  token = createToken(fx.store, { name: "browser" }).token;
+  server.url = await startServe();
   browser = await chromium.launch({ executablePath: CHROMIUM, args: FLAGS, headless: true });
-});
+  context = await browser.newContext();
+  // log in once through the form, as a person would; every page after carries the cookie
+  const login = await context.newPage();
+  await login.goto(`${server.url}/jobs`);
+  expect(new URL(login.url()).pathname).toBe("/login");
+  await login.locator('input[name="token"]').fill(token);
+  await login.getByRole("button", { name: "Log in" }).click();
+  await login.waitForURL(/\/jobs$/);
+  await login.close();
+}, 90_000);
 
 afterAll(async () => {
   await browser?.close();
-  await server?.close();
+  proc?.kill("SIGTERM");
   await fx.store.close();
   rmSync(fx.home, { recursive: true, force: true });
+  rmSync(evo.dir, { recursive: true, force: true });
 });
 
 /** A fresh page that records console errors and failed requests. */
 async function open(path: string): Promise<{ page: Page; errors: string[] }> {
-  const page = await browser.newPage();
+  const page = await context.newPage();
   const errors: string[] = [];
   page.on("console", (m) => {
     if (m.type() === "error") errors.push(m.text());
@@ -57,6 +97,19 @@ async function shot(page: Page, name: string) {
 }
 
 describe("the dashboard in chromium", () => {
+  it("sends a browser without the login cookie to the login form, and refuses a wrong token", async () => {
+    const anon = await browser.newContext();
+    const page = await anon.newPage();
+    await page.goto(`${server.url}/evolution`);
+    expect(new URL(page.url()).pathname).toBe("/login");
+    await page.locator('input[name="token"]').fill("evk_nope");
+    await page.getByRole("button", { name: "Log in" }).click();
+    await page.getByRole("alert").waitFor();
+    expect(await page.getByRole("alert").textContent()).toContain("unknown or revoked");
+    await shot(page, "login-refused");
+    await anon.close();
+  });
+
   it("every page loads with no console error, and no script from the data runs", async () => {
     const pages: [string, string][] = [
       ["jobs", "/jobs"],
@@ -68,6 +121,12 @@ describe("the dashboard in chromium", () => {
       ["file", `/trials/${fx.rich}/file?path=%2Fapp%2Fmain.py`],
       ["datasets", "/datasets"],
       ["dataset", "/datasets/demo"],
+      ["evolution", "/evolution"],
+      ["screen", "/evolution/screens/s-1"],
+      ["genebank", "/evolution/genebank"],
+      ["candidate-diff", `/evolution/candidates/${evo.c2.id}`],
+      ["candidate-diff-hostile", `/evolution/candidates/${evo.c1.id}`],
+      ["metaharness", "/metaharness"],
     ];
     for (const [name, path] of pages) {
       const { page, errors } = await open(path);

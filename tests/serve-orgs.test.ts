@@ -114,6 +114,23 @@ describe("evolve serve: org scopes", () => {
     expect(unseen).toEqual([]);
   });
 
+  it("answers the dashboard's pages of another org's records exactly as for missing ones", async () => {
+    const page = async (app: ReturnType<typeof createServeApp>, path: string, token: string) => {
+      const res = await app.fetch(new Request(`http://127.0.0.1${path}`, { headers: { cookie: `evolve_token=${token}` } }));
+      return { status: res.status, body: await res.text() };
+    };
+    for (const path of [`/jobs/${ids.doneJob}`, `/trials/${ids.scored}`, "/datasets/demo"]) {
+      const outsider = await page(appFull, path, tok.alice);
+      expect(outsider, path).toEqual(await page(appEmpty, path, tok.alice));
+      expect(outsider.status, path).toBe(404);
+      // bob, in acme, sees the page
+      expect((await page(appFull, path, tok.bob)).status, path).toBe(200);
+    }
+    // the jobs list names none of acme's jobs to an outsider
+    expect((await page(appFull, "/jobs", tok.alice)).body).not.toContain(ids.doneJob);
+    expect((await page(appFull, "/jobs", tok.bob)).body).toContain(ids.doneJob);
+  });
+
   it("a listing holds another org's jobs and datasets for nobody outside it", async () => {
     const get = async (path: string, token: string) => (await appFull.fetch(new Request(`http://127.0.0.1${API_BASE}${path}`, { headers: { authorization: `Bearer ${token}` } }))).json();
     expect(await get("/jobs?limit=100", tok.carol)).toEqual([]);

@@ -400,3 +400,86 @@ describe("evolve serve: listeners", () => {
     }
   });
 });
+
+describe("evolve serve: the dashboard behind the token", () => {
+  /** The dashboard's pages on the test store, evolution pages included. */
+  const pages = () => [
+    "/jobs",
+    `/jobs/${ids.doneJob}`,
+    `/jobs/${ids.openJob}`,
+    `/compare?jobs=${ids.doneJob},${ids.openJob}`,
+    `/trials/${ids.scored}`,
+    `/trials/${ids.scored}/steps`,
+    `/trials/${ids.scored}/events?after=-1`,
+    "/datasets",
+    "/datasets/demo",
+    "/evolution",
+    "/evolution/screens/round-1",
+    "/evolution/genebank",
+    "/metaharness",
+  ];
+  const page = (path: string, headers: Record<string, string> = {}, method = "GET") => app.fetch(new Request(`http://127.0.0.1${path}`, { method, headers }));
+
+  /** Logs in through the form and returns the Cookie header the browser would send after. */
+  async function loginCookie(token: string): Promise<{ res: Response; cookie: string }> {
+    const res = await app.fetch(new Request("http://127.0.0.1/login", { method: "POST", headers: { "content-type": "application/x-www-form-urlencoded", origin: "http://127.0.0.1" }, body: new URLSearchParams({ token, next: "/jobs" }).toString() }));
+    const set = res.headers.get("set-cookie") ?? "";
+    return { res, cookie: set.split(";")[0]! };
+  }
+
+  it("sends every page to the login form without the cookie, and answers it with the cookie", async () => {
+    const { res, cookie } = await loginCookie(tokens.read);
+    expect(res.status).toBe(303);
+    expect(res.headers.get("location")).toBe("/jobs");
+    const set = res.headers.get("set-cookie")!;
+    expect(set).toMatch(/^evolve_token=evk_/);
+    expect(set).toMatch(/HttpOnly/i);
+    expect(set).toMatch(/SameSite=Strict/i);
+    expect(set).toMatch(/Path=\//);
+    for (const path of ["/", ...pages()]) {
+      const anon = await page(path);
+      expect(anon.status, path).toBe(303);
+      expect(anon.headers.get("location"), path).toBe(`/login?next=${encodeURIComponent(path)}`);
+      const bad = await page(path, { cookie: `evolve_token=${tokens.revoked}` });
+      expect(bad.status, path).toBe(303);
+      const ok = await page(path, { cookie });
+      expect(ok.status, `${path}: ${ok.status === 200 ? "" : await ok.clone().text()}`).toBe(path === "/" ? 302 : 200);
+      await ok.body?.cancel();
+    }
+    // the API reads with the cookie too (the pages' own fetches), and still answers 401 JSON without it
+    expect((await page(`${API_BASE}/jobs`, { cookie })).status).toBe(200);
+    expect((await errorOf(await page(`${API_BASE}/jobs`))).code).toBe("serve_token_missing");
+  });
+
+  it("logs in by link too, and refuses an unknown token, a cross-site form and a redirect off this server", async () => {
+    const byLink = await page(`/login?token=${tokens.read}&next=${encodeURIComponent("/datasets")}`);
+    expect(byLink.status).toBe(303);
+    expect(byLink.headers.get("location")).toBe("/datasets");
+    expect(byLink.headers.get("set-cookie")).toMatch(/^evolve_token=/);
+    expect((await page("/login")).status).toBe(200);
+    const unknown = await page(`/login?token=${tokens.revoked}`);
+    expect(unknown.status).toBe(401);
+    expect(unknown.headers.get("set-cookie")).toBeNull();
+    const cross = await app.fetch(new Request("http://127.0.0.1/login", { method: "POST", headers: { "content-type": "application/x-www-form-urlencoded", origin: "https://evil.example" }, body: `token=${tokens.read}` }));
+    expect(cross.status).toBe(403);
+    expect(cross.headers.get("set-cookie")).toBeNull();
+    for (const next of ["//evil.example/x", "https://evil.example/", "/\\evil.example"]) {
+      expect((await page(`/login?token=${tokens.read}&next=${encodeURIComponent(next)}`)).headers.get("location"), next).toBe("/");
+    }
+  });
+
+  it("never takes the cookie for starting a job (CSRF): a POST needs the Bearer header", async () => {
+    const { cookie } = await loginCookie(tokens.run);
+    const res = await app.fetch(new Request(`http://127.0.0.1${API_BASE}/jobs`, { method: "POST", headers: { cookie, "content-type": "application/json" }, body: "{}" }));
+    expect(res.status).toBe(401);
+    expect((await errorOf(res)).code).toBe("serve_token_missing");
+    // the same token as a header gets past authentication (to this app's missing job starter)
+    expect((await call("/jobs", { token: tokens.run, method: "POST", body: "{}" })).status).toBe(400);
+  });
+
+  it("answers an unknown API path as the API does, not as a page", async () => {
+    const res = await call("/nope", { token: tokens.read });
+    expect(res.status).toBe(404);
+    expect((await errorOf(res)).code).toBe("serve_route_unknown");
+  });
+});

@@ -25,6 +25,8 @@ import { isSettledStatus } from "../trial/lifecycle.ts";
 import { tokenCounts } from "../trial/tokens.ts";
 import { JS } from "./assets.ts";
 import { compareJobs } from "./compare.ts";
+import { evolutionApp } from "./evolution.ts";
+import { BadRequest, html, NotFound, validId } from "./pages.ts";
 import { h, type Safe } from "./html.ts";
 import { eventItems, num, page, seconds, statusTag, trialLive, usd } from "./views.ts";
 
@@ -34,6 +36,9 @@ export interface DashboardDeps {
   store: Store;
   /** How often a live trace is polled for new events (ms); tests shorten it. */
   pollMs?: number;
+  /** The evolution project the evolution pages show (`serve --project`), and the Meta-Harness run (`--metaharness-run`). */
+  project?: string;
+  metaharnessRun?: string;
 }
 
 /** Events per trace page: the first is rendered with the page, the rest fetched on scroll. */
@@ -44,24 +49,6 @@ export const STEPS_PAGE = 100;
 const LOG_TAIL = 128 * 1024;
 /** The most of a kept file the diff view shows. */
 const FILE_VIEW = 1024 * 1024;
-
-/**
- * An id as the store makes them (ULIDs) or a job's `--job-name` characters: letters, digits, `.`, `_`, `-`, never
- * `..`, a slash, NUL or anything a decoder could turn into one. Anything else is refused before any lookup.
- */
-const ID_RE = /^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$/;
-
-/** Whether a path parameter is an id the store could hold. */
-export function validId(s: string | undefined): s is string {
-  return s !== undefined && ID_RE.test(s) && !s.includes("..");
-}
-
-class NotFound extends Error {}
-class BadRequest extends Error {}
-
-function html(c: Context, body: string, status = 200, headers: Record<string, string> = {}) {
-  return c.body(body, status as 200, { "content-type": "text/html; charset=utf-8", "cache-control": "no-store", ...headers });
-}
 
 /** The hono app of the dashboard's pages. */
 export function dashboardApp(deps: DashboardDeps): Hono {
@@ -290,6 +277,8 @@ ${rows.length === 0 ? h`<p>No dataset${q ? " matches" : " yet"}.</p>` : ""}`;
 <tbody>${versions.map((v) => h`<tr><td>${v.status === "active" ? h`<a href="/datasets/${v.name}?version=${encodeURIComponent(v.version)}">${v.version}</a>` : v.version}</td><td class="num">${v.tasks.length}</td><td>${v.status}</td><td>${v.created_at}</td></tr>`)}</tbody></table></section>`;
     return html(c, page(`Dataset ${dataset.name}`, "/datasets", body));
   });
+
+  app.route("/", evolutionApp(deps));
 
   app.notFound((c) => html(c, page("Not found", "", h`<h1>Not found</h1><p>No page at this address.</p>`), 404));
   return app;

@@ -5,3 +5,4 @@
  * The room's public surface (issue 21 §5): what commands use, by name; the rest of the folder is private by convention.
  */
 export { dashboardApp, type DashboardDeps } from "./app.ts";
+export { loginPage } from "./views.ts";

@@ -12,6 +12,8 @@ import { h, raw, type Safe } from "./html.ts";
 const NAV: [string, string][] = [
   ["/jobs", "Jobs"],
   ["/datasets", "Datasets"],
+  ["/evolution", "Evolution"],
+  ["/metaharness", "Meta-Harness"],
 ];
 
 /** A whole page: the stylesheet inline (one request fewer), the script deferred, a skip link, one main landmark. */
@@ -111,4 +113,16 @@ export function eventItem(line: StoredLine): Safe {
 /** A page of events as list items. */
 export function eventItems(lines: readonly StoredLine[]): Safe {
   return h`${lines.map(eventItem)}`;
+}
+
+/**
+ * The login form of `evolve serve`: a browser cannot send a Bearer header, so it posts the token once and the server
+ * keeps it in an HttpOnly cookie. `next` is where to go after (a path the server already checked).
+ */
+export function loginPage(o: { next: string; error?: string }): string {
+  const body = h`<h1>Log in</h1>
+${o.error ? h`<p role="alert"><strong>${o.error}</strong></p>` : ""}
+<p>Paste an API token of this server (<code>evolve auth token create --name browser</code> prints one). It is kept in an HttpOnly cookie for this browser session.</p>
+<form method="post" action="/login"><input type="hidden" name="next" value="${o.next}"><label>API token <input type="password" name="token" autocomplete="off" required></label> <button type="submit">Log in</button></form>`;
+  return page("Log in", "", body);
 }

@@ -1,9 +1,14 @@
 /**
- * The local API as a hono app (`evolve serve`, issue 23 §1): the route table (routes.ts) under /api/v1, behind two
- * middlewares that are the only place their decisions live: the raw path guard, and the token check (every request
- * carries `Authorization: Bearer <token>` unless it came over the unix socket, which only this user can reach).
+ * The local API as a hono app (`evolve serve`, issue 23 §1): the route table (routes.ts) under /api/v1, and the
+ * dashboard's pages at `/`, behind two middlewares that are the only place their decisions live: the raw path guard,
+ * and the token check (every request carries the token unless it came over the unix socket, which only this user can
+ * reach). A token travels as `Authorization: Bearer <token>` or, for a browser, which cannot add a header to a link,
+ * in the HttpOnly cookie `/login` sets; the cookie is taken for reads only (GET, HEAD), so a page on another site
+ * that makes the browser POST here (CSRF) carries no usable credential.
  */
-import { Hono } from "hono";
+import { Hono, type Context } from "hono";
+import { deleteCookie, setCookie } from "hono/cookie";
+import { dashboardApp, loginPage } from "../dashboard/mod.ts";
 import { EvolveError } from "../errors.ts";
 import { localUser, scopedStore, viewerOf, type Viewer } from "../org/mod.ts";
 import type { Store } from "../store/index.ts";
@@ -26,6 +31,21 @@ export interface ServeDeps {
   metaharnessRun?: string;
 }
 
+/** The cookie `/login` sets: the token itself, HttpOnly so no page script reads it, SameSite=Strict, Path=/. */
+export const TOKEN_COOKIE = "evolve_token";
+const COOKIE_RE = new RegExp(`(?:^|;\\s*)${TOKEN_COOKIE}=([^;]*)`);
+/** Methods a cookie may authenticate: reads. Anything that changes state needs the Bearer header (CSRF). */
+const COOKIE_METHODS = new Set(["GET", "HEAD"]);
+
+/** The token a request presents: its Bearer header, else (reads only) the login cookie; undefined for neither. */
+function presentedToken(req: Request): { token: string | undefined } | undefined {
+  const header = req.headers.get("authorization");
+  if (header !== null) return { token: /^Bearer\s+(\S+)\s*$/i.exec(header)?.[1] };
+  if (!COOKIE_METHODS.has(req.method)) return undefined;
+  const cookie = COOKIE_RE.exec(req.headers.get("cookie") ?? "")?.[1];
+  return cookie === undefined ? undefined : { token: cookie };
+}
+
 /** A token's last use is written at most this often, so reads stay reads under a busy client. */
 const LAST_USED_EVERY_MS = 60_000;
 
@@ -36,11 +56,10 @@ const LAST_USED_EVERY_MS = 60_000;
  */
 function authenticate(deps: ServeDeps, req: Request, trusted: boolean, host: string): { scope: TokenScope; user: string } {
   if (trusted) return { scope: "run", user: host };
-  const header = req.headers.get("authorization");
-  if (header === null) throw new EvolveError("serve_token_missing", "this request carries no API token", "send `Authorization: Bearer <token>`; make one with `evolve auth token create`");
-  const m = /^Bearer\s+(\S+)\s*$/i.exec(header);
+  const presented = presentedToken(req);
+  if (presented === undefined) throw new EvolveError("serve_token_missing", "this request carries no API token", "send `Authorization: Bearer <token>` (a browser logs in at /login); make one with `evolve auth token create`");
   deps.store.refresh();
-  const rec = m ? checkToken(deps.store, m[1]!) : undefined;
+  const rec = presented.token !== undefined ? checkToken(deps.store, presented.token) : undefined;
   if (!rec) throw new EvolveError("serve_token_refused", "the API token is unknown or revoked", "see `evolve auth token list`; make a new one with `evolve auth token create`");
   const now = Date.now();
   if (rec.last_used_at === null || now - Date.parse(rec.last_used_at) > LAST_USED_EVERY_MS) {
@@ -62,11 +81,28 @@ export function createServeApp(deps: ServeDeps, o: { trusted?: boolean } = {}): 
   const host = deps.user ?? localUser();
   app.onError((e) => errorResponse(e));
   app.notFound((c) => errorResponse(new EvolveError("serve_route_unknown", `no route ${c.req.method} ${new URL(c.req.url).pathname}`, `routes: GET ${API_BASE}/openapi.json`)));
+  // the login pages need no token (they are how a browser gets one in); everything else does
+  app.get(LOGIN_PATH, (c) => login(c, c.req.query("token"), c.req.query("next")));
+  app.post(LOGIN_PATH, async (c) => {
+    const form = await c.req.parseBody().catch(() => ({}) as Record<string, unknown>);
+    return login(c, typeof form.token === "string" ? form.token : undefined, typeof form.next === "string" ? form.next : undefined);
+  });
+  app.post("/logout", (c) => {
+    deleteCookie(c, TOKEN_COOKIE, { path: "/" });
+    return c.redirect(LOGIN_PATH, 303);
+  });
   app.use("*", async (c, next) => {
     // the token first: a stranger learns nothing, not even which paths would be refused
-    const who = authenticate(deps, c.req.raw, o.trusted === true, host);
-    c.set("scope", who.scope);
-    c.set("user", who.user);
+    try {
+      const who = authenticate(deps, c.req.raw, o.trusted === true, host);
+      c.set("scope", who.scope);
+      c.set("user", who.user);
+    } catch (e) {
+      // a browser asking for a page goes to the login form; an API client gets the 401 it can act on
+      const path = new URL(c.req.url).pathname;
+      if (c.req.method === "GET" && !path.startsWith("/api/") && e instanceof EvolveError) return c.redirect(`${LOGIN_PATH}?next=${encodeURIComponent(path + new URL(c.req.url).search)}`, 303);
+      throw e;
+    }
     checkRawPath(c.req.url);
     await next();
   });
@@ -85,5 +121,37 @@ export function createServeApp(deps: ServeDeps, o: { trusted?: boolean } = {}): 
       return await r.handle({ store: scopedStore(deps.store, viewer), home: deps.home, req: c.req.raw, params, query: new URL(c.req.url).searchParams, viewer, startJob, project: own ? deps.project : undefined, metaharnessRun: own ? deps.metaharnessRun : undefined, openapi: () => openapi });
     });
   }
+  // an unknown API path answers as the API does, never as a dashboard page
+  app.all("/api/*", (c) => errorResponse(new EvolveError("serve_route_unknown", `no route ${c.req.method} ${new URL(c.req.url).pathname}`, `routes: GET ${API_BASE}/openapi.json`)));
+  // the pages read the store as this user sees it, like every API route: another org's job is a page not found
+  app.all("*", (c) => {
+    deps.store.refresh();
+    const viewer: Viewer = viewerOf(deps.store, c.get("user"), host);
+    const own = viewer.user === host;
+    const dashboard = dashboardApp({ home: deps.home, store: scopedStore(deps.store, viewer), project: own ? deps.project : undefined, metaharnessRun: own ? deps.metaharnessRun : undefined });
+    return dashboard.fetch(c.req.raw);
+  });
   return app;
+
+  /** Checks a token from the login form or link; a good one is set as the cookie and the browser sent on. */
+  function login(c: Context, token: string | undefined, next: string | undefined): Response {
+    const to = safeNext(next);
+    if (token === undefined || token === "") return c.html(loginPage({ next: to }), 200, NO_STORE);
+    // a form posted from another site must not log this browser in under someone else's token
+    const origin = c.req.header("origin");
+    if (c.req.method === "POST" && origin !== undefined && origin !== new URL(c.req.url).origin) return c.html(loginPage({ next: to, error: "This form was posted from another site." }), 403, NO_STORE);
+    deps.store.refresh();
+    if (!checkToken(deps.store, token)) return c.html(loginPage({ next: to, error: "That token is unknown or revoked." }), 401, NO_STORE);
+    setCookie(c, TOKEN_COOKIE, token, { httpOnly: true, sameSite: "Strict", path: "/", secure: new URL(c.req.url).protocol === "https:" });
+    return c.redirect(to, 303);
+  }
+}
+
+/** Where the dashboard's login form lives. */
+export const LOGIN_PATH = "/login";
+const NO_STORE = { "cache-control": "no-store" };
+
+/** Where a login sends the browser: a path on this server only (`/x`, never `//host` or a URL), else `/`. */
+function safeNext(next: string | undefined): string {
+  return next !== undefined && /^\/(?![/\\])/.test(next) ? next : "/";
 }
