@@ -11,3 +11,5 @@ export { parseSlurmArgs, SlurmLauncher } from "./slurm.ts";
 export type { SlurmOptions } from "./slurm.ts";
 export type { WorkerBatch, WorkerLauncher, WorkerState } from "./types.ts";
 export { runWorker } from "./worker.ts";
+export { KubernetesLauncher, loadKubeconfig } from "./kubernetes.ts";
+export type { KubernetesOptions } from "./kubernetes.ts";
