@@ -143,11 +143,14 @@ export function buildProgram(version: string, setExit: (code: number) => void, a
       .option("--otlp <file|url>", "stream each trial's OpenTelemetry trace there as it settles (as `trace export --otlp`); a failed export only warns")
       .option("--otlp-protocol <protocol>", "http/protobuf (default for a URL) | http/json (default for a file)")
       .option("--otlp-header <NAME=VALUE>", "a header sent with each --otlp request (Langfuse: Authorization=Basic …); repeatable, never printed", collect, [])
-      .option("--executor <kind>", "where the trials run: local (this process, default) | slurm (sbatch --array of `evolve worker`s)")
+      .option("--executor <kind>", "where the trials run: local (this process, default) | slurm (sbatch --array of `evolve worker`s) | kubernetes (a batch/v1 Job of `evolve worker` pods)")
       .option("--partition <name>", "--executor slurm: the Slurm partition")
       .option("--slurm-arg <KEY=VALUE>", "--executor slurm: a sbatch option (--KEY=VALUE), e.g. time=01:00:00; repeatable", collect, [])
-      .option("--coordinator-host <host>", "--executor slurm: the address this process serves the workers' API on (default 127.0.0.1: one host)")
-      .option("--dry-run", "--executor slurm: write the batch script and sbatch line it would submit, run nothing"),
+      .option("--namespace <ns>", "--executor kubernetes: the namespace of the workers' Job (default: the kubeconfig context's, else default)")
+      .option("--k8s-image <image>", "--executor kubernetes: the worker image (evolve, podman and the agents; scripts/kubernetes/Containerfile); required")
+      .option("--kubeconfig <path>", "--executor kubernetes: the kubeconfig to use (default $KUBECONFIG, else ~/.kube/config)")
+      .option("--coordinator-host <host>", "--executor slurm|kubernetes: the address this process serves the workers' API on (default 127.0.0.1: one host)")
+      .option("--dry-run", "--executor slurm|kubernetes: write what it would submit (batch script and sbatch line, or the Secret and Job manifests), run nothing"),
     "stream one JSON line per trial event, then the summary",
   )
     .addHelpText(

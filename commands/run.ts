@@ -40,7 +40,7 @@ import { progressView, type ProgressMode } from "./progress.ts";
 import { jobFromArg, printJobSummary } from "./job.ts";
 import { printReports } from "./task.ts";
 import { parseNumberFlag, POSITIVE } from "./flags.ts";
-import { executorConfig, jobExecutor, slurmLauncher } from "./executor.ts";
+import { executorConfig, jobExecutor, workerLauncher } from "./executor.ts";
 import { DEFAULT_LEASE_SECONDS, WORKER_API } from "../engine/executor/mod.ts";
 
 /** Options shared by `run` and `check`. */
@@ -92,6 +92,10 @@ export interface RunOptions {
   partition?: string;
   slurmArg?: string[];
   coordinatorHost?: string;
+  /** `run` only, `--executor kubernetes`: `--namespace`, `--k8s-image`, `--kubeconfig`. */
+  namespace?: string;
+  k8sImage?: string;
+  kubeconfig?: string;
   /** `run` only: write what the executor would submit, record and run nothing. */
   dryRun?: boolean;
 }
@@ -310,15 +314,16 @@ export function startJobQuietly(opts: RunOptions): Promise<{ id: string }> {
 }
 
 /**
- * `run --dry-run`: writes what the job's executor would submit (for Slurm, the batch script and the sbatch line)
- * under `<home>/executor/dry-run-<time>/` and returns the files; nothing is recorded, no worker started.
+ * `run --dry-run`: writes what the job's executor would submit (for Slurm, the batch script and the sbatch line; for
+ * Kubernetes, the Secret and Job manifests) under `<home>/executor/dry-run-<time>/` and returns the files; nothing
+ * is recorded, no worker started.
  */
 async function dryRun(config: JobConfig, home: string): Promise<string[]> {
   if (!config.executor) throw new EvolveError("executor_invalid", "--dry-run writes what an executor would submit: the local executor submits nothing", "add --executor slurm");
   const dir = join(home, "executor", `dry-run-${new Date().toISOString().replace(/[:.]/g, "-")}`);
   const workers = Math.max(1, Math.min(config.concurrency, config.tasks.length * config.attempts));
   const batch = { jobId: "<job id>", workers, coordinatorUrl: `http://${config.executor.coordinator_host ?? "127.0.0.1"}:<port>${WORKER_API}`, token: "", leaseSeconds: DEFAULT_LEASE_SECONDS, logDir: dir };
-  return await slurmLauncher(config.executor).dryRun(batch, dir);
+  return await workerLauncher(config.executor).dryRun(batch, dir);
 }
 
 /** `evolve run` */

@@ -106,6 +106,10 @@ export const ERROR_CODES = {
   // Executors and workers (engine/executor): `run --executor slurm`, `evolve worker`
   executor_invalid: env("an executor option is wrong: an unknown --executor, a --slurm-arg not KEY=VALUE"),
   executor_unavailable: env("the executor's cluster could not be reached: sbatch missing or refusing the submission"),
+  kubeconfig_invalid: env("--executor kubernetes: the kubeconfig is missing, not YAML, or its current context lacks a server or credentials evolve can use"),
+  kubernetes_forbidden: env("--executor kubernetes: the API server refused the kubeconfig's user (401/403): its RBAC does not allow jobs, secrets or pods there"),
+  kubernetes_conflict: env("--executor kubernetes: an object of the submission's name exists already in the namespace (409 AlreadyExists)"),
+  kubernetes_invalid: env("--executor kubernetes: the API server found a manifest invalid (422), e.g. a malformed image or namespace"),
   coordinator_unreachable: env("a worker could not reach its job's coordinator (the `evolve run` process serving the leases)"),
   bundle_invalid: env("a folder sent between a worker and its coordinator was malformed"),
   // Trials

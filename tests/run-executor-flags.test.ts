@@ -52,9 +52,38 @@ describe("run --executor", () => {
     noJobs();
   });
 
+  it("--executor kubernetes --dry-run writes the Secret and Job manifests, token left out, and records no job", () => {
+    const r = evolve(["run", "-p", task, "--executor", "kubernetes", "--k8s-image", "registry.example.com/evolve-worker:1", "--namespace", "evals", "--coordinator-host", "10.0.0.5", "-n", "4", "-k", "2", "--dry-run", "--json"]);
+    expect(r.stderr).toBe("");
+    expect(r.code).toBe(0);
+    const { files } = JSON.parse(r.stdout) as { files: string[] };
+    expect(files.map((f) => f.split("/").pop())).toEqual(["secret.json", "job.json"]);
+    const [secret, job] = files.map((f) => JSON.parse(readFileSync(f, "utf8")));
+    expect(job.metadata.namespace).toBe("evals");
+    expect(job.spec).toMatchObject({ completionMode: "Indexed", completions: 2, parallelism: 2 });
+    expect(job.spec.template.spec.containers[0].image).toBe("registry.example.com/evolve-worker:1");
+    expect(secret.stringData.coordinator).toBe("http://10.0.0.5:<port>/executor");
+    noJobs();
+  });
+
+  it("takes the Kubernetes executor from a run config file", () => {
+    const dir = mkdtempSync(join(tmpdir(), "evolve-executor-toml-"));
+    const file = join(dir, "run.toml");
+    writeFileSync(file, `path = "${task}"\nexecutor = "kubernetes"\nk8s-image = "img:2"\nnamespace = "ns2"\ndry-run = true\n`);
+    const r = evolve(["run", "-c", file]);
+    expect(r.code).toBe(0);
+    const job = r.stdout.trim().split("\n").find((l) => l.endsWith("job.json"))!;
+    expect(JSON.parse(readFileSync(job, "utf8")).metadata.namespace).toBe("ns2");
+    noJobs();
+  });
+
   it("refuses what it cannot run before anything is recorded", () => {
     for (const [args, code] of [
+      [["--executor", "nomad"], "executor_invalid"],
       [["--executor", "kubernetes"], "executor_invalid"],
+      [["--namespace", "evals"], "executor_invalid"],
+      [["--executor", "slurm", "--k8s-image", "img"], "executor_invalid"],
+      [["--executor", "kubernetes", "--k8s-image", "img", "--partition", "gpu"], "executor_invalid"],
       [["--partition", "gpu"], "executor_invalid"],
       [["--executor", "slurm", "--slurm-arg", "time"], "executor_invalid"],
       [["--executor", "slurm", "--slurm-arg", "array=0-99"], "executor_invalid"],

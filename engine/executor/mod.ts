@@ -1,7 +1,7 @@
 /**
  * Executors (issue 24 §1): where a job's trials run. `local` is the job runner's own in-process path (no executor
- * given); `slurm` is a Coordinator (leases over its API, the only writer of the store) with a SlurmLauncher starting
- * `evolve worker` processes. The room's public surface: what commands use, by name.
+ * given); `slurm` and `kubernetes` are a Coordinator (leases over its API, the only writer of the store) with a
+ * SlurmLauncher or a KubernetesLauncher starting `evolve worker` processes. The room's public surface: what commands use, by name.
  */
 export { Coordinator, DEFAULT_LEASE_SECONDS, submissionsFile } from "./coordinator.ts";
 export type { CoordinatorOptions } from "./coordinator.ts";
@@ -11,3 +11,5 @@ export { parseSlurmArgs, SlurmLauncher } from "./slurm.ts";
 export type { SlurmOptions } from "./slurm.ts";
 export type { WorkerBatch, WorkerLauncher, WorkerState } from "./types.ts";
 export { runWorker } from "./worker.ts";
+export { KubernetesLauncher, loadKubeconfig } from "./kubernetes.ts";
+export type { KubernetesOptions } from "./kubernetes.ts";

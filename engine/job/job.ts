@@ -59,9 +59,18 @@ export interface JobConfig {
   verifier_env?: Record<string, string>;
   /**
    * Where the trials run (`--executor`, engine/executor): absent is `local`, this process. Kept so `job resume`
-   * runs the rest where the job started. `coordinator_host`: the address workers reach the coordinator at.
+   * runs the rest where the job started. `coordinator_host`: the address workers reach the coordinator at;
+   * `namespace`, `k8s_image`, `kubeconfig`: `--executor kubernetes`'s.
    */
-  executor?: { kind: "slurm"; partition?: string; slurm_args?: string[]; coordinator_host?: string };
+  executor?: {
+    kind: "slurm" | "kubernetes";
+    partition?: string;
+    slurm_args?: string[];
+    coordinator_host?: string;
+    namespace?: string;
+    k8s_image?: string;
+    kubeconfig?: string;
+  };
 }
 
 /** Runs one trial; engine/trial's runTrial in production. Injected so the job layer does not import the runner eagerly. */
