@@ -171,7 +171,7 @@ describe.skipIf(!hasSlurm || !hasPodman || !isRoot)("evolve run --executor slurm
     const boxesOf = (label: string) => spawnSync("podman", ["ps", "-aq", "--filter", `label=${label}`], { encoding: "utf8" }).stdout.trim();
     // a running trial's box, labelled with its worker and the Slurm job the worker runs in
     const worker = await until("a worker's box", () => {
-      const ids = spawnSync("sh", ["-c", `podman ps -q --filter label=dev.evolve.worker | xargs -r podman inspect --format '{{index .Config.Labels "dev.evolve.worker"}} {{index .Config.Labels "dev.evolve.worker-job"}}'`], { encoding: "utf8" }).stdout;
+      const ids = spawnSync("sh", ["-c", `podman ps -q --filter label=dev.evolve.job=${id} | xargs -r podman inspect --format '{{index .Config.Labels "dev.evolve.worker"}} {{index .Config.Labels "dev.evolve.worker-job"}}'`], { encoding: "utf8" }).stdout;
       const line = ids.split("\n").find((l) => new RegExp(`^slurm-\\d+-\\d+-n\\d \\d+$`).test(l.trim()));
       return line?.trim().split(" ") as [string, string] | undefined;
     });

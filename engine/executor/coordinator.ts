@@ -4,7 +4,8 @@
  * resolves once that worker's result was accepted. The coordinator is the only writer of the store: it records a
  * lease as the trial going RUNNING, an expired lease as the trial going back to QUEUED, and an accepted result as the
  * settled record, every status through engine/trial/lifecycle.ts. Retries, cancel, budgets and resume stay the job
- * runner's, unchanged.
+ * runner's, unchanged. A remote trial's model calls come to the job's gateway over its TCP listener with keys minted
+ * here per trial (remote-gateway.ts), so budgets, metering and the ledger are this process's, as for a local trial.
  */
 import { randomBytes } from "node:crypto";
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";

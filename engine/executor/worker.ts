@@ -5,7 +5,9 @@
  * records into a scratch home of its own, which is where the tree is read from. A heartbeat keeps the lease; a
  * refused heartbeat (the lease expired or the trial was withdrawn) stops the trial at once, and a refused result is
  * dropped, so a trial is never counted twice. It exits when the coordinator says the job is over or stays
- * unreachable.
+ * unreachable. Its trials' model calls go to the coordinator's gateway (remote-gateway.ts), never to one of its
+ * own; what it creates is labelled with its id and cluster job, so what a killed worker left is removed (below, and
+ * scripts/slurm/epilog.sh).
  */
 import { existsSync } from "node:fs";
 import { rm } from "node:fs/promises";

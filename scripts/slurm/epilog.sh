@@ -7,10 +7,14 @@
 PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 [ -n "${SLURM_JOB_ID:-}" ] || exit 0
 label="dev.evolve.worker-job=$SLURM_JOB_ID"
+# podman's rm -f waits out each box's stop timeout (its `sleep infinity` ignores SIGTERM): -t 0 kills at once, and
+# the node stays COMPLETING (no new job) until the epilog ends
 for engine in podman docker; do
   command -v "$engine" >/dev/null 2>&1 || continue
+  now=""
+  [ "$engine" = podman ] && now="-t 0"
   ids="$("$engine" ps -aq --filter "label=$label" 2>/dev/null)"
-  [ -n "$ids" ] && "$engine" rm -f $ids >/dev/null 2>&1
+  [ -n "$ids" ] && "$engine" rm -f $now $ids >/dev/null 2>&1
   nets="$("$engine" network ls -q --filter "label=$label" 2>/dev/null)"
   [ -n "$nets" ] && "$engine" network rm -f $nets >/dev/null 2>&1
 done
