@@ -27,7 +27,7 @@ export async function workerCommand(opts: { coordinator: string; workerId?: stri
   for (const [s, h] of handlers) process.on(s, h);
   try {
     log(`pid ${process.pid}, home ${home}, coordinator ${opts.coordinator}`);
-    const n = await runWorker({ url: opts.coordinator, token, workerId, home, engine, leaseSeconds: opts.leaseSeconds ?? DEFAULT_LEASE_SECONDS, sharedHome: opts.sharedHome, signal: stop.signal, log });
+    const n = await runWorker({ url: opts.coordinator, token, workerId, home, engine, leaseSeconds: opts.leaseSeconds ?? DEFAULT_LEASE_SECONDS, sharedHome: opts.sharedHome, clusterJob: process.env.SLURM_JOB_ID, signal: stop.signal, log });
     log(`done: ${n} result${n === 1 ? "" : "s"} accepted`);
     return 0;
   } finally {

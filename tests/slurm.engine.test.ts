@@ -164,6 +164,30 @@ describe.skipIf(!hasSlurm || !hasPodman || !isRoot)("evolve run --executor slurm
     expect(up.status, up.stderr).toBe(0);
   });
 
+  it("a worker killed outright: the node's epilog removes the boxes it left, and its trial is finished elsewhere", async () => {
+    const tasks = makeTasks("killed", 2, 20);
+    const run = start(["-p", tasks, "--executor", "slurm", "-n", "2"]);
+    const id = await until("the job's header line", () => jobIdOf(run.out()));
+    const boxesOf = (label: string) => spawnSync("podman", ["ps", "-aq", "--filter", `label=${label}`], { encoding: "utf8" }).stdout.trim();
+    // a running trial's box, labelled with its worker and the Slurm job the worker runs in
+    const worker = await until("a worker's box", () => {
+      const ids = spawnSync("sh", ["-c", `podman ps -q --filter label=dev.evolve.job=${id} | xargs -r podman inspect --format '{{index .Config.Labels "dev.evolve.worker"}} {{index .Config.Labels "dev.evolve.worker-job"}}'`], { encoding: "utf8" }).stdout;
+      const line = ids.split("\n").find((l) => new RegExp(`^slurm-\\d+-\\d+-n\\d \\d+$`).test(l.trim()));
+      return line?.trim().split(" ") as [string, string] | undefined;
+    });
+    const [workerId, slurmJobId] = worker!;
+    const pid = Number(new RegExp(`${workerId}: pid (\\d+),`).exec(workerLog(id))![1]);
+    process.kill(pid, "SIGKILL");
+    // its Slurm job ends with it; the epilog finds what it left by the job's label
+    await until("the killed worker's boxes gone", () => boxesOf(`dev.evolve.worker-job=${slurmJobId}`) === "", 60_000);
+    expect(boxesOf(`dev.evolve.worker=${workerId}`)).toBe("");
+    expect(await run.exited).toBe(0);
+    const job = show(id);
+    expect(job.status).toBe("COMPLETED");
+    expect(job.trials.every((t) => t.status === "SCORED")).toBe(true);
+    acceptedOnce(id, job.trials);
+  });
+
   it("job cancel stops the job's Slurm jobs (scancel) and settles its trials CANCELLED", async () => {
     const tasks = makeTasks("cancel", 2, 30);
     const run = start(["-p", tasks, "--executor", "slurm", "-n", "2"]);

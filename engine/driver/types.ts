@@ -22,6 +22,12 @@ export const LABEL_ENV_KEY = "dev.evolve.env-key";
 export const LABEL_IMAGE_HOME = "dev.evolve.image-home";
 /** The evolve home that made it: gc keeps to its own home, since several homes may share one engine. */
 export const LABEL_HOME = "dev.evolve.home";
+/**
+ * On what an `evolve worker` made (engine/executor/worker.ts): the worker's id, so its next incarnation removes what
+ * a killed one left, and the cluster job it ran in, so the node's Slurm epilog does (scripts/slurm/epilog.sh).
+ */
+export const LABEL_WORKER = "dev.evolve.worker";
+export const LABEL_WORKER_JOB = "dev.evolve.worker-job";
 
 /** A bind mount of a host folder (the trial's own folders only; see the security defaults). */
 export interface Mount {

@@ -7,10 +7,12 @@
  */
 import { timingSafeEqual } from "node:crypto";
 import { Hono } from "hono";
+import type { LeaseTotals } from "../gateway-host/model-gateway.ts";
 import type { TrialRecord } from "../store/index.ts";
 import type { TrialEvent, TrialRequest } from "../trial/types.ts";
 import type { BundleEntry } from "./bundle.ts";
 import type { Lease, LeaseRefusal } from "./lease.ts";
+import type { RemoteGatewayGrant, RemoteGatewayState } from "./remote-gateway.ts";
 
 /** The protocol's path prefix (under `evolve serve` it sits below /api/v1). */
 export const WORKER_API = "/executor";
@@ -34,6 +36,15 @@ export interface CoordinatorDeps {
   result(trial: string, key: string, record: TrialRecord, tree: BundleEntry[]): Promise<Checked>;
   /** A stored task's folder as a bundle; null when the job has no such task. */
   taskBundle(digest: string): Promise<BundleEntry[] | null>;
+  /**
+   * The trial's lease on the coordinator's gateway, its keys minted now (the answer is never logged); refused with
+   * `gateway_config_invalid` and the reason when the coordinator cannot meter.
+   */
+  gatewayLease(trial: string, key: string, caps: { capUsd?: number; judgeCapUsd?: number }): Promise<Checked<RemoteGatewayGrant> | { ok: false; code: "gateway_config_invalid"; message: string }>;
+  /** The gateway lease's state, revoking a lane's keys first when asked. */
+  gatewayState(trial: string, key: string, revoke?: "agent" | "judge"): Checked<RemoteGatewayState>;
+  /** Ends the gateway lease: its totals and usage events. */
+  gatewayEnd(trial: string, key: string): Promise<Checked<LeaseTotals>>;
 }
 
 /** The protocol's routes, relative to where they are mounted. */
@@ -63,6 +74,24 @@ export function coordinatorApp(deps: CoordinatorDeps): Hono {
   app.post("/result", async (c) => {
     const b = await c.req.json<{ trial: string; key: string; record: TrialRecord; tree: BundleEntry[] }>();
     const r = await deps.result(b.trial, b.key, b.record, b.tree ?? []);
+    return r.ok ? c.json(r) : refused(c, r.code);
+  });
+  app.post("/gateway/lease", async (c) => {
+    const b = await c.req.json<{ trial: string; key: string; capUsd?: unknown; judgeCapUsd?: unknown }>();
+    const num = (v: unknown) => (typeof v === "number" && Number.isFinite(v) ? v : undefined);
+    const caps = { ...(num(b.capUsd) !== undefined ? { capUsd: num(b.capUsd) } : {}), ...(num(b.judgeCapUsd) !== undefined ? { judgeCapUsd: num(b.judgeCapUsd) } : {}) };
+    const r = await deps.gatewayLease(b.trial, b.key, caps);
+    if (r.ok) return c.json(r);
+    return r.code === "gateway_config_invalid" ? c.json(r, 422) : refused(c, r.code);
+  });
+  app.post("/gateway/state", async (c) => {
+    const b = await c.req.json<{ trial: string; key: string; revoke?: string }>();
+    const r = deps.gatewayState(b.trial, b.key, b.revoke === "agent" || b.revoke === "judge" ? b.revoke : undefined);
+    return r.ok ? c.json(r) : refused(c, r.code);
+  });
+  app.post("/gateway/end", async (c) => {
+    const b = await c.req.json<{ trial: string; key: string }>();
+    const r = await deps.gatewayEnd(b.trial, b.key);
     return r.ok ? c.json(r) : refused(c, r.code);
   });
   app.get("/tasks/:digest", async (c) => {

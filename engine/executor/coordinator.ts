@@ -4,23 +4,34 @@
  * resolves once that worker's result was accepted. The coordinator is the only writer of the store: it records a
  * lease as the trial going RUNNING, an expired lease as the trial going back to QUEUED, and an accepted result as the
  * settled record, every status through engine/trial/lifecycle.ts. Retries, cancel, budgets and resume stay the job
- * runner's, unchanged.
+ * runner's, unchanged. A remote trial's model calls come to the job's gateway over its TCP listener with keys minted
+ * here per trial (remote-gateway.ts), so budgets, metering and the ledger are this process's, as for a local trial.
  */
 import { randomBytes } from "node:crypto";
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { rm } from "node:fs/promises";
 import { join } from "node:path";
 import { Hono } from "hono";
+import { GatewayConfigError, ModelGateway, type GatewayLease, type LeaseTotals } from "../gateway-host/model-gateway.ts";
 import type { JobExecutor } from "../job/executor.ts";
 import { serveFetch, type HttpListener } from "../runtime.ts";
 import { taskBlobDir, trialDir, type Store, type TrialRecord } from "../store/index.ts";
 import { isSettledStatus, leasedTrial, plainException, remoteSettledTrial, requeuedTrial, settle, thrownVerdict } from "../trial/lifecycle.ts";
+import { homeGateway, spendRecord } from "../trial/spend.ts";
 import { watchStopRequest } from "../trial/stop.ts";
 import type { TrialDeps, TrialEvent, TrialRequest } from "../trial/types.ts";
+import { zeroLane } from "../../gateway/meter.ts";
 import { packDir, unpackDir, type BundleEntry } from "./bundle.ts";
 import { coordinatorApp, WORKER_API, type ClaimAnswer, type Checked } from "./coordinator-api.ts";
 import { LeaseBook, type Lease } from "./lease.ts";
+import type { RemoteGatewayGrant, RemoteGatewayState } from "./remote-gateway.ts";
 import type { WorkerLauncher } from "./types.ts";
+
+/**
+ * How long a remote trial's gateway keys live at most: the trial's gateway lease ends sooner (its result, its lease
+ * lost, the job stopped) and revokes them then; this bounds a key nothing ended.
+ */
+const REMOTE_KEY_TTL_MS = 24 * 3600_000;
 
 /** Seconds a lease lasts without a heartbeat unless told otherwise (EVOLVE_LEASE_SECONDS, tests shorten it). */
 export const DEFAULT_LEASE_SECONDS = 30;
@@ -44,6 +55,11 @@ export interface CoordinatorOptions {
   workers?: number;
   /** Lines for the user (the API's address, the cluster's job id); never the token. */
   say?: (line: string) => void;
+  /**
+   * The gateway remote trials' boxes reach (over TCP on `host`): by default the job's own (the one the job runner
+   * hands each trial), else the home's.
+   */
+  gateway?: ModelGateway;
 }
 
 /** Where a job's submissions are remembered, so `job resume` after a lost coordinator cancels the old workers first. */
@@ -56,6 +72,8 @@ export class Coordinator implements JobExecutor {
   readonly kind: string;
   private readonly book: LeaseBook;
   private readonly pending = new Map<string, Pending>();
+  /** Remote trials' leases on the coordinator's gateway, by trial. */
+  private readonly gwLeases = new Map<string, GatewayLease>();
   private readonly leaseMs: number;
   private server: HttpListener | undefined;
   private sweep: ReturnType<typeof setInterval> | undefined;
@@ -88,6 +106,7 @@ export class Coordinator implements JobExecutor {
         if (!this.pending.has(id)) return;
         this.pending.delete(id);
         this.book.withdraw(id);
+        void this.endGateway(id);
         watch.dispose();
         resolve(this.settleStopped(id, watch.signal));
       };
@@ -138,6 +157,7 @@ export class Coordinator implements JobExecutor {
     this.done = true;
     if (this.sweep) clearInterval(this.sweep);
     if (this.submission) await this.o.launcher.cancel(this.submission).catch(() => {});
+    await Promise.all([...this.gwLeases.keys()].map((t) => this.endGateway(t)));
     for (let waited = 0; this.inFlight > 0 && waited < 5000; waited += 50) await new Promise((r) => setTimeout(r, 50));
     await this.server?.close().catch(() => {});
     this.server = undefined;
@@ -178,7 +198,86 @@ export class Coordinator implements JobExecutor {
         const dir = taskBlobDir(this.o.home, digest);
         return known && existsSync(dir) ? await packDir(dir) : null;
       },
+      gatewayLease: (trial: string, key: string, caps: { capUsd?: number; judgeCapUsd?: number }) => this.gatewayLease(trial, key, caps),
+      gatewayState: (trial: string, key: string, revoke?: "agent" | "judge"): Checked<RemoteGatewayState> => {
+        const r = this.book.renew(trial, key, Date.now());
+        if (!r.ok) return r;
+        const gl = this.gwLeases.get(trial);
+        if (!gl) return { ok: true };
+        if (revoke === "agent") gl.endAgent();
+        if (revoke === "judge") gl.endJudge();
+        const refusal = gl.budgetRefusal();
+        const capReached = gl.capReached();
+        const unavailable = gl.modelUnavailable();
+        const stop = gl.unavailablePastCutoff();
+        return { ok: true, ...(refusal ? { refusal } : {}), ...(capReached ? { capReached } : {}), ...(unavailable ? { unavailable } : {}), ...(stop ? { stop } : {}) };
+      },
+      gatewayEnd: async (trial: string, key: string): Promise<Checked<LeaseTotals>> => {
+        const r = this.book.renew(trial, key, Date.now());
+        if (!r.ok) return r;
+        const totals = await this.endGateway(trial);
+        return { ok: true, ...(totals ?? { agent: zeroLane(), judge: zeroLane(), events: [] }) };
+      },
     };
+  }
+
+  /** The gateway remote trials reach: the one given, else the job's (handed with the trial), else the home's. */
+  private gatewayOf(p: Pending): ModelGateway {
+    if (this.o.gateway) return this.o.gateway;
+    return p.deps.gateway instanceof ModelGateway ? p.deps.gateway : homeGateway(this.o.home, this.o.store);
+  }
+
+  /**
+   * Opens a remote trial's lease on the coordinator's gateway (its budgets, meter and ledger, as a local trial's)
+   * and mints its keys; the gateway's TCP listener starts with the first. Live spend is written to the record as
+   * the runner writes a local trial's.
+   */
+  private async gatewayLease(trial: string, key: string, caps: { capUsd?: number; judgeCapUsd?: number }): Promise<Checked<RemoteGatewayGrant> | { ok: false; code: "gateway_config_invalid"; message: string }> {
+    const r = this.book.renew(trial, key, Date.now());
+    if (!r.ok) return r;
+    const p = this.pending.get(trial);
+    if (!p) return { ok: false, code: "lease_moved" };
+    await this.endGateway(trial);
+    const gw = this.gatewayOf(p);
+    const { store } = this.o;
+    let lease: GatewayLease;
+    let url: string;
+    try {
+      url = (await gw.serveRemote({ host: this.o.host ?? "127.0.0.1" })).url;
+      lease = (await gw.lease({
+        trialId: trial,
+        jobId: p.req.jobId,
+        capUsd: gw.trialCap(caps.capUsd),
+        ...(caps.judgeCapUsd !== undefined ? { judgeCapUsd: caps.judgeCapUsd } : {}),
+        remote: true,
+        onSpend: (t) =>
+          store.transaction(() => {
+            const rec = store.getTrial(trial);
+            if (rec && !isSettledStatus(rec.status)) store.putTrial({ ...rec, ...spendRecord(t, false), updated_at: new Date().toISOString() });
+          }),
+      })) as GatewayLease;
+    } catch (e) {
+      if (e instanceof GatewayConfigError) return { ok: false, code: "gateway_config_invalid", message: e.message };
+      throw e;
+    }
+    // the trial's lease may have ended while the gateway started: then nobody may use these keys
+    if (this.book.holder(trial)?.key !== key) {
+      await lease.end();
+      lease.forget();
+      return { ok: false, code: "lease_moved" };
+    }
+    this.gwLeases.set(trial, lease);
+    return { ok: true, url, keys: lease.remoteKeys(REMOTE_KEY_TTL_MS) };
+  }
+
+  /** Ends a remote trial's gateway lease (every key revoked, the ledger booked); its totals, if it had one. */
+  private async endGateway(trial: string): Promise<LeaseTotals | undefined> {
+    const gl = this.gwLeases.get(trial);
+    if (!gl) return undefined;
+    this.gwLeases.delete(trial);
+    const totals = await gl.end();
+    gl.forget();
+    return totals;
   }
 
   private claim(worker: string): ClaimAnswer {
@@ -220,6 +319,8 @@ export class Coordinator implements JobExecutor {
         const t = store.getTrial(l.trial);
         if (t) store.putTrial(requeuedTrial(t, new Date().toISOString(), why));
       });
+      // its boxes may still run on the lost node: its keys die with the lease
+      void this.endGateway(l.trial);
       this.pending.get(l.trial)?.deps.onEvent?.({ kind: "log", trialId: l.trial, stream: "system", line: `${why}: queued again` });
     }
   }
@@ -231,6 +332,7 @@ export class Coordinator implements JobExecutor {
     const p = this.pending.get(trial);
     if (!p) return { ok: false, code: "lease_moved" };
     this.pending.delete(trial);
+    await this.endGateway(trial);
     const dir = trialDir(this.o.home, trial);
     await rm(dir, { recursive: true, force: true });
     await unpackDir(dir, tree);

@@ -5,17 +5,21 @@
  * records into a scratch home of its own, which is where the tree is read from. A heartbeat keeps the lease; a
  * refused heartbeat (the lease expired or the trial was withdrawn) stops the trial at once, and a refused result is
  * dropped, so a trial is never counted twice. It exits when the coordinator says the job is over or stays
- * unreachable.
+ * unreachable. Its trials' model calls go to the coordinator's gateway (remote-gateway.ts), never to one of its
+ * own; what it creates is labelled with its id and cluster job, so what a killed worker left is removed (below, and
+ * scripts/slurm/epilog.sh).
  */
 import { existsSync } from "node:fs";
 import { rm } from "node:fs/promises";
-import type { Engine } from "../driver/types.ts";
+import { LABEL_WORKER, LABEL_WORKER_JOB, type ContainerSpec, type Engine } from "../driver/types.ts";
 import { EvolveError } from "../errors.ts";
+import { GatewayConfigError, type LeaseTotals } from "../gateway-host/model-gateway.ts";
 import { openStore, taskBlobDir, trialDir, type TrialRecord } from "../store/index.ts";
 import { runTrial, settleRemovals } from "../trial/run.ts";
 import type { TrialEvent } from "../trial/types.ts";
 import { packDir, unpackDir, type BundleEntry } from "./bundle.ts";
 import type { ClaimAnswer } from "./coordinator-api.ts";
+import { RemoteGateway, type RemoteGatewayApi, type RemoteGatewayGrant, type RemoteGatewayState } from "./remote-gateway.ts";
 
 /** What a worker needs. */
 export interface WorkerOptions {
@@ -33,12 +37,16 @@ export interface WorkerOptions {
   sharedHome?: string;
   /** How long the coordinator may stay unreachable before the worker gives up (ms). */
   giveUpMs?: number;
+  /** The cluster's id of the job this worker runs in (SLURM_JOB_ID), labelled on its boxes for the node's epilog. */
+  clusterJob?: string;
   signal?: AbortSignal;
   log?: (line: string) => void;
 }
 
 /** Runs trials for the coordinator until the job is over; resolves with how many results were accepted. */
 export async function runWorker(o: WorkerOptions): Promise<number> {
+  await removeLeftovers(o.engine, o.workerId, o.log);
+  o = { ...o, engine: labelled(o.engine, { [LABEL_WORKER]: o.workerId, ...(o.clusterJob ? { [LABEL_WORKER_JOB]: o.clusterJob } : {}) }) };
   const store = openStore(o.home);
   const call = caller(o);
   let accepted = 0;
@@ -62,7 +70,8 @@ export async function runWorker(o: WorkerOptions): Promise<number> {
   return accepted;
 }
 
-type Call = (method: "GET" | "POST", path: string, body?: unknown) => Promise<unknown>;
+/** One call to the coordinator's API: its JSON answer, LeaseRefused on a 409. */
+export type Call = (method: "GET" | "POST", path: string, body?: unknown) => Promise<unknown>;
 
 /** Runs the leased trial and reports it; true when the coordinator accepted the result. */
 async function runLeased(o: WorkerOptions, store: ReturnType<typeof openStore>, call: Call, a: Extract<ClaimAnswer, { lease: object }>): Promise<boolean> {
@@ -92,7 +101,9 @@ async function runLeased(o: WorkerOptions, store: ReturnType<typeof openStore>, 
   );
   let rec: TrialRecord;
   try {
-    rec = await runTrial({ ...request, home: o.home, task: { ...request.task, dir: taskDir } }, { engine: o.engine, store, signal: stop.signal, onEvent: (e) => pending.push(e) });
+    // the trial's boxes reach the coordinator's gateway with keys it mints: its budgets and meter hold for them
+    const gateway = new RemoteGateway(gatewayApi(call, lease.trial, lease.key));
+    rec = await runTrial({ ...request, home: o.home, task: { ...request.task, dir: taskDir } }, { engine: o.engine, store, signal: stop.signal, onEvent: (e) => pending.push(e), gateway });
   } finally {
     clearInterval(beat);
     o.signal?.removeEventListener("abort", onOuter);
@@ -111,6 +122,48 @@ async function runLeased(o: WorkerOptions, store: ReturnType<typeof openStore>, 
   } finally {
     await rm(tree, { recursive: true, force: true });
   }
+}
+
+/** The coordinator's gateway calls for one leased trial, checked against its lease there. */
+export function gatewayApi(call: Call, trial: string, key: string): RemoteGatewayApi {
+  return {
+    open: async (caps) => {
+      const { ok: _, ...grant } = (await call("POST", "/gateway/lease", { trial, key, ...caps })) as RemoteGatewayGrant & { ok: true };
+      return grant;
+    },
+    state: async (revoke) => {
+      const { ok: _, ...state } = (await call("POST", "/gateway/state", { trial, key, ...(revoke ? { revoke } : {}) })) as RemoteGatewayState & { ok: true };
+      return state;
+    },
+    end: async () => {
+      const { ok: _, ...totals } = (await call("POST", "/gateway/end", { trial, key })) as LeaseTotals & { ok: true };
+      return totals;
+    },
+  };
+}
+
+/**
+ * Removes the boxes and networks a previous incarnation of this worker left (it was killed outright: nothing of its
+ * own cleanup ran). Its trials' leases expired meanwhile and were run again elsewhere, so nothing here is anyone's.
+ */
+export async function removeLeftovers(engine: Engine, workerId: string, log?: (line: string) => void): Promise<void> {
+  const boxes = await engine.list({ [LABEL_WORKER]: workerId });
+  for (const b of boxes) await engine.remove(b.id).catch(() => {});
+  const nets = await engine.listNetworks({ [LABEL_WORKER]: workerId });
+  for (const n of nets) await engine.removeNetwork(n.name).catch(() => {});
+  if (boxes.length + nets.length > 0) log?.(`removed ${boxes.length} box(es) and ${nets.length} network(s) a previous run of this worker left`);
+}
+
+/** `engine` with `labels` added to every container and network it creates (the rest passes through unchanged). */
+export function labelled(engine: Engine, labels: Record<string, string>): Engine {
+  return new Proxy(engine, {
+    get(target, prop, receiver) {
+      if (prop === "create") return (spec: ContainerSpec) => target.create({ ...spec, labels: { ...spec.labels, ...labels } });
+      if (prop === "createNetwork") return (name: string, opts: Parameters<Engine["createNetwork"]>[1]) => target.createNetwork(name, { ...opts, labels: { ...opts.labels, ...labels } });
+      const v = Reflect.get(target, prop, receiver);
+      return typeof v === "function" ? v.bind(target) : v;
+    },
+  });
 }
 
 /** The task's folder on this node: the shared one when configured and present, else a copy fetched once. */
@@ -137,7 +190,7 @@ export class LeaseRefused extends Error {
 }
 
 /** HTTP to the coordinator with the token; retries a connection failure until `giveUpMs`, then gives up. */
-function caller(o: WorkerOptions): Call {
+export function caller(o: Pick<WorkerOptions, "url" | "token" | "leaseSeconds" | "giveUpMs" | "signal">): Call {
   const giveUp = o.giveUpMs ?? Math.max(30_000, o.leaseSeconds * 3000);
   return async (method, path, body) => {
     const t0 = Date.now();
@@ -155,8 +208,9 @@ function caller(o: WorkerOptions): Call {
         await sleep(1000, o.signal);
         continue;
       }
-      const json = (await res.json().catch(() => ({}))) as { code?: string };
+      const json = (await res.json().catch(() => ({}))) as { code?: string; message?: string };
       if (res.status === 409) throw new LeaseRefused(json.code ?? "lease_unknown");
+      if (json.code === "gateway_config_invalid") throw new GatewayConfigError(json.message ?? "the coordinator cannot read its gateway's configuration");
       if (!res.ok) throw new EvolveError("coordinator_unreachable", `the coordinator answered ${res.status} to ${method} ${path}${json.code ? ` (${json.code})` : ""}`, "check the worker token and that the coordinator serves this job");
       return json;
     }

@@ -23,7 +23,7 @@ import type { Store } from "../store/index.ts";
 import { loadConfig, type BudgetConfig } from "../config.ts";
 import { serveFetch } from "../runtime.ts";
 import { Budgets, monthOf } from "../../gateway/budget.ts";
-import { agentEnv, Credentials, judgeEnv, type JudgeFamily } from "../../gateway/credentials.ts";
+import { agentEnv, Credentials, JUDGE_FAMILIES, judgeEnv, type JudgeFamily } from "../../gateway/credentials.ts";
 import { agentModelCall, CallMeter, modelUnavailable, unavailableCall, usageEvents, type GatewayUsageEvent, type LaneTotals } from "../../gateway/meter.ts";
 import { Prices } from "../../gateway/prices.ts";
 import { serveGateway, type GatewayListenAt, type GatewayListener, type ServeFetch } from "../../gateway/serve.ts";
@@ -99,6 +99,44 @@ export interface LeaseRequest {
   judgeCapUsd?: number;
   /** Called with the current totals at the first call, then at most once per refresh period (`end()` gives the final ones). */
   onSpend?: (totals: { agent: LaneTotals; judge: LaneTotals }) => void;
+  /**
+   * A trial run by a remote worker (engine/executor): no socket here, its boxes come in through the gateway's TCP
+   * listener (`serveRemote`) with the keys `remoteKeys` mints; budgets, metering and the ledger are as for a local one.
+   */
+  remote?: boolean;
+}
+
+/**
+ * What a trial's runner needs of its gateway lease (engine/trial/run.ts and its phases): a local GatewayLease, or
+ * a remote worker's stand-in that forwards to its coordinator's gateway (engine/executor/remote-gateway.ts).
+ */
+export interface TrialGatewayLease {
+  /** Host folder holding `gateway.sock`, mounted into the trial's relay. */
+  readonly socketDir: string;
+  agentEnv(baseUrl: string, ttlMs: number): Record<string, string>;
+  secretValues(): string[];
+  endAgent(): void;
+  judgeEnv(families: Iterable<JudgeFamily>, baseUrl: string, ttlMs: number): Record<string, string>;
+  endJudge(): void;
+  budgetRefusal(): BudgetRefusal | undefined;
+  capReached(): string | undefined;
+  modelUnavailable(): string | undefined;
+  onModelUnavailable(fn: (why: string) => void): void;
+  onBudgetRefusal(fn: (r: BudgetRefusal) => void): void;
+  end(): Promise<LeaseTotals>;
+  forget(): void;
+}
+
+/** What a trial's runner needs of the gateway: its per-trial cap and a lease. */
+export interface TrialGateway {
+  trialCap(...caps: (number | undefined)[]): number | undefined;
+  lease(req: LeaseRequest): Promise<TrialGatewayLease>;
+}
+
+/** The keys a remote trial's boxes use (minted once per trial lease, revoked with it): the agent's and one per judge family. */
+export interface RemoteKeys {
+  agent: string;
+  judge: Record<JudgeFamily, string>;
 }
 
 /** A budget above the trial refused a call: the trial settles `BUDGET`. */
@@ -124,7 +162,7 @@ export interface LeaseTotals {
 export const UNAVAILABLE_CUTOFF = { calls: 4, ms: 10_000 };
 
 /** One trial's access to the gateway. */
-export class GatewayLease {
+export class GatewayLease implements TrialGatewayLease {
   private refusal: BudgetRefusal | undefined;
   /** The agent's calls so far, while none was answered: how many failed and when the first did. */
   private agentFailing: { calls: number; since: number } | "answered" = { calls: 0, since: 0 };
@@ -141,10 +179,22 @@ export class GatewayLease {
   constructor(
     private readonly gw: ModelGateway,
     readonly req: LeaseRequest,
-    /** Host folder holding `gateway.sock`, mounted into the trial's relay. */
+    /** Host folder holding `gateway.sock`, mounted into the trial's relay ("" for a remote trial: no socket here). */
     readonly socketDir: string,
-    private readonly listener: GatewayListener,
+    private readonly listener: GatewayListener | undefined,
   ) {}
+
+  /**
+   * A remote trial's keys (engine/executor): the agent's and one per judge family, minted at once because the
+   * worker, not this process, decides when its phases start. `ttlMs` bounds them; the lease's end revokes them.
+   */
+  remoteKeys(ttlMs: number): RemoteKeys {
+    const agent = this.gw.credentials.issueAgent({ trialId: this.req.trialId, jobId: this.req.jobId, ttlMs }).key;
+    const judge = {} as Record<JudgeFamily, string>;
+    for (const family of JUDGE_FAMILIES) judge[family] = this.gw.credentials.issueJudge({ trialId: this.req.trialId, jobId: this.req.jobId, family, ttlMs }).key;
+    this.issued.push(agent, ...Object.values(judge));
+    return { agent, judge };
+  }
 
   /** Issues the agent's credential (scoped to this trial, expiring with it) and returns the variables for its box. */
   agentEnv(baseUrl: string, ttlMs: number): Record<string, string> {
@@ -200,6 +250,11 @@ export class GatewayLease {
     return modelUnavailable(this.gw.meter.records(this.req.trialId));
   }
 
+  /** Why the agent's model was found unavailable past UNAVAILABLE_CUTOFF (what `onModelUnavailable` was told), if it was. */
+  unavailablePastCutoff(): string | undefined {
+    return this.unavailable;
+  }
+
   /**
    * Calls `fn` once the agent's calls show its model unavailable past UNAVAILABLE_CUTOFF (at once if they already
    * did), so the runner can stop an agent retrying against a dead upstream.
@@ -253,8 +308,8 @@ export class GatewayLease {
     if (!this.ended) {
       this.ended = true;
       this.gw.credentials.revokeTrial(this.req.trialId);
-      await this.listener.close().catch(() => {});
-      rmSync(this.socketDir, { recursive: true, force: true });
+      await this.listener?.close().catch(() => {});
+      if (this.socketDir) rmSync(this.socketDir, { recursive: true, force: true });
       this.gw.release(this.req.trialId);
       this.gw.flushLedger();
     }
@@ -275,7 +330,7 @@ function socketRoot(): string {
 }
 
 /** The gateway of this process: upstreams, prices, credentials, budgets and the meter, shared by its trials. */
-export class ModelGateway {
+export class ModelGateway implements TrialGateway {
   /** @internal */ readonly credentials = new Credentials();
   /** @internal */ readonly meter: CallMeter;
   /** @internal */ readonly refreshMs: number;
@@ -294,6 +349,7 @@ export class ModelGateway {
   private lastShareError?: string;
   private flushTimer?: ReturnType<typeof setTimeout>;
   private local?: { listener: GatewayListener; onCall?: (call: CallRecord) => void };
+  private remote?: Promise<GatewayListener>;
 
   constructor(private readonly opts: ModelGatewayOptions) {
     this.refreshMs = opts.refreshMs ?? LIVE_SPEND_REFRESH_MS;
@@ -451,9 +507,9 @@ export class ModelGateway {
    * What the gateway app gets from this process: the shared upstreams, credentials, meter, budgets and prices, for a
    * listener bound to one trial (its socket answers that trial's keys only).
    */
-  private deps(trialId: string) {
+  private deps(trialId: string | undefined) {
     return {
-      trialId,
+      ...(trialId !== undefined ? { trialId } : {}),
       upstreams: this.upstreams!,
       authenticate: this.credentials.authenticate,
       meter: this.meter.meter,
@@ -485,6 +541,17 @@ export class ModelGateway {
     return { url: listener.url, key };
   }
 
+  /**
+   * Serves the gateway over TCP at `at` for remote workers' trials (engine/executor), once per gateway: bound to no
+   * trial, so a key is the only way in and each call is metered, capped and booked under the key's own trial, as
+   * on that trial's socket. Resolves with the listener (its `url` is what workers forward to).
+   */
+  serveRemote(at: { host: string; port?: number }): Promise<GatewayListener> {
+    this.init();
+    this.remote ??= serveGateway(this.deps(undefined), { host: at.host, port: at.port ?? 0 }, this.opts.serve ?? serveFetch);
+    return this.remote;
+  }
+
   /** Opens a trial's lease: its socket listener and its budget. */
   async lease(req: LeaseRequest): Promise<GatewayLease> {
     this.init();
@@ -495,6 +562,11 @@ export class ModelGateway {
       user: b.user,
       team: b.team,
     });
+    if (req.remote) {
+      const lease = new GatewayLease(this, req, "", undefined);
+      this.leases.set(req.trialId, lease);
+      return lease;
+    }
     const dir = join(socketRoot(), req.trialId);
     rmSync(dir, { recursive: true, force: true });
     mkdirSync(dir, { recursive: true, mode: 0o755 });
@@ -558,6 +630,9 @@ export class ModelGateway {
     await Promise.all([...this.leases.values()].map((l) => l.end()));
     await this.local?.listener.close().catch(() => {});
     this.local = undefined;
+    const remote = this.remote;
+    this.remote = undefined;
+    await remote?.then((l) => l.close()).catch(() => {});
     this.flushLedger();
     this.withdrawInFlight();
   }

@@ -25,7 +25,7 @@ import { awaitHealthy, boxSpec, gpuDevices, probeLiveBox, removeLabelled, requir
 import { keepChangedFiles } from "./changes.ts";
 import { LABEL_HOME, LABEL_TRIAL } from "../driver/types.ts";
 import { resolveAgentEnv, resolveVerifierEnv } from "./env.ts";
-import { GatewayConfigError, type BudgetRefusal, type GatewayLease } from "../gateway-host/model-gateway.ts";
+import { GatewayConfigError, type BudgetRefusal, type TrialGatewayLease } from "../gateway-host/model-gateway.ts";
 import { homeGateway, spendRecord } from "./spend.ts";
 import { zeroLane } from "../../gateway/meter.ts";
 import { ComposeTask } from "./compose.ts";
@@ -141,7 +141,7 @@ class TrialRun extends TrialRecorder implements TrialRoom {
   private boxCaps?: BoxDefaults;
   /** The user namespace the trial's boxes run in (freshAttempt), undefined when none. */
   userns?: IdMapping;
-  lease?: GatewayLease;
+  lease?: TrialGatewayLease;
   /** box.log was written (the agent's box's output is kept once, before the box goes). */
   private boxLogKept = false;
   /** A budget above the trial refused a call: the trial stops and settles BUDGET. */

@@ -4,7 +4,7 @@
  */
 import type { Engine } from "../driver/types.ts";
 import type { Store } from "../store/index.ts";
-import type { ModelGateway } from "../gateway-host/model-gateway.ts";
+import type { TrialGateway } from "../gateway-host/model-gateway.ts";
 
 // statuses live with the rest of how a trial ends (outcome.ts); re-exported for the runner's callers
 export { SETTLED_STATUSES, type TrialStatus } from "./lifecycle.ts";
@@ -62,7 +62,7 @@ export interface TrialDeps {
   engine: Engine;
   store: Store;
   /** The process's LLM gateway; a trial that calls a model takes a lease on it (one is made for the home if absent). */
-  gateway?: ModelGateway;
+  gateway?: TrialGateway;
   signal?: AbortSignal;
   onEvent?: (e: TrialEvent) => void;
 }

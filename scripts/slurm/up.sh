@@ -66,6 +66,8 @@ host="$(hostname)"
   echo "SlurmdTimeout=10"
   echo "KillWait=5"
   echo "MinJobAge=30"
+  # a worker killed outright leaves its trial's boxes: the epilog removes what it made in the job that ended
+  echo "Epilog=$(cd "$(dirname "$0")" && pwd)/epilog.sh"
   for i in $(seq 1 "$NODES"); do
     echo "NodeName=n$i NodeAddr=127.0.0.1 NodeHostname=$host Port=$((NODE_PORT0 + i)) CPUs=1 RealMemory=1000"
   done

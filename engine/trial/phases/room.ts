@@ -6,7 +6,7 @@
  * box bookkeeping are handled the one way run.ts handles them. Boxes, networks and the gateway lease stay run.ts's.
  */
 import type { ContainerState, Engine, ExecOptions, ExecResult, IdMapping } from "../../driver/types.ts";
-import type { GatewayLease } from "../../gateway-host/model-gateway.ts";
+import type { TrialGatewayLease } from "../../gateway-host/model-gateway.ts";
 import type { Harness, HarnessContext } from "../../harness/types.ts";
 import type { TrialRecord } from "../../store/index.ts";
 import type { TaskConfig } from "../../task/model.ts";
@@ -45,7 +45,7 @@ export interface TrialRoom {
   readonly compose?: ComposeTask;
   readonly net?: TrialNetwork;
   /** The trial's gateway access, when its agent calls a model or its verifier asks for a judge. */
-  readonly lease?: GatewayLease;
+  readonly lease?: TrialGatewayLease;
   /** The user namespace the trial's boxes run in, undefined when none. */
   readonly userns?: IdMapping;
 
