@@ -6,12 +6,14 @@
  * (jobs, each job, compare of the oracle job against the agent job, each trial with its steps page and a kept file,
  * datasets), and the live trace of a claude-code trial grows while that trial runs: the upstream holds each model
  * reply until the test has seen the previous tool call on the page, so the events can only have come in live.
- * An evolution round is left to dashboard-browser.engine.test.ts (a round runs for minutes). Screenshots go under
+ * With an evolve binary for the conductor's box (dist/evolve from `npm run build`, or EVOLVE_BINARY) it also runs an
+ * evolution round (`harness round` over three task cards, one scaffolded candidate, the scripted upstream as the
+ * model) and loads the evolution pages; without one that part is skipped, not failed. Screenshots go under
  * `artifacts/dashboard-real/` (EVOLVE_ARTIFACTS overrides; never committed). Skips without podman, chromium or a
  * vendored claude-code.
  */
 import { spawn, spawnSync, type ChildProcess } from "node:child_process";
-import { cpSync, existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { appendFileSync, cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { chromium, type Browser, type BrowserContext, type Page } from "playwright-core";
@@ -28,6 +30,8 @@ const FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-backgro
 const MODEL = "anthropic/claude-sonnet-4-5";
 const WRITE = "printf 'hello, world' > /app/hello.txt";
 
+/** The evolve binary the conductor runs in its box; the evolution round needs one. */
+const BINARY = process.env.EVOLVE_BINARY || (existsSync(join(ROOT, "dist", "evolve")) ? join(ROOT, "dist", "evolve") : undefined);
 const claude = builtinSpecs().find((s) => s.name === "claude-code");
 const agentsDir = process.env.EVOLVE_AGENTS_DIR;
 const ready =
@@ -52,9 +56,12 @@ interface Ran {
   scores: [string, number | null][];
 }
 const jobs: Record<"oracle" | "agent" | "multi", Ran> = {} as never;
+/** The evolution project and its one candidate, when a round ran. */
+let project = "";
+let candidate = "";
 
 /** The environment every evolve process here gets: this test's home, the vendored agents, no colour. */
-const env = () => ({ ...process.env, EVOLVE_HOME: home, EVOLVE_AGENTS_DIR: agentsDir!, NO_COLOR: "1" });
+const env = () => ({ ...process.env, EVOLVE_HOME: home, EVOLVE_AGENTS_DIR: agentsDir!, NO_COLOR: "1", ...(BINARY ? { EVOLVE_BINARY: BINARY } : {}) });
 
 /**
  * Starts `evolve <args>` (async: the scripted upstream answers from this process, so a blocking spawn would hang
@@ -82,6 +89,38 @@ function evolve(args: string[], onLine: (doc: Record<string, unknown>) => void =
 }
 
 /** `evolve run … --json` to the end: the job's id and its trials' ids, from the lines it streams. */
+/** `evolve <args>` to the end: its exit code and stdout. */
+async function finish(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  const e = evolve(args);
+  let stdout = "";
+  e.child.stdout!.on("data", (b) => (stdout += b));
+  return { ...(await e.done), stdout };
+}
+
+/**
+ * An evolve project with three task cards and one scaffolded candidate whose prompt carries a marker, then one
+ * `harness round` on it: the model (the upstream) answers every card right and echoes the marker, so the screen
+ * passes validity and activation and rejects the candidate on paired gain, as a round with nothing to gain does.
+ */
+async function evolutionRound(): Promise<void> {
+  project = join(home, "project");
+  expect((await finish(["harness", "init", project])).code).toBe(0);
+  const made = await finish(["harness", "scaffold", "--project", project, "--where", "prompt", "--pathology", "premature_finish", "--hypothesis", "a checklist before finish", "--marker", "CHECKLIST:", "--json"]);
+  expect(made.code, made.stderr).toBe(0);
+  candidate = (JSON.parse(made.stdout) as { id: string }).id;
+  const files = join(project, "evolve", "candidates", candidate, "files");
+  const md = (readdirSync(files, { recursive: true }) as string[]).find((f) => f.endsWith(".md"))!;
+  appendFileSync(join(files, md), "\nCHECKLIST: check the answer before you finish.\n");
+  mkdirSync(join(project, "evolve", "evals"), { recursive: true });
+  for (const i of [1, 2, 3]) writeFileSync(join(project, "evolve", "evals", `t${i}.json`), JSON.stringify({ id: `t${i}`, domain: "math", prompt: `What is 6 x 7? (card ${i})`, check: { contains: "42" } }));
+  upstream.responder = () => ({ text: "CHECKLIST: done. 42" });
+  const round = await finish(["harness", "round", "--project", project, "-m", MODEL, "--json"]);
+  upstream.responder = undefined;
+  // exit 1: no candidate confirmed (nothing to gain over a parent that already scores 1)
+  expect(round.code, round.stderr).toBe(1);
+  expect(JSON.parse(round.stdout).rounds[0].screen_id).toBe("round-1");
+}
+
 async function run(args: string[]): Promise<Ran> {
   const ran: Ran = { job: "", trials: [], scores: [] };
   const { done } = evolve(["run", ...args, "--json"], (doc) => {
@@ -117,13 +156,13 @@ beforeAll(async () => {
   jobs.agent = await run(["-p", task, "-a", "claude-code", "-m", MODEL, "--job-name", "agent-run"]);
   jobs.multi = await run(["-p", join(ROOT, "fixtures/tasks/valid/multi-step"), "-a", "oracle", "--job-name", "multi-step-run"]);
 
-  const made = evolve(["auth", "token", "create", "--json"]);
-  let out = "";
-  made.child.stdout!.on("data", (b) => (out += b));
-  expect((await made.done).code).toBe(0);
-  const token = JSON.parse(out).token as string;
+  if (BINARY) await evolutionRound();
 
-  serve = spawn(BUN, [join(ROOT, "main.ts"), "serve", "--port", "0"], { cwd: home, env: env(), stdio: ["ignore", "pipe", "inherit"] });
+  const made = await finish(["auth", "token", "create", "--json"]);
+  expect(made.code).toBe(0);
+  const token = JSON.parse(made.stdout).token as string;
+
+  serve = spawn(BUN, [join(ROOT, "main.ts"), "serve", "--port", "0", ...(project ? ["--project", project] : [])], { cwd: home, env: env(), stdio: ["ignore", "pipe", "inherit"] });
   base = await new Promise<string>((done, fail) => {
     let seen = "";
     const timer = setTimeout(() => fail(new Error(`serve never listened: ${seen}`)), 30_000);
@@ -191,6 +230,7 @@ describe.skipIf(!ready)("the dashboard on jobs `evolve run` made (needs podman, 
     }
     // a file each single-step trial kept (the multi-step fixture keeps its own)
     pages.push(["file-oracle", `/trials/${jobs.oracle.trials[0]}/file?path=%2Fapp%2Fhello.txt`], ["file-agent", `/trials/${jobs.agent.trials[0]}/file?path=%2Fapp%2Fhello.txt`]);
+    if (project) pages.push(["evolution", "/evolution"], ["screen", "/evolution/screens/round-1"], ["genebank", "/evolution/genebank"], ["candidate", `/evolution/candidates/${candidate}`]);
     for (const [name, path] of pages) {
       const { page, errors } = await open(path);
       await page.screenshot({ path: join(ARTIFACTS, `${name}.png`) });
@@ -209,6 +249,19 @@ describe.skipIf(!ready)("the dashboard on jobs `evolve run` made (needs podman, 
     const file = await open(`/trials/${jobs.oracle.trials[0]}/file?path=%2Fapp%2Fhello.txt`);
     expect(await file.page.locator("main").textContent()).toContain("hello, world");
     await file.page.close();
+  });
+
+  it.skipIf(!BINARY)("shows the evolution round: its screen names the candidate and why it was rejected, the candidate's diff its marker", async () => {
+    const screen = await open("/evolution/screens/round-1");
+    const text = (await screen.page.locator("main").textContent()) ?? "";
+    expect(text).toContain(candidate);
+    expect(text).toContain("mean gain 0");
+    expect(screen.errors).toEqual([]);
+    await screen.page.close();
+    const diff = await open(`/evolution/candidates/${candidate}`);
+    expect(await diff.page.locator("main").textContent()).toContain("CHECKLIST: check the answer before you finish.");
+    expect(diff.errors).toEqual([]);
+    await diff.page.close();
   });
 
   it("compares the oracle job with the agent job on their shared task", async () => {
