@@ -482,6 +482,8 @@ describe("evolve serve: the dashboard behind the token", () => {
     expect(out.headers.get("set-cookie")).toMatch(/^evolve_token=;.*Max-Age=0.*Path=\//);
     // and without it a page is the login form again
     expect((await page("/jobs")).headers.get("location")).toBe("/login?next=%2Fjobs");
+    // the login form itself has nothing to log out of
+    expect(await (await page("/login")).text()).not.toContain('action="/logout"');
   });
 
   it("never takes the cookie for starting a job (CSRF): a POST needs the Bearer header", async () => {
