@@ -468,6 +468,24 @@ describe("evolve serve: the dashboard behind the token", () => {
     }
   });
 
+  it("puts a Log out form on every page, and posting it clears the cookie and sends the browser to /login", async () => {
+    const { cookie } = await loginCookie(tokens.read);
+    for (const path of pages()) {
+      if (path.includes("/events")) continue; // a fragment, not a page
+      const body = await (await page(path, { cookie })).text();
+      expect(body, path).toMatch(/<form class="logout" method="post" action="\/logout"><button type="submit">Log out<\/button><\/form>/);
+    }
+    const out = await page("/logout", { cookie }, "POST");
+    expect(out.status).toBe(303);
+    expect(out.headers.get("location")).toBe("/login");
+    // the browser drops the cookie: expired, empty, on the path it was set on
+    expect(out.headers.get("set-cookie")).toMatch(/^evolve_token=;.*Max-Age=0.*Path=\//);
+    // and without it a page is the login form again
+    expect((await page("/jobs")).headers.get("location")).toBe("/login?next=%2Fjobs");
+    // the login form itself has nothing to log out of
+    expect(await (await page("/login")).text()).not.toContain('action="/logout"');
+  });
+
   it("never takes the cookie for starting a job (CSRF): a POST needs the Bearer header", async () => {
     const { cookie } = await loginCookie(tokens.run);
     const res = await app.fetch(new Request(`http://127.0.0.1${API_BASE}/jobs`, { method: "POST", headers: { cookie, "content-type": "application/json" }, body: "{}" }));

@@ -14,6 +14,7 @@ body { margin:0; font:15px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif; c
 header.top { display:flex; gap:1.5rem; align-items:center; padding:.6rem 1rem; border-bottom:1px solid var(--line) }
 header.top a { color:var(--fg); text-decoration:none; font-weight:600 }
 header.top a[aria-current=page] { text-decoration:underline }
+header.top form.logout { margin-left:auto }
 main { padding:1rem; max-width:1400px; overflow-x:auto }
 a { color:var(--acc) }
 :focus-visible { outline:3px solid var(--acc); outline-offset:2px }

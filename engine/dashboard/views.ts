@@ -16,13 +16,16 @@ const NAV: [string, string][] = [
   ["/metaharness", "Meta-Harness"],
 ];
 
-/** A whole page: the stylesheet inline (one request fewer), the script deferred, a skip link, one main landmark. */
-export function page(title: string, current: string, body: Safe): string {
+/**
+ * A whole page: the stylesheet inline (one request fewer), the script deferred, a skip link, one main landmark. Log out
+ * is a POST form, not a link: the cookie is HttpOnly (no script can drop it) and a GET must not change state.
+ */
+export function page(title: string, current: string, body: Safe, o: { loggedIn?: boolean } = {}): string {
   return h`<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
 <link rel="icon" href="data:,"><title>${title} · evolve</title><style>${raw(CSS)}</style><script src="/assets/app.js" defer></script></head>
 <body><a class="sr-only" href="#main">Skip to content</a>
-<header class="top"><a href="/jobs">evolve</a><nav aria-label="Pages">${NAV.map(([href, label]) => h` <a href="${href}"${current === href ? raw(' aria-current="page"') : ""}>${label}</a>`)}</nav></header>
+<header class="top"><a href="/jobs">evolve</a><nav aria-label="Pages">${NAV.map(([href, label]) => h` <a href="${href}"${current === href ? raw(' aria-current="page"') : ""}>${label}</a>`)}</nav>${o.loggedIn === false ? "" : raw('<form class="logout" method="post" action="/logout"><button type="submit">Log out</button></form>')}</header>
 <main id="main">${body}</main></body></html>`.text;
 }
 
@@ -124,5 +127,6 @@ export function loginPage(o: { next: string; error?: string }): string {
 ${o.error ? h`<p role="alert"><strong>${o.error}</strong></p>` : ""}
 <p>Paste an API token of this server (<code>evolve auth token create --name browser</code> prints one). It is kept in an HttpOnly cookie for this browser session.</p>
 <form method="post" action="/login"><input type="hidden" name="next" value="${o.next}"><label>API token <input type="password" name="token" autocomplete="off" required></label> <button type="submit">Log in</button></form>`;
-  return page("Log in", "", body);
+  // whoever sees this form holds no cookie yet: nothing to log out of
+  return page("Log in", "", body, { loggedIn: false });
 }
