@@ -376,11 +376,12 @@ export function buildProgram(version: string, setExit: (code: number) => void, a
   org
     .command("invite")
     .description("an owner makes an invite: printed once, single use, expiring")
-    .argument("<org>", "the organization")
+    .argument("[org]", "the organization")
     .option("--expires <age>", "how long it stays good: 30m, 12h, 7d, 2w (default 7d)")
-    .option("--json", "print {token, id, org, expires_at}")
-    .addHelpText("after", examples(["evolve auth org invite acme", "evolve auth org invite acme --expires 1d"]))
-    .action(async (name: string, opts) => setExit(await (await import("./org.ts")).orgInviteCommand(name, opts)));
+    .option("--revoke <id>", "revoke an invite instead (its id: evolve auth org invites <org>)")
+    .option("--json", "print {token, id, org, expires_at}; with --revoke, the invite's row")
+    .addHelpText("after", examples(["evolve auth org invite acme", "evolve auth org invite acme --expires 1d", "evolve auth org invite --revoke 01KDVX3JQ9S1M2T5A8B7C6D4E0"]))
+    .action(async (name: string | undefined, opts) => setExit(await (await import("./org.ts")).orgInviteCommand(name, opts)));
   org
     .command("join")
     .description("join an organization with an invite token, as a member")
@@ -398,8 +399,30 @@ export function buildProgram(version: string, setExit: (code: number) => void, a
     .command("members")
     .description("an organization's members and their roles; without one, your organizations")
     .argument("[org]", "an organization you belong to")
-    .option("--json", "print the rows as JSON")
+    .option("--make-owner <user>", "an owner makes a member an owner")
+    .option("--demote <user>", "an owner makes an owner a member (an org always keeps one owner)")
+    .option("--remove <user>", "an owner removes a member")
+    .option("--json", "print the rows as JSON (after a change: the members now)")
+    .addHelpText("after", examples(["evolve auth org members acme", "evolve auth org members acme --make-owner bo", "evolve auth org members acme --remove bo"]))
     .action(async (name: string | undefined, opts) => setExit(await (await import("./org.ts")).orgMembersCommand(name, opts)));
+  org
+    .command("invites")
+    .description("an owner lists an organization's invites: id, created, expires, state (never the token)")
+    .argument("<org>", "the organization")
+    .option("--json", "print the rows as JSON")
+    .action(async (name: string, opts) => setExit(await (await import("./org.ts")).orgInvitesCommand(name, opts)));
+  org
+    .command("leave")
+    .description("leave an organization (its last owner cannot)")
+    .argument("<org>", "an organization you belong to")
+    .option("--json", "print {org, user}")
+    .action(async (name: string, opts) => setExit(await (await import("./org.ts")).orgLeaveCommand(name, opts)));
+  org
+    .command("delete")
+    .description("an owner deletes an organization and its invites; refused while it holds jobs or datasets")
+    .argument("<org>", "the organization")
+    .option("--json", "print {deleted}")
+    .action(async (name: string, opts) => setExit(await (await import("./org.ts")).orgDeleteCommand(name, opts)));
 
   const gateway = program.command("gateway").description("the LLM gateway between agents and their models");
   gateway

@@ -269,6 +269,10 @@ export const ERROR_CODES = {
   org_not_owner: env("only an owner of the organization may do that (invite, manage members); you are a member"),
   org_exists: env("`evolve auth org create` names an organization that already exists on this machine"),
   invite_refused: env("the invite given to `evolve auth org join` is unknown, already used, revoked or expired (all answered alike)"),
+  org_last_owner: env("the change would leave the organization without an owner (the last owner demoting themself, leaving or being removed): make another member an owner first"),
+  org_member_missing: env("`evolve auth org members --make-owner|--demote|--remove` names a user who is not a member of the organization"),
+  org_not_empty: env("`evolve auth org delete` refuses an organization that still holds jobs or datasets: delete them first"),
+  invite_not_found: env("`evolve auth org invite --revoke` names no invite of an organization you belong to (unknown and another org's are answered alike)"),
 } as const satisfies Record<string, ErrorCodeInfo>;
 
 /** A code an EvolveError can carry. */

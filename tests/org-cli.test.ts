@@ -1,14 +1,19 @@
 /**
  * Teams on one machine through the CLI (platform-teams.md): `evolve auth org create|invite|join|use|members`, invites
  * single use and expiring, `--org` refused for an org you are not in (alike for one that does not exist), `dataset
- * publish --org` and `job list --scope my|shared|org`. Several users share one $EVOLVE_HOME, each as $EVOLVE_USER.
+ * publish --org` and `job list --scope my|shared|org`; owners manage members (make owner, demote, remove), invites
+ * (list, revoke) and delete an empty org, and an org always keeps an owner. Several users share one $EVOLVE_HOME,
+ * each as $EVOLVE_USER.
  */
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { createJob } from "../engine/job/job.ts";
-import { createInvite, createOrg, joinOrg } from "../engine/org/mod.ts";
+import { changeMember, createInvite, createOrg, joinOrg } from "../engine/org/mod.ts";
+import { createServeApp } from "../engine/serve/app.ts";
+import { API_BASE } from "../engine/serve/openapi.ts";
+import { createToken } from "../engine/serve/tokens.ts";
 import { openStore } from "../engine/store/index.ts";
 import { cliHost } from "./support/cli-host.ts";
 import { expectCode } from "./support/expect-code.ts";
@@ -22,8 +27,8 @@ afterAll(() => {
   rmSync(home, { recursive: true, force: true });
 });
 
-function as(user: string, args: string[]) {
-  return host.run(args, { cwd: root, env: { ...process.env, EVOLVE_HOME: home, EVOLVE_AGENTS_DIR: join(home, "agents"), EVOLVE_USER: user, NO_COLOR: "1" }, timeoutMs: 60_000 });
+function as(user: string, args: string[], at: string = home) {
+  return host.run(args, { cwd: root, env: { ...process.env, EVOLVE_HOME: at, EVOLVE_AGENTS_DIR: join(at, "agents"), EVOLVE_USER: user, NO_COLOR: "1" }, timeoutMs: 60_000 });
 }
 const json = (r: { code: number | null; stdout: string; stderr: string }) => {
   expect(r.code, r.stderr).toBe(0);
@@ -114,6 +119,116 @@ describe("invites", () => {
       await expectCode(() => joinOrg(store, "bo", token, Date.now() + 61_000), "invite_refused");
       expect(joinOrg(store, "bo", token).role).toBe("member");
       await expectCode(() => joinOrg(store, "cy", token), "invite_refused");
+    } finally {
+      await store.close();
+      rmSync(h, { recursive: true, force: true });
+    }
+  });
+});
+
+describe("owners manage members and invites", () => {
+  const h = mkdtempSync(join(tmpdir(), "evolve-org-manage-"));
+  afterAll(() => rmSync(h, { recursive: true, force: true }));
+  const at = (user: string, args: string[]) => as(user, args, h);
+  const roles = (user: string) => json(at(user, ["auth", "org", "members", "lab", "--json"])).map((m: { user: string; role: string }) => `${m.user}:${m.role}`);
+  const join2 = (user: string) => json(at(user, ["auth", "org", "join", json(at("ann", ["auth", "org", "invite", "lab", "--json"])).token, "--json"]));
+
+  it("make owner, demote, remove: owners only, never leaving the org without an owner", () => {
+    json(at("ann", ["auth", "org", "create", "lab", "--json"]));
+    join2("bo");
+    join2("cy");
+    // only owners manage; a non-member is answered as for a missing org
+    expect(at("bo", ["auth", "org", "members", "lab", "--make-owner", "cy"]).stderr).toContain("org_not_owner");
+    expect(at("dee", ["auth", "org", "members", "lab", "--remove", "bo"]).stderr).toContain("org_not_member");
+    expect(at("dee", ["auth", "org", "members", "nosuch", "--remove", "bo"]).stderr).toContain("org_not_member");
+    expect(at("ann", ["auth", "org", "members", "lab", "--remove", "dee"]).stderr).toContain("org_member_missing");
+    expect(at("ann", ["auth", "org", "members", "lab", "--remove", "bo", "--demote", "cy"]).stderr).toContain("usage");
+    // the last owner cannot demote themself, leave, or be removed
+    const last = at("ann", ["auth", "org", "members", "lab", "--demote", "ann"]);
+    expect(last.code).toBe(2);
+    expect(last.stderr).toContain("org_last_owner");
+    expect(at("ann", ["auth", "org", "members", "lab", "--remove", "ann"]).stderr).toContain("org_last_owner");
+    expect(at("ann", ["auth", "org", "leave", "lab"]).stderr).toContain("org_last_owner");
+    expect(roles("ann")).toEqual(["ann:owner", "bo:member", "cy:member"]);
+    // with a second owner, the first may step down, and the new owner manages
+    expect(json(at("ann", ["auth", "org", "members", "lab", "--make-owner", "bo", "--json"])).map((m: { role: string }) => m.role)).toEqual(["owner", "owner", "member"]);
+    json(at("ann", ["auth", "org", "members", "lab", "--demote", "ann", "--json"]));
+    expect(at("ann", ["auth", "org", "members", "lab", "--remove", "cy"]).stderr).toContain("org_not_owner");
+    expect(at("bo", ["auth", "org", "members", "lab", "--remove", "bo"]).stderr).toContain("org_last_owner");
+    json(at("bo", ["auth", "org", "members", "lab", "--remove", "cy", "--json"]));
+    expect(roles("bo")).toEqual(["ann:member", "bo:owner"]);
+    // a removed member is out: as for a missing org
+    expect(at("cy", ["auth", "org", "members", "lab"]).stderr).toContain("org_not_member");
+    // anyone but the last owner leaves; their default org goes with it
+    json(at("ann", ["auth", "org", "use", "lab", "--json"]));
+    expect(json(at("ann", ["auth", "org", "leave", "lab", "--json"]))).toEqual({ org: "lab", user: "ann" });
+    expect(json(at("ann", ["auth", "org", "members", "--json"]))).toEqual([]);
+    expect(at("ann", ["auth", "org", "leave", "lab"]).stderr).toContain("org_not_member");
+  });
+
+  it("invites: an owner lists them without tokens and revokes one, which then cannot be used", () => {
+    const open = json(at("bo", ["auth", "org", "invite", "lab", "--json"]));
+    const rows = json(at("bo", ["auth", "org", "invites", "lab", "--json"]));
+    expect(JSON.stringify(rows)).not.toContain(open.token.split("_")[2]);
+    expect(rows.map((r: { state: string }) => r.state)).toEqual(["used", "used", "open"]);
+    expect(at("bo", ["auth", "org", "invites", "lab"]).stdout).not.toContain(open.token.split("_")[2]);
+    // members and outsiders may not; an invite of someone else's org is answered as an unknown one
+    json(at("ann", ["auth", "org", "join", json(at("bo", ["auth", "org", "invite", "lab", "--json"])).token, "--json"]));
+    expect(at("ann", ["auth", "org", "invites", "lab"]).stderr).toContain("org_not_owner");
+    expect(at("ann", ["auth", "org", "invite", "--revoke", open.id]).stderr).toContain("org_not_owner");
+    expect(at("cy", ["auth", "org", "invites", "lab"]).stderr).toContain("org_not_member");
+    const outsider = at("cy", ["auth", "org", "invite", "--revoke", open.id]);
+    expect(outsider.stderr).toContain("invite_not_found");
+    expect(at("cy", ["auth", "org", "invite", "--revoke", "01NOSUCHINVITE"]).stderr.replace("01NOSUCHINVITE", open.id)).toBe(outsider.stderr);
+    expect(json(at("bo", ["auth", "org", "invite", "--revoke", open.id, "--json"]))).toMatchObject({ id: open.id, state: "revoked" });
+    expect(at("cy", ["auth", "org", "join", open.token]).stderr).toContain("invite_refused");
+    expect(at("bo", ["auth", "org", "invite"]).stderr).toContain("usage");
+  });
+
+  it("delete: an owner only, refused while the org holds a job, then gone with its invites", () => {
+    const store = openStore(h);
+    let job: string;
+    try {
+      job = createJob(store, jobConfig(), undefined, undefined, { org: "lab", created_by: "bo" }).id;
+    } finally {
+      void store.close();
+    }
+    expect(at("ann", ["auth", "org", "delete", "lab"]).stderr).toContain("org_not_owner");
+    expect(at("cy", ["auth", "org", "delete", "lab"]).stderr).toContain("org_not_member");
+    const held = at("bo", ["auth", "org", "delete", "lab"]);
+    expect(held.code).toBe(2);
+    expect(held.stderr).toContain("org_not_empty");
+    const s2 = openStore(h);
+    try {
+      s2.putJob({ ...s2.getJob(job)!, org: undefined });
+    } finally {
+      void s2.close();
+    }
+    expect(json(at("bo", ["auth", "org", "delete", "lab", "--json"]))).toEqual({ deleted: "lab" });
+    expect(at("bo", ["auth", "org", "members", "lab"]).stderr).toContain("org_not_member");
+    const s3 = openStore(h);
+    try {
+      expect(s3.listInvites().filter((i) => i.org === "lab")).toEqual([]);
+    } finally {
+      void s3.close();
+    }
+  });
+});
+
+describe("a removed member over the API", () => {
+  it("reads the org's jobs while a member, and not once removed", async () => {
+    const h = mkdtempSync(join(tmpdir(), "evolve-org-api-"));
+    const store = openStore(h);
+    try {
+      createOrg(store, "ann", "lab");
+      joinOrg(store, "bo", createInvite(store, "ann", "lab").token);
+      const job = createJob(store, jobConfig(), undefined, undefined, { org: "lab", created_by: "ann" }).id;
+      const tok = createToken(store, { scope: "read", name: "bo", user: "bo" }).token;
+      const app = createServeApp({ store, home: h, user: "ann", version: "0-test" });
+      const get = () => app.fetch(new Request(`http://127.0.0.1${API_BASE}/jobs/${job}`, { headers: { authorization: `Bearer ${tok}` } }));
+      expect((await get()).status).toBe(200);
+      changeMember(store, "ann", "lab", "remove", "bo");
+      expect((await get()).status).toBe(404);
     } finally {
       await store.close();
       rmSync(h, { recursive: true, force: true });

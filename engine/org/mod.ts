@@ -5,5 +5,5 @@
  * The room's public surface (issue 21 §5): what commands use, by name; the rest of the folder is private by convention.
  */
 export { localUser } from "./identity.ts";
-export { createInvite, createOrg, DEFAULT_INVITE_TTL_MS, joinOrg, orgMembers, PERSONAL, resolveOrg, roleOf, useOrg, userOrgs, defaultOrg } from "./orgs.ts";
+export { changeMember, createInvite, createOrg, DEFAULT_INVITE_TTL_MS, deleteOrg, joinOrg, leaveOrg, listInvites, orgMembers, PERSONAL, resolveOrg, revokeInvite, roleOf, useOrg, userOrgs, defaultOrg, type InviteRow, type MemberChange } from "./orgs.ts";
 export { canSee, inScope, JOB_SCOPES, parseJobScope, scopedStore, viewerOf, type JobScope, type Viewer } from "./scope.ts";

@@ -144,3 +144,108 @@ export function resolveOrg(store: Store, user: string, given?: string): string |
   memberOrg(store, user, name);
   return name;
 }
+
+/** The one refusal for anything that would leave an org without an owner. */
+function lastOwner(name: string, user: string): EvolveError {
+  return new EvolveError("org_last_owner", `${user} is the last owner of ${name}: an organization always keeps an owner`, `make someone else an owner first: evolve auth org members ${name} --make-owner <user>`);
+}
+
+/** The org with `target` gone or changed, refused when that leaves it without an owner. */
+function withMember(org: OrgRecord, target: string, role: "owner" | "member" | null): OrgRecord {
+  const members = role === null ? org.members.filter((m) => m.user !== target) : org.members.map((m) => (m.user === target ? { ...m, role } : m));
+  if (!members.some((m) => m.role === "owner")) throw lastOwner(org.name, target);
+  return { ...org, members };
+}
+
+/** What an owner does to a member: `auth org members <org> --make-owner|--demote|--remove USER`. */
+export type MemberChange = "make-owner" | "demote" | "remove";
+
+/**
+ * An owner makes another member an owner, demotes one to member, or removes one (themself included, as with leave).
+ * `org_member_missing` for a user not in the org; `org_last_owner` when the org would be left without an owner.
+ * Making an owner an owner, or demoting a member, changes nothing and is no error.
+ */
+export function changeMember(store: Store, user: string, name: string, change: MemberChange, target: string): OrgRecord {
+  return store.transaction(() => {
+    const org = ownerOrg(store, user, name);
+    if (!roleOf(org, target)) throw new EvolveError("org_member_missing", `${JSON.stringify(target)} is not a member of ${name}`, `see its members: evolve auth org members ${name}`);
+    const next = withMember(org, target, change === "remove" ? null : change === "make-owner" ? "owner" : "member");
+    store.putOrg(next);
+    if (change === "remove") clearDefault(store, target, name);
+    return next;
+  });
+}
+
+/** `auth org leave`: `user` leaves an org they are in; the last owner cannot (`org_last_owner`). */
+export function leaveOrg(store: Store, user: string, name: string): OrgRecord {
+  return store.transaction(() => {
+    const next = withMember(memberOrg(store, user, name), user, null);
+    store.putOrg(next);
+    clearDefault(store, user, name);
+    return next;
+  });
+}
+
+/** Someone no longer in `name` has no default there: their next run goes to personal, not to an org refusing them. */
+function clearDefault(store: Store, user: string, name: string): void {
+  if (defaultOrg(store, user) === name) store.putSetting(settingOf(user), undefined);
+}
+
+/** An invite as `auth org invites` lists it: never its hash. `state` is the one that applies now. */
+export interface InviteRow {
+  id: string;
+  org: string;
+  created_by: string;
+  created_at: string;
+  expires_at: string;
+  state: "open" | "used" | "revoked" | "expired";
+  used_by: string | null;
+  used_at: string | null;
+  revoked_at: string | null;
+}
+
+function inviteRow(inv: InviteRecord, now: number): InviteRow {
+  const state = inv.revoked_at !== null ? "revoked" : inv.used_at !== null ? "used" : Date.parse(inv.expires_at) <= now ? "expired" : "open";
+  return { id: inv.id, org: inv.org, created_by: inv.created_by, created_at: inv.created_at, expires_at: inv.expires_at, state, used_by: inv.used_by, used_at: inv.used_at, revoked_at: inv.revoked_at };
+}
+
+/** `auth org invites <org>`: an owner lists the org's invites, oldest first. */
+export function listInvites(store: Store, user: string, name: string, now: number = Date.now()): InviteRow[] {
+  ownerOrg(store, user, name);
+  return store
+    .listInvites()
+    .filter((i) => i.org === name)
+    .map((i) => inviteRow(i, now));
+}
+
+/**
+ * `auth org invite --revoke <id>`: an owner of the invite's org revokes it (joining with it is then `invite_refused`).
+ * An unknown id and an invite of an org `user` is not in are alike `invite_not_found`; revoking twice keeps the first time.
+ */
+export function revokeInvite(store: Store, user: string, id: string, now: number = Date.now()): InviteRow {
+  return store.transaction(() => {
+    const inv = /^[0-9A-Z]{1,64}$/.test(id) ? store.getInvite(id) : undefined;
+    const org = inv ? store.getOrg(inv.org) : undefined;
+    if (!inv || !org || !roleOf(org, user)) throw new EvolveError("invite_not_found", `no invite ${JSON.stringify(id)} in an organization you belong to`, "list them: evolve auth org invites <org>");
+    ownerOrg(store, user, org.name);
+    const next = inv.revoked_at === null ? { ...inv, revoked_at: new Date(now).toISOString() } : inv;
+    store.putInvite(next);
+    return inviteRow(next, now);
+  });
+}
+
+/**
+ * `auth org delete`: an owner deletes an org and its invites. Refused (`org_not_empty`) while any job or dataset is
+ * in it: deleting the org would leave those records readable by nobody, and deleting them with it would lose work
+ * in one keystroke; delete or move them first, so what goes is always said by name.
+ */
+export function deleteOrg(store: Store, user: string, name: string): void {
+  store.transaction(() => {
+    const org = ownerOrg(store, user, name);
+    const jobs = store.listJobs().filter((j) => j.org === name).length;
+    const datasets = store.listDatasets().filter((d) => d.org === name).length;
+    if (jobs + datasets > 0) throw new EvolveError("org_not_empty", `${name} still holds ${jobs} job(s) and ${datasets} dataset version(s)`, `delete them first (evolve job list --scope org; evolve dataset delete <name@version>)`);
+    for (const m of org.members) clearDefault(store, m.user, name);
+    store.deleteOrg(name);
+  });
+}

@@ -405,6 +405,24 @@ export class Store {
     return this.read("invites", this.dbs.invites, id, InviteRecordSchema);
   }
 
+  /** Every invite, oldest first (ids sort by creation time), used and revoked ones included. */
+  listInvites(): InviteRecord[] {
+    const out: InviteRecord[] = [];
+    for (const key of this.keys("invites", this.dbs.invites, {})) {
+      const rec = this.read("invites", this.dbs.invites, key, InviteRecordSchema);
+      if (rec) out.push(rec);
+    }
+    return out;
+  }
+
+  /** Removes one organization and its invites (`auth org delete`; engine/org decides when that is allowed). */
+  deleteOrg(name: string): boolean {
+    return this.write(() => {
+      for (const inv of this.listInvites()) if (inv.org === name) this.dbs.invites.removeSync(inv.id);
+      return this.dbs.orgs.removeSync(name);
+    });
+  }
+
   // ---- spend ledger: key [scope, name, period]
 
   /**
