@@ -5,7 +5,6 @@
  */
 import { EvolveError } from "../engine/errors.ts";
 import { changeMember, createInvite, createOrg, DEFAULT_INVITE_TTL_MS, defaultOrg, deleteOrg, joinOrg, leaveOrg, listInvites, localUser, orgMembers, PERSONAL, revokeInvite, roleOf, useOrg, userOrgs, type InviteRow, type MemberChange } from "../engine/org/mod.ts";
-import type { OrgRecord } from "../engine/store/index.ts";
 import { out, outJson, outTable, style, when } from "./output.ts";
 import { withStore } from "./store.ts";
 
@@ -110,7 +109,7 @@ export async function orgMembersCommand(name: string | undefined, opts: MemberOp
 export async function orgLeaveCommand(name: string, opts: { json?: boolean }): Promise<number> {
   return withStore((store) => {
     const user = localUser();
-    const org: OrgRecord = leaveOrg(store, user, name);
+    const org = leaveOrg(store, user, name);
     if (opts.json) return outJson({ org: org.name, user }), 0;
     out(`${style.green("left")} ${org.name}: its jobs and datasets are no longer yours to see`);
     return 0;

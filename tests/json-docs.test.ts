@@ -25,13 +25,14 @@ let ids: JsonStoreIds;
 const host = cliHost();
 afterAll(() => host.close());
 
-function evolve(args: string[]) {
+function evolve(args: string[], user?: string) {
   // agents are vendored into this home, never into a shared EVOLVE_AGENTS_DIR the caller may have set
-  return host.run(args, { cwd: root, env: { ...process.env, EVOLVE_HOME: home, EVOLVE_AGENTS_DIR: join(home, "agents"), NO_COLOR: "1" }, timeoutMs: 60_000 });
+  const as = user === undefined ? {} : { EVOLVE_USER: user };
+  return host.run(args, { cwd: root, env: { ...process.env, EVOLVE_HOME: home, EVOLVE_AGENTS_DIR: join(home, "agents"), NO_COLOR: "1", ...as }, timeoutMs: 60_000 });
 }
 
 /** The documented commands run here, in this order (later ones change the store earlier ones read). */
-const RUNS: { command: string; args: () => string[]; exit?: number }[] = [
+const RUNS: { command: string; args: () => string[]; exit?: number; user?: string }[] = [
   { command: "task validate", args: () => ["task", "validate", "fixtures/tasks/valid/minimal", "fixtures/tasks/invalid/allowed_host_invalid"], exit: 1 },
   { command: "dataset publish", args: () => ["dataset", "publish", "fixtures/tasks/valid/minimal", "--name", "demo", "--version", "1.0"] },
   { command: "dataset list", args: () => ["dataset", "list"] },
@@ -68,6 +69,12 @@ const RUNS: { command: string; args: () => string[]; exit?: number }[] = [
   { command: "auth org join", args: () => ["auth", "org", "join", JSON.parse(evolve(["auth", "org", "invite", "acme", "--json"]).stdout).token] },
   { command: "auth org use", args: () => ["auth", "org", "use", "acme"] },
   { command: "auth org members", args: () => ["auth", "org", "members", "acme"] },
+  { command: "auth org invites", args: () => ["auth", "org", "invites", "acme"] },
+  { command: "auth org invite", args: () => ["auth", "org", "invite", "--revoke", JSON.parse(evolve(["auth", "org", "invites", "acme", "--json"]).stdout)[0].id] },
+  // someone else joins and leaves: the store's own user is acme's last owner
+  { command: "auth org leave", user: "json-docs-bo", args: () => (evolve(["auth", "org", "join", JSON.parse(evolve(["auth", "org", "invite", "acme", "--json"]).stdout).token], "json-docs-bo"), ["auth", "org", "leave", "acme"]) },
+  { command: "auth org create", args: () => ["auth", "org", "create", "gone"] },
+  { command: "auth org delete", args: () => ["auth", "org", "delete", "gone"] },
   { command: "gateway stop", args: () => ["gateway", "stop"] },
   { command: "gateway resume", args: () => ["gateway", "resume"] },
   { command: "gateway status", args: () => ["gateway", "status"] },
@@ -151,7 +158,7 @@ describe("docs/json.md", () => {
     for (const r of RUNS) {
       const s = sectionFor(sections, r.command);
       expect(s, `docs/json.md has no section \`evolve ${r.command} --json\``).toBeDefined();
-      const res = evolve([...r.args(), "--json"]);
+      const res = evolve([...r.args(), "--json"], r.user);
       expect(res.code, `evolve ${r.command} --json: ${res.stderr}`).toBe(r.exit ?? 0);
       const doc = JSON.parse(res.stdout);
       const d = compareKeys(sections, s!, [doc]);
