@@ -169,9 +169,9 @@ describe("owners manage members and invites", () => {
   it("invites: an owner lists them without tokens and revokes one, which then cannot be used", () => {
     const open = json(at("bo", ["auth", "org", "invite", "lab", "--json"]));
     const rows = json(at("bo", ["auth", "org", "invites", "lab", "--json"]));
-    expect(JSON.stringify(rows)).not.toContain(open.token.split("_")[2]);
+    expect(JSON.stringify(rows)).not.toContain(open.token.slice(open.token.indexOf("_", 4) + 1));
     expect(rows.map((r: { state: string }) => r.state)).toEqual(["used", "used", "open"]);
-    expect(at("bo", ["auth", "org", "invites", "lab"]).stdout).not.toContain(open.token.split("_")[2]);
+    expect(at("bo", ["auth", "org", "invites", "lab"]).stdout).not.toContain(open.token.slice(open.token.indexOf("_", 4) + 1));
     // members and outsiders may not; an invite of someone else's org is answered as an unknown one
     json(at("ann", ["auth", "org", "join", json(at("bo", ["auth", "org", "invite", "lab", "--json"])).token, "--json"]));
     expect(at("ann", ["auth", "org", "invites", "lab"]).stderr).toContain("org_not_owner");
