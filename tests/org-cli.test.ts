@@ -56,7 +56,7 @@ describe("evolve auth org", () => {
     // the invite is kept hashed: the store holds no token
     const store = openStore(home);
     try {
-      expect(JSON.stringify(store.getInvite(inv.id))).not.toContain(inv.token.split("_")[2]);
+      expect(JSON.stringify(store.getInvite(inv.id))).not.toContain(inv.token.slice(inv.token.indexOf("_", 4) + 1));
     } finally {
       void store.close();
     }
