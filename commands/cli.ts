@@ -193,6 +193,7 @@ export function buildProgram(version: string, setExit: (code: number) => void, a
     .option("--lease-seconds <n>", "seconds a lease lasts; heartbeats go at a third of it", numberFlag("--lease-seconds", POSITIVE_INT))
     .option("--scratch <dir>", "this worker's own home for its scratch store and trial trees (default: a new temporary folder)")
     .option("--shared-home <dir>", "the coordinator's evolve home on a shared filesystem: task folders are read there instead of fetched")
+    .addOption(new Option("--ship <what>", "images: pull the job's pack (tasks, images, vendored agents) from the coordinator and unpack it before the first claim; none: the node has them").choices(["images", "none"]).default("none"))
     .addOption(engineOpt())
     .action(async (opts) => setExit(await (await import("./worker.ts")).workerCommand(opts)));
 
