@@ -145,6 +145,7 @@ export function buildProgram(version: string, setExit: (code: number) => void, a
       .option("--otlp-header <NAME=VALUE>", "a header sent with each --otlp request (Langfuse: Authorization=Basic …); repeatable, never printed", collect, [])
       .option("--executor <kind>", "where the trials run: local (this process, default) | slurm (sbatch --array of `evolve worker`s) | kubernetes (a batch/v1 Job of `evolve worker` pods)")
       .option("--partition <name>", "--executor slurm: the Slurm partition")
+      .option("--ship <what>", "--executor slurm: images (workers pull the job's pack: tasks, images, vendored agents) | none (the nodes have them); default images with --coordinator-host, else none")
       .option("--slurm-arg <KEY=VALUE>", "--executor slurm: a sbatch option (--KEY=VALUE), e.g. time=01:00:00; repeatable", collect, [])
       .option("--namespace <ns>", "--executor kubernetes: the namespace of the workers' Job (default: the kubeconfig context's, else default)")
       .option("--k8s-image <image>", "--executor kubernetes: the worker image (evolve, podman and the agents; scripts/kubernetes/Containerfile); required")
