@@ -145,6 +145,7 @@ export function buildProgram(version: string, setExit: (code: number) => void, a
       .option("--otlp-header <NAME=VALUE>", "a header sent with each --otlp request (Langfuse: Authorization=Basic …); repeatable, never printed", collect, [])
       .option("--executor <kind>", "where the trials run: local (this process, default) | slurm (sbatch --array of `evolve worker`s) | kubernetes (a batch/v1 Job of `evolve worker` pods)")
       .option("--partition <name>", "--executor slurm: the Slurm partition")
+      .option("--ship <what>", "--executor slurm: images (workers pull the job's pack: tasks, images, vendored agents) | none (the nodes have them); default images with --coordinator-host, else none")
       .option("--slurm-arg <KEY=VALUE>", "--executor slurm: a sbatch option (--KEY=VALUE), e.g. time=01:00:00; repeatable", collect, [])
       .option("--namespace <ns>", "--executor kubernetes: the namespace of the workers' Job (default: the kubeconfig context's, else default)")
       .option("--k8s-image <image>", "--executor kubernetes: the worker image (evolve, podman and the agents; scripts/kubernetes/Containerfile); required")
@@ -193,6 +194,7 @@ export function buildProgram(version: string, setExit: (code: number) => void, a
     .option("--lease-seconds <n>", "seconds a lease lasts; heartbeats go at a third of it", numberFlag("--lease-seconds", POSITIVE_INT))
     .option("--scratch <dir>", "this worker's own home for its scratch store and trial trees (default: a new temporary folder)")
     .option("--shared-home <dir>", "the coordinator's evolve home on a shared filesystem: task folders are read there instead of fetched")
+    .addOption(new Option("--ship <what>", "images: pull the job's pack (tasks, images, vendored agents) from the coordinator and unpack it before the first claim; none: the node has them").choices(["images", "none"]).default("none"))
     .addOption(engineOpt())
     .action(async (opts) => setExit(await (await import("./worker.ts")).workerCommand(opts)));
 

@@ -8,7 +8,7 @@ import { resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { EvolveError } from "../engine/errors.ts";
 import type { JobConfig, JobExecutor } from "../engine/job/mod.ts";
-import { Coordinator, DEFAULT_LEASE_SECONDS, KubernetesLauncher, parseSlurmArgs, SlurmLauncher, type SlurmOptions, type WorkerLauncher } from "../engine/executor/mod.ts";
+import { Coordinator, DEFAULT_LEASE_SECONDS, KubernetesLauncher, parseSlurmArgs, SlurmLauncher, slurmShip, type SlurmOptions, type WorkerLauncher } from "../engine/executor/mod.ts";
 import { isCompiledBinary } from "../engine/runtime.ts";
 import type { Store } from "../engine/store/mod.ts";
 
@@ -18,6 +18,7 @@ export interface ExecutorFlags {
   partition?: string;
   slurmArg?: string[];
   coordinatorHost?: string;
+  ship?: string;
   namespace?: string;
   k8sImage?: string;
   kubeconfig?: string;
@@ -29,10 +30,10 @@ export interface ExecutorFlags {
  */
 export function executorConfig(f: ExecutorFlags): JobConfig["executor"] {
   const kind = f.executor ?? "local";
-  const slurmFlags = f.partition !== undefined || (f.slurmArg ?? []).length > 0;
+  const slurmFlags = f.partition !== undefined || (f.slurmArg ?? []).length > 0 || f.ship !== undefined;
   const k8sFlags = f.namespace !== undefined || f.k8sImage !== undefined || f.kubeconfig !== undefined;
   if (kind !== "local" && kind !== "slurm" && kind !== "kubernetes") throw new EvolveError("executor_invalid", `--executor ${kind}: expected local, slurm or kubernetes`, "e.g. --executor slurm --partition debug");
-  if (slurmFlags && kind !== "slurm") throw new EvolveError("executor_invalid", "--partition and --slurm-arg need --executor slurm", "add --executor slurm, or leave them out");
+  if (slurmFlags && kind !== "slurm") throw new EvolveError("executor_invalid", "--partition, --slurm-arg and --ship need --executor slurm", "add --executor slurm, or leave them out");
   if (k8sFlags && kind !== "kubernetes") throw new EvolveError("executor_invalid", "--namespace, --k8s-image and --kubeconfig need --executor kubernetes", "add --executor kubernetes, or leave them out");
   if (kind === "local") return undefined;
   if (kind === "kubernetes") {
@@ -46,11 +47,13 @@ export function executorConfig(f: ExecutorFlags): JobConfig["executor"] {
     };
   }
   parseSlurmArgs(f.slurmArg);
+  if (f.ship !== undefined && f.ship !== "images" && f.ship !== "none") throw new EvolveError("executor_invalid", `--ship ${f.ship}: expected images or none`, "images: workers pull the job's pack from the coordinator; none: the nodes have the images and agents");
   return {
     kind: "slurm",
     ...(f.partition !== undefined ? { partition: f.partition } : {}),
     ...((f.slurmArg ?? []).length > 0 ? { slurm_args: f.slurmArg } : {}),
     ...(f.coordinatorHost !== undefined ? { coordinator_host: f.coordinatorHost } : {}),
+    ...(f.ship !== undefined ? { ship: f.ship as "images" | "none" } : {}),
   };
 }
 
@@ -63,7 +66,7 @@ export function evolveArgv(): string[] {
 /** The launcher (Slurm or Kubernetes) for a job's executor config. */
 export function workerLauncher(e: NonNullable<JobConfig["executor"]>): WorkerLauncher {
   if (e.kind === "kubernetes") return new KubernetesLauncher({ image: e.k8s_image ?? "", namespace: e.namespace, kubeconfig: e.kubeconfig });
-  const o: SlurmOptions = { partition: e.partition, args: parseSlurmArgs(e.slurm_args), evolve: evolveArgv() };
+  const o: SlurmOptions = { partition: e.partition, args: parseSlurmArgs(e.slurm_args), evolve: evolveArgv(), ship: slurmShip(e) };
   return new SlurmLauncher(o);
 }
 

@@ -92,6 +92,8 @@ export interface RunOptions {
   partition?: string;
   slurmArg?: string[];
   coordinatorHost?: string;
+  /** `run` only, `--executor slurm`: `--ship images|none`. */
+  ship?: string;
   /** `run` only, `--executor kubernetes`: `--namespace`, `--k8s-image`, `--kubeconfig`. */
   namespace?: string;
   k8sImage?: string;

@@ -12,7 +12,7 @@ import { DEFAULT_LEASE_SECONDS, runWorker } from "../engine/executor/mod.ts";
 import { Interruption } from "../engine/outcome.ts";
 
 /** `evolve worker` */
-export async function workerCommand(opts: { coordinator: string; workerId?: string; leaseSeconds?: number; scratch?: string; sharedHome?: string; engine?: "podman" | "docker" }): Promise<number> {
+export async function workerCommand(opts: { coordinator: string; workerId?: string; leaseSeconds?: number; scratch?: string; sharedHome?: string; ship?: "images" | "none"; engine?: "podman" | "docker" }): Promise<number> {
   const token = process.env.EVOLVE_WORKER_TOKEN;
   if (!token) throw new EvolveError("usage", "EVOLVE_WORKER_TOKEN is not set: a worker takes its job's token from the environment only", "workers are started by `evolve run --executor slurm`, which sets it");
   const home = opts.scratch ?? mkdtempSync(join(tmpdir(), "evolve-worker-"));
@@ -27,7 +27,7 @@ export async function workerCommand(opts: { coordinator: string; workerId?: stri
   for (const [s, h] of handlers) process.on(s, h);
   try {
     log(`pid ${process.pid}, home ${home}, coordinator ${opts.coordinator}`);
-    const n = await runWorker({ url: opts.coordinator, token, workerId, home, engine, leaseSeconds: opts.leaseSeconds ?? DEFAULT_LEASE_SECONDS, sharedHome: opts.sharedHome, clusterJob: process.env.SLURM_JOB_ID, signal: stop.signal, log });
+    const n = await runWorker({ url: opts.coordinator, token, workerId, home, engine, leaseSeconds: opts.leaseSeconds ?? DEFAULT_LEASE_SECONDS, sharedHome: opts.sharedHome, ship: opts.ship, clusterJob: process.env.SLURM_JOB_ID, signal: stop.signal, log });
     log(`done: ${n} result${n === 1 ? "" : "s"} accepted`);
     return 0;
   } finally {

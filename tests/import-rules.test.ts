@@ -47,8 +47,6 @@ const LAYERS: readonly (string | readonly string[])[] = [
   "engine/harness",
   "engine/trial",
   "engine/job",
-  // where a job's trials run (issue 24 §1): the Slurm coordinator, its leases and workers, over the job runner
-  "engine/executor",
   // OpenTelemetry export (issue 22 §5): reads settled trials and their traces, decides nothing
   "engine/otel",
   "engine/dataset",
@@ -62,6 +60,9 @@ const LAYERS: readonly (string | readonly string[])[] = [
   "engine/results",
   // portable packs: a dataset's tasks, images and agents carried to an air-gapped machine (issue 22 §4)
   "engine/pack",
+  // where a job's trials run (issue 24 §1): the Slurm coordinator, its leases and workers, over the job runner and
+  // over packs, which carry a job's tasks, images and agents to the workers' nodes
+  "engine/executor",
   // the dashboard's pages (issue 23 §2): reads jobs, trials, traces, datasets and statistics, decides nothing
   "engine/dashboard",
   // the local API (`evolve serve`, issue 23): calls the engine as commands/ does, holds no rule of its own

@@ -6,7 +6,10 @@
  * result does is the coordinator's (coordinator.ts), and a refused lease is a 409 with a stable `code`.
  */
 import { timingSafeEqual } from "node:crypto";
+import { createReadStream, statSync } from "node:fs";
+import { Readable } from "node:stream";
 import { Hono } from "hono";
+import { EvolveError } from "../errors.ts";
 import type { LeaseTotals } from "../gateway-host/model-gateway.ts";
 import type { TrialRecord } from "../store/index.ts";
 import type { TrialEvent, TrialRequest } from "../trial/types.ts";
@@ -36,6 +39,11 @@ export interface CoordinatorDeps {
   result(trial: string, key: string, record: TrialRecord, tree: BundleEntry[]): Promise<Checked>;
   /** A stored task's folder as a bundle; null when the job has no such task. */
   taskBundle(digest: string): Promise<BundleEntry[] | null>;
+  /**
+   * The job's pack file (engine/pack: its tasks, images and vendored agents), built once on the first call; absent
+   * where this coordinator ships nothing.
+   */
+  pack?(): Promise<string>;
   /**
    * The trial's lease on the coordinator's gateway, its keys minted now (the answer is never logged); refused with
    * `gateway_config_invalid` and the reason when the coordinator cannot meter.
@@ -97,6 +105,18 @@ export function coordinatorApp(deps: CoordinatorDeps): Hono {
   app.get("/tasks/:digest", async (c) => {
     const entries = await deps.taskBundle(c.req.param("digest"));
     return entries ? c.json({ entries }) : c.json({ code: "task_not_found" }, 404);
+  });
+  // streamed from the file: a pack holds every image the job runs, far too large to hold in memory
+  app.get("/pack", async (c) => {
+    if (!deps.pack) return c.json({ code: "pack_not_served" }, 404);
+    let file: string;
+    try {
+      file = await deps.pack();
+    } catch (e) {
+      return c.json({ code: e instanceof EvolveError ? e.code : "pack_failed", message: (e as Error).message }, 500);
+    }
+    const body = Readable.toWeb(createReadStream(file)) as unknown as ReadableStream<Uint8Array>;
+    return new Response(body, { headers: { "content-type": "application/octet-stream", "content-length": String(statSync(file).size) } });
   });
   return app;
 }

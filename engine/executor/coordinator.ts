@@ -12,6 +12,7 @@ import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { rm } from "node:fs/promises";
 import { join } from "node:path";
 import { Hono } from "hono";
+import { packRef } from "../pack/mod.ts";
 import { GatewayConfigError, ModelGateway, type GatewayLease, type LeaseTotals } from "../gateway-host/model-gateway.ts";
 import type { JobExecutor } from "../job/executor.ts";
 import { serveFetch, type HttpListener } from "../runtime.ts";
@@ -72,6 +73,8 @@ export class Coordinator implements JobExecutor {
   readonly kind: string;
   private readonly book: LeaseBook;
   private readonly pending = new Map<string, Pending>();
+  /** The job's pack for workers that pull one (`evolve worker --ship images`): built once, on the first request. */
+  private packing?: Promise<string>;
   /** Remote trials' leases on the coordinator's gateway, by trial. */
   private readonly gwLeases = new Map<string, GatewayLease>();
   private readonly leaseMs: number;
@@ -161,6 +164,10 @@ export class Coordinator implements JobExecutor {
     for (let waited = 0; this.inFlight > 0 && waited < 5000; waited += 50) await new Promise((r) => setTimeout(r, 50));
     await this.server?.close().catch(() => {});
     this.server = undefined;
+    // the pack holds every image the job ran: it is not kept past the run that served it
+    const packing = this.packing;
+    this.packing = undefined;
+    await packing?.then((f) => rm(f, { force: true })).catch(() => {});
   }
 
   /** The cluster's view of this job's workers (empty before submitting). */
@@ -198,6 +205,11 @@ export class Coordinator implements JobExecutor {
         const dir = taskBlobDir(this.o.home, digest);
         return known && existsSync(dir) ? await packDir(dir) : null;
       },
+      pack: () => (this.packing ??= this.buildPack().catch((e) => {
+        // a failed build (an image that would not build) is tried again on the next worker's request
+        this.packing = undefined;
+        throw e;
+      })),
       gatewayLease: (trial: string, key: string, caps: { capUsd?: number; judgeCapUsd?: number }) => this.gatewayLease(trial, key, caps),
       gatewayState: (trial: string, key: string, revoke?: "agent" | "judge"): Checked<RemoteGatewayState> => {
         const r = this.book.renew(trial, key, Date.now());
@@ -219,6 +231,20 @@ export class Coordinator implements JobExecutor {
         return { ok: true, ...(totals ?? { agent: zeroLane(), judge: zeroLane(), events: [] }) };
       },
     };
+  }
+
+  /**
+   * Packs the job (engine/pack: its tasks, the images they run, the vendored agents its trials use) into this home's
+   * executor folder with the engine the job runs with, replacing what an earlier run of the job left there.
+   */
+  private async buildPack(): Promise<string> {
+    const first = this.pending.values().next().value;
+    if (!this.jobId || !first) throw new Error("the job has no trial left to pack for");
+    const out = join(this.o.home, "executor", `${this.jobId}.evolvepack`);
+    mkdirSync(join(this.o.home, "executor"), { recursive: true });
+    this.o.say?.("coordinator: packing the job's tasks, images and agents for the workers");
+    await packRef(this.o.store, this.o.home, first.deps.engine, this.jobId, { out });
+    return out;
   }
 
   /** The gateway remote trials reach: the one given, else the job's (handed with the trial), else the home's. */

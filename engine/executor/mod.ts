@@ -7,7 +7,7 @@ export { Coordinator, DEFAULT_LEASE_SECONDS, submissionsFile } from "./coordinat
 export type { CoordinatorOptions } from "./coordinator.ts";
 export { coordinatorApp, WORKER_API } from "./coordinator-api.ts";
 export { LeaseBook } from "./lease.ts";
-export { parseSlurmArgs, SlurmLauncher } from "./slurm.ts";
+export { parseSlurmArgs, SlurmLauncher, slurmShip } from "./slurm.ts";
 export type { SlurmOptions } from "./slurm.ts";
 export type { WorkerBatch, WorkerLauncher, WorkerState } from "./types.ts";
 export { runWorker } from "./worker.ts";

@@ -8,7 +8,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { expectCode } from "../../tests/support/expect-code.ts";
-import { parseSlurmArgs, sbatchArgs, sbatchScript, SlurmLauncher } from "./slurm.ts";
+import { parseSlurmArgs, sbatchArgs, sbatchScript, SlurmLauncher, slurmShip } from "./slurm.ts";
 import type { WorkerBatch } from "./types.ts";
 
 const batch = (dir: string): WorkerBatch => ({ jobId: "J1", workers: 3, coordinatorUrl: "http://10.0.0.5:4000/executor", token: "s3cret-token", leaseSeconds: 30, logDir: dir });
@@ -33,5 +33,15 @@ describe("slurm launcher", () => {
     expectCode(() => parseSlurmArgs(["--time=1"]), "executor_invalid");
     expectCode(() => parseSlurmArgs(["array=0-9"]), "executor_invalid");
     expectCode(() => parseSlurmArgs(["export=NONE"]), "executor_invalid");
+  });
+
+  it("tells the workers to pull the job's pack on a real cluster (--coordinator-host), not on one host, unless told", () => {
+    const dir = mkdtempSync(join(tmpdir(), "evolve-sbatch-"));
+    expect(slurmShip({ coordinator_host: "10.0.0.5" })).toBe("images");
+    expect(slurmShip({})).toBe("none");
+    expect(slurmShip({ coordinator_host: "10.0.0.5", ship: "none" })).toBe("none");
+    expect(slurmShip({ ship: "images" })).toBe("images");
+    expect(sbatchScript({ ...opts, ship: "images" }, batch(dir))).toMatch(/--worker-id "[^"]+" --ship images\n/);
+    expect(sbatchScript({ ...opts, ship: "none" }, batch(dir))).not.toContain("--ship");
   });
 });

@@ -17,8 +17,19 @@ export interface SlurmOptions {
   args?: string[];
   /** The command that starts evolve on a node (argv before `worker`): this binary, or a runtime and main.ts. */
   evolve: string[];
+  /** Whether each worker pulls the job's pack before its first claim (`evolve worker --ship`); default none. */
+  ship?: "images" | "none";
   /** Extra environment for the workers (on one host: the podman and agents settings of this process). */
   env?: Record<string, string>;
+}
+
+/**
+ * Whether a Slurm job's workers pull its pack: as asked, else `images` when the coordinator serves on an address
+ * other nodes reach (a real cluster, whose nodes hold none of this machine's images or agents), else `none` (one
+ * host: the workers' engine is this machine's, and a pack would only copy what is already here).
+ */
+export function slurmShip(e: { ship?: "images" | "none"; coordinator_host?: string }): "images" | "none" {
+  return e.ship ?? (e.coordinator_host !== undefined ? "images" : "none");
 }
 
 /** Checks `--slurm-arg` values: KEY=VALUE with a sbatch long option's name as KEY. */
@@ -40,7 +51,7 @@ export function sbatchScript(o: SlurmOptions, b: WorkerBatch): string {
   return [
     "#!/bin/sh",
     `# evolve job ${b.jobId}: one worker per array task; EVOLVE_WORKER_TOKEN comes from sbatch's environment`,
-    `exec ${o.evolve.map(quote).join(" ")} worker --coordinator ${quote(b.coordinatorUrl)} --lease-seconds ${b.leaseSeconds} --worker-id "slurm-$SLURM_ARRAY_JOB_ID-$SLURM_ARRAY_TASK_ID-$SLURMD_NODENAME"`,
+    `exec ${o.evolve.map(quote).join(" ")} worker --coordinator ${quote(b.coordinatorUrl)} --lease-seconds ${b.leaseSeconds} --worker-id "slurm-$SLURM_ARRAY_JOB_ID-$SLURM_ARRAY_TASK_ID-$SLURMD_NODENAME"${o.ship === "images" ? " --ship images" : ""}`,
     "",
   ].join("\n");
 }

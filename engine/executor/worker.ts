@@ -9,11 +9,16 @@
  * own; what it creates is labelled with its id and cluster job, so what a killed worker left is removed (below, and
  * scripts/slurm/epilog.sh).
  */
-import { existsSync } from "node:fs";
+import { createWriteStream, existsSync } from "node:fs";
 import { rm } from "node:fs/promises";
+import { join } from "node:path";
+import { Readable } from "node:stream";
+import { pipeline } from "node:stream/promises";
+import type { ReadableStream as WebReadableStream } from "node:stream/web";
 import { LABEL_WORKER, LABEL_WORKER_JOB, type ContainerSpec, type Engine } from "../driver/types.ts";
 import { EvolveError } from "../errors.ts";
 import { GatewayConfigError, type LeaseTotals } from "../gateway-host/model-gateway.ts";
+import { unpackFile } from "../pack/mod.ts";
 import { openStore, taskBlobDir, trialDir, type TrialRecord } from "../store/index.ts";
 import { runTrial, settleRemovals } from "../trial/run.ts";
 import type { TrialEvent } from "../trial/types.ts";
@@ -35,6 +40,13 @@ export interface WorkerOptions {
   leaseSeconds: number;
   /** A folder holding the coordinator's `tasks/` (a shared filesystem); else tasks are fetched over the API. */
   sharedHome?: string;
+  /**
+   * `images`: pull the job's pack from the coordinator (`GET /pack`) and unpack it (images into this node's engine,
+   * agents into `agentsRoot`) before the first claim; `none` (the default): the node has them already.
+   */
+  ship?: "images" | "none";
+  /** Where a pulled pack's vendored agents go (default: the agents folder, EVOLVE_AGENTS_DIR). */
+  agentsRoot?: string;
   /** How long the coordinator may stay unreachable before the worker gives up (ms). */
   giveUpMs?: number;
   /** The cluster's id of the job this worker runs in (SLURM_JOB_ID), labelled on its boxes for the node's epilog. */
@@ -51,6 +63,7 @@ export async function runWorker(o: WorkerOptions): Promise<number> {
   const call = caller(o);
   let accepted = 0;
   try {
+    if (o.ship === "images") await pullPack(o, store);
     while (!o.signal?.aborted) {
       const answer = (await call("POST", "/claim", { worker: o.workerId })) as ClaimAnswer;
       if (answer.lease === null) {
@@ -164,6 +177,29 @@ export function labelled(engine: Engine, labels: Record<string, string>): Engine
       return typeof v === "function" ? v.bind(target) : v;
     },
   });
+}
+
+/**
+ * Downloads the job's pack into the worker's home (streamed to a file, never held whole) and unpacks it: verified
+ * member by member first, so a pack changed on its way stops the worker with unpack's stable code before it claims
+ * anything. Its tasks land in the scratch store, where the trials' task folders are then found without a fetch.
+ */
+export async function pullPack(o: Pick<WorkerOptions, "url" | "token" | "home" | "engine" | "agentsRoot" | "log">, store: ReturnType<typeof openStore>): Promise<void> {
+  const log = o.log ?? (() => {});
+  const file = join(o.home, "job.evolvepack");
+  log("pulling the job's pack from the coordinator");
+  const res = await fetch(`${o.url}/pack`, { headers: { authorization: `Bearer ${o.token}` } });
+  if (!res.ok || !res.body) {
+    const json = (await res.json().catch(() => ({}))) as { code?: string; message?: string };
+    throw new EvolveError("coordinator_unreachable", `the coordinator answered ${res.status} to GET /pack${json.code ? ` (${json.code}${json.message ? `: ${json.message}` : ""})` : ""}`, "check the coordinator's log; `--ship none` runs with what the nodes hold");
+  }
+  try {
+    await pipeline(Readable.fromWeb(res.body as unknown as WebReadableStream<Uint8Array>), createWriteStream(file));
+    const r = await unpackFile(store, o.home, o.engine, file, { agentsRoot: o.agentsRoot, log });
+    log(`unpacked ${r.dataset.tasks} task(s), ${r.images.length} image(s), ${r.agents.imported.length + r.agents.skipped.length} agent version(s)`);
+  } finally {
+    await rm(file, { force: true });
+  }
 }
 
 /** The task's folder on this node: the shared one when configured and present, else a copy fetched once. */

@@ -60,6 +60,7 @@ export interface JobConfig {
   /**
    * Where the trials run (`--executor`, engine/executor): absent is `local`, this process. Kept so `job resume`
    * runs the rest where the job started. `coordinator_host`: the address workers reach the coordinator at;
+   * `ship`: whether Slurm workers pull the job's pack (`images`) or use what their node holds (`none`);
    * `namespace`, `k8s_image`, `kubeconfig`: `--executor kubernetes`'s.
    */
   executor?: {
@@ -67,6 +68,7 @@ export interface JobConfig {
     partition?: string;
     slurm_args?: string[];
     coordinator_host?: string;
+    ship?: "images" | "none";
     namespace?: string;
     k8s_image?: string;
     kubeconfig?: string;
