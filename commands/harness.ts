@@ -9,17 +9,14 @@ import { loadConfig } from "../engine/config.ts";
 import { openEngine } from "../engine/engine-choice.ts";
 import { EvolveError } from "../engine/errors.ts";
 import {
-  geneBankCells,
   installCandidate,
   newRunId,
   parentCost,
-  readGeneBankLines,
   round,
   type RoundsResult,
   scaffoldCandidate,
   screen,
   type ScreenRecord,
-  screenToJson,
   undoInstall,
   unscreenedCandidates,
 } from "../engine/evolve/mod.ts";
@@ -39,7 +36,6 @@ import {
   passAt1,
   projectPaths,
   runCardCheck,
-  statsToJson,
 } from "../engine/eval/mod.ts";
 import { namesDataset } from "../engine/dataset-ref.ts";
 import type { Store } from "../engine/store/mod.ts";

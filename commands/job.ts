@@ -2,7 +2,6 @@
  * `evolve job list|show|resume|cancel` and `evolve trial show`: reading jobs and trials back from the store.
  */
 import { inScope, localUser, parseJobScope, viewerOf } from "../engine/org/mod.ts";
-import { EvolveError } from "../engine/errors.ts";
 import {
   choices,
   jobShowDocument,
@@ -14,7 +13,6 @@ import {
   findJobRef,
   JOB_KINDS,
   JOB_STATUSES,
-  jobConfig,
   type JobFilter,
   jobSpend,
   type JobSpend,
@@ -25,10 +23,8 @@ import {
   PASS_AT_K_LEFT_OUT_TEXT,
   type PassAtKLeftOut,
   primaryReward,
-  summarizeJob,
   taskLabel,
   trialAttempts,
-  trialSpendFields,
 } from "../engine/job/mod.ts";
 import { type AttemptEntry, isLiveStatus, isSettledStatus, tokenCounts, TRIAL_STATUSES } from "../engine/trial/mod.ts";
 import { resolveTrial, trialDir, type JobRecord, type Store, type TrialRecord } from "../engine/store/mod.ts";

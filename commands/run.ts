@@ -35,7 +35,7 @@ import { DEFAULT_JOBS_DIR, openJobFolder } from "../engine/results/mod.ts";
 import { Interruption, isInterruption } from "../engine/outcome.ts";
 import { runsOnResume, TRIAL_STATUSES, type TrialStatus } from "../engine/trial/mod.ts";
 import { deferBrokenPipe, isBrokenPipe, isTTY } from "../engine/runtime.ts";
-import { exceptionLine, formatReward, out, outJson, outTable, QuietExit, statusWord, style } from "./output.ts";
+import { formatReward, out, outJson, outTable, QuietExit, statusWord, style } from "./output.ts";
 import { progressView, type ProgressMode } from "./progress.ts";
 import { jobFromArg, printJobSummary } from "./job.ts";
 import { printReports } from "./task.ts";

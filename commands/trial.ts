@@ -7,7 +7,7 @@
  * never produced, a file it never kept, no live box for `procs`, a trial that cannot be regraded).
  */
 import { existsSync } from "node:fs";
-import { mkdir, open, readFile, stat } from "node:fs/promises";
+import { mkdir, stat } from "node:fs/promises";
 import { join, resolve } from "node:path";
 import { openEngine } from "../engine/engine-choice.ts";
 import type { Engine, EngineKind } from "../engine/driver/mod.ts";
@@ -24,18 +24,13 @@ import {
   boxReadFile,
   exclusion,
   findLiveBox,
-  keptChildren,
   type KeptManifest,
-  readKeptFile,
   readManifest,
   type RegradeVerifier,
   skippedSummary,
 } from "../engine/trial/mod.ts";
 import {
-  agentStreamFile,
-  archivedSteps,
   BoxFileRefused,
-  readBoxFile,
   streamBoxFile,
   trialPaths,
 } from "../engine/box/mod.ts";
